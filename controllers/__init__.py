@@ -1,0 +1,1 @@
+"""Companion controllers: ResourceClaim lifecycle, scheduler, taint eviction."""

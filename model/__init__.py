@@ -1,0 +1,1 @@
+"""The pure core of dra-solver: objects, CEL, pools, allocators, validator. No I/O."""

@@ -1,0 +1,73 @@
+"""The core's error hierarchy.
+
+Callers distinguish three outcomes of an allocation attempt, exactly as upstream's allocator
+contract does: success, "does not fit on this node" (not an error at all, see
+``AllocationOutcome``), and an error that stops the attempt (bad input, CEL runtime error,
+fatal pool problem). Everything raised by ``model`` derives from :class:`DraSolverError`, so
+shells can turn any of them into a clean message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+FieldPath = tuple[str | int, ...]
+
+
+def format_field_path(path: FieldPath) -> str:
+    """Render ``("spec", "devices", "requests", 0, "count")`` as ``spec.devices.requests[0].count``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif out:
+            out += f".{part}"
+        else:
+            out = part
+    return out
+
+
+class DraSolverError(Exception):
+    """Base of every error the core raises."""
+
+
+class InvalidInput(DraSolverError):
+    """An object fails decoding or API-server validation.
+
+    ``obj`` names the object like ``ResourceClaim default/c1``; ``field_path`` points at the
+    offending field; ``detail`` is the API server style reason (``Invalid value: 0: must be
+    greater than zero``).
+    """
+
+    def __init__(self, obj: str, field_path: FieldPath, detail: str, *, source: str = "") -> None:
+        self.obj = obj
+        self.field_path = field_path
+        self.detail = detail
+        self.source = source
+        super().__init__(self._render())
+
+    @property
+    def field(self) -> str:
+        return format_field_path(self.field_path)
+
+    def _render(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        obj = f"{self.obj}: " if self.obj else ""
+        field = f"{self.field}: " if self.field_path else ""
+        return f"{where}{obj}{field}{self.detail}"
+
+
+class InvalidInputs(DraSolverError):
+    """Several validation failures at once (the API server reports all of them)."""
+
+    def __init__(self, errors: list[InvalidInput]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+class AllocationError(DraSolverError):
+    """A fatal problem that aborts the whole allocation attempt, like an error from upstream's
+    ``Allocate``: unknown DeviceClass, CEL runtime error, a fatal pool problem, a disabled
+    feature being requested. The message follows upstream's wording."""
+
+
+class SolveTimeout(DraSolverError):
+    """The deadline passed before any answer was found."""

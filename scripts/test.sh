@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: creates .venv, installs dra-solver with its test
+# extras, installs Prometheus for the real-scrape integration test when possible, runs pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PY" -m venv .venv
+fi
+echo "==> installing dra-solver[test]"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[test]'
+if [ -x scripts/install-prometheus.sh ]; then
+  echo "==> ensuring Prometheus (for tests/integration)"
+  scripts/install-prometheus.sh || echo "    (Prometheus could not be installed; its test will say so)"
+fi
+echo "==> running tests"
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" "$@"

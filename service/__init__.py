@@ -1,0 +1,1 @@
+"""The gRPC allocation service, its inventory, metrics and the dra-solver CLI."""

@@ -1,0 +1,71 @@
+"""The ``dra-solver`` command: one entry point, one module per subcommand.
+
+Each subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules are
+imported only when their subcommand runs, so ``dra-solver allocate`` never pays for gRPC or the
+kubernetes client, and the companion processes (``controllers``, ``kubelet-plugin``) are found
+by name without ``service`` importing them at module level (dependencies flow one way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "allocate": ("service.commands.allocate", "allocate claims on one node"),
+    "compare": ("service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
+    "serve": ("service.commands.serve", "run the gRPC allocation service"),
+    "schedule": ("service.commands.schedule", "ask a running service where a pod's claims fit"),
+    "explain": ("service.commands.explain", "ask a running service why claims do not fit"),
+    "demo": ("service.commands.demo", "run the end-to-end demo on the bundled cluster"),
+    "bench": ("service.commands.bench", "run the bundled benchmarks"),
+    "controllers": ("controllers.cli", "run the companion controllers"),
+    "kubelet-plugin": ("kubeletplugin.cli", "run the DRA kubelet plugin"),
+}
+
+
+class _Command(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _load(module: str) -> _Command:
+    return cast(_Command, importlib.import_module(module))
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dra-solver",
+        description="Exact, fast, optimal Kubernetes DRA device allocation.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:
+            _load(module).add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(args_list)
+    args = parser.parse_args(args_list)
+    if not args.command:
+        parser.print_help()
+        return 2
+    module, _ = SUBCOMMANDS[args.command]
+    try:
+        return _load(module).run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""dra-solver subcommands, one module each."""

@@ -1,0 +1,27 @@
+"""Suite-wide settings: hypothesis profiles and the location of the shared test data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+settings.register_profile(
+    "default", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout (as CI lays it out), or ``$DRA_SHARED_DIR``."""
+    env = os.environ.get("DRA_SHARED_DIR")
+    if env:
+        return Path(env)
+    beside = (ROOT.parent / "shared").resolve()
+    return beside if beside.is_dir() else Path("/work/shared")
