@@ -21,7 +21,6 @@ COPY model/ model/
 COPY service/ service/
 COPY controllers/ controllers/
 COPY kubeletplugin/ kubeletplugin/
-COPY proto/ proto/
 RUN /opt/dra-solver/bin/pip install --upgrade pip \
  && /opt/dra-solver/bin/pip install . \
  && /opt/dra-solver/bin/dra-solver --help >/dev/null

@@ -35,7 +35,10 @@ def parse_documents(text: str, *, source: str = "") -> list[dict[str, Any]]:
             continue
         if not isinstance(doc, dict):
             raise InvalidInput(
-                "", (), f"document {index}: expected an object, got {_json_type(doc)}", source=source
+                "",
+                (),
+                f"document {index}: expected an object, got {_json_type(doc)}",
+                source=source,
             )
         out.extend(_flatten_lists(doc, source=source))
     return out
@@ -55,7 +58,9 @@ def _load(text: str, *, source: str) -> list[Any]:
             return list(yaml.load_all(text, Loader=_StrictLoader))
         except yaml.YAMLError:
             raise InvalidInput(
-                "", (), f"cannot parse JSON: line {json_error.lineno}, column {json_error.colno}: {json_error.msg}",
+                "",
+                (),
+                f"cannot parse JSON: line {json_error.lineno}, column {json_error.colno}: {json_error.msg}",
                 source=source,
             ) from None
     try:
@@ -101,14 +106,18 @@ class _StrictLoader(yaml.SafeLoader):
     """YAML as the API machinery reads it: timestamps stay strings, duplicate keys are errors."""
 
 
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+def _construct_mapping(
+    loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, typing.Hashable) and key in seen:
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, f'mapping key "{key}" already defined',
+                "while constructing a mapping",
+                node.start_mark,
+                f'mapping key "{key}" already defined',
                 key_node.start_mark,
             )
         seen.add(key)
@@ -129,12 +138,17 @@ def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, An
         if items is None:
             return
         if not isinstance(items, list):
-            raise InvalidInput(kind, ("items",), f"Invalid value: {_shown(items)}: must be a list", source=source)
+            raise InvalidInput(
+                kind, ("items",), f"Invalid value: {_shown(items)}: must be a list", source=source
+            )
         item_kind = kind[: -len("List")] or None
         for index, item in enumerate(items):
             if not isinstance(item, dict):
                 raise InvalidInput(
-                    kind, ("items", index), f"Invalid value: {_shown(item)}: must be an object", source=source
+                    kind,
+                    ("items", index),
+                    f"Invalid value: {_shown(item)}: must be an object",
+                    source=source,
                 )
             if item_kind and "kind" not in item:
                 item = {**item, "kind": item_kind}
@@ -153,7 +167,10 @@ def decode_object(doc: dict[str, Any], *, source: str = "") -> o.TypedObject:
     if model is None:
         supported = ", ".join(f'"{k}"' for k in sorted(o.KIND_MODELS))
         raise InvalidInput(
-            name, ("kind",), f"Unsupported value: {_shown(kind)}: supported values: {supported}", source=source
+            name,
+            ("kind",),
+            f"Unsupported value: {_shown(kind)}: supported values: {supported}",
+            source=source,
         )
     api_version = doc.get("apiVersion", "")
     allowed = ("v1",) if kind == "Node" else o.RESOURCE_API_VERSIONS
@@ -286,7 +303,11 @@ def _field_path(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[Fie
         if isinstance(part, int) and origin is list:
             path.append(part)
             current = typing.get_args(annotation)[0]
-        elif isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(part, str):
+        elif (
+            isinstance(annotation, type)
+            and issubclass(annotation, BaseModel)
+            and isinstance(part, str)
+        ):
             field = _field_by_alias(annotation, part)
             path.append(part)
             current = field.annotation if field is not None else Any

@@ -18,6 +18,7 @@ check.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -97,12 +98,14 @@ _SEMVER_NUMERIC = r"(0|[1-9]\d*)"
 _SEMVER_PRERELEASE = r"(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
 _SEMVER_BUILD = r"[0-9a-zA-Z-]+"
 _SEMVER_RE = re.compile(
-    _SEMVER_NUMERIC + r"\." + _SEMVER_NUMERIC + r"\." + _SEMVER_NUMERIC
-    + r"(-" + _SEMVER_PRERELEASE + r"(\." + _SEMVER_PRERELEASE + r")*)?"
-    + r"(\+" + _SEMVER_BUILD + r"(\." + _SEMVER_BUILD + r")*)?",
+    rf"{_SEMVER_NUMERIC}\.{_SEMVER_NUMERIC}\.{_SEMVER_NUMERIC}"
+    rf"(-{_SEMVER_PRERELEASE}(\.{_SEMVER_PRERELEASE})*)?"
+    rf"(\+{_SEMVER_BUILD}(\.{_SEMVER_BUILD})*)?",
     re.ASCII,
 )
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_UUID_RE = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
 _UUID_COMPACT_RE = re.compile(r"[0-9a-fA-F]{32}")
 
 _DNS1123_LABEL_MSG = (
@@ -205,7 +208,9 @@ def label_value_errors(value: str) -> list[str]:
     if len(value) > _LABEL_VALUE_MAX_LENGTH:
         errs.append(_max_len_error(_LABEL_VALUE_MAX_LENGTH))
     if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+        errs.append(
+            _regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
+        )
     return errs
 
 
@@ -225,7 +230,18 @@ def _name_prefix_errors(value: str) -> list[str]:
 # --- quantities ------------------------------------------------------------------------------
 
 _BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIXES = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 
 
 def parse_quantity_value(text: str) -> Fraction:
@@ -383,7 +399,7 @@ def default_selector_check() -> SelectorCheck | None:
     except ImportError:
         return None
     try:
-        env = cel.CelEnvironment()
+        env = cel.CelEnvironment(**_all_cel_features(cel))
     except Exception:  # an engine that cannot start must not make validation crash
         return None
     compile_error = getattr(cel, "CelCompileError", Exception)
@@ -393,13 +409,27 @@ def default_selector_check() -> SelectorCheck | None:
             compiled = env.compile(expression)
         except compile_error as err:
             message = str(err)
-            return message if message.startswith("compilation failed") else f"compilation failed: {message}"
+            return (
+                message
+                if message.startswith("compilation failed")
+                else f"compilation failed: {message}"
+            )
         cost = getattr(compiled, "max_cost", None)
         if isinstance(cost, int) and cost > CEL_SELECTOR_MAX_COST:
             return CEL_COST_EXCEEDED
         return None
 
     return check
+
+
+def _all_cel_features(cel: Any) -> dict[str, Any]:
+    # Structural validation is gate-independent: compile with every optional CEL feature on
+    # (upstream's API server compiles with the cluster's gates, normally all of these on).
+    features: Any = getattr(cel, "CelFeatures", None)
+    if not isinstance(features, type) or not dataclasses.is_dataclass(features):
+        return {}
+    flags = {f.name: True for f in dataclasses.fields(features) if f.type in (bool, "bool")}
+    return {"features": features(**flags)}
 
 
 class _Validator:
@@ -474,13 +504,23 @@ class _Validator:
     def fully_qualified_name(self, name: str, path: FieldPath) -> None:
         self.qualified_name(name, path)
         if "/" not in name:
-            self.r.invalid(path, name, "a fully qualified name must be a domain and a name separated by a slash")
+            self.r.invalid(
+                path,
+                name,
+                "a fully qualified name must be a domain and a name separated by a slash",
+            )
 
     def node_name(self, name: str, path: FieldPath) -> None:
         self.subdomain(name, path)
 
     def uid(self, uid: str, path: FieldPath) -> None:
-        if _UUID_RE.fullmatch(uid) or _UUID_COMPACT_RE.fullmatch(uid):
+        # Parseable forms (braces, urn:uuid:, no dashes) still have to be the normalized one.
+        core = uid
+        if len(uid) == 45 and uid[:9].lower() == "urn:uuid:":
+            core = uid[9:]
+        elif len(uid) == 38 and uid[0] == "{" and uid[-1] == "}":
+            core = uid[1:-1]
+        if _UUID_RE.fullmatch(core) or _UUID_COMPACT_RE.fullmatch(core):
             if len(uid) != 36 or uid != uid.lower():
                 self.r.invalid(
                     path,
@@ -489,7 +529,11 @@ class _Validator:
                     "with lowercase hexadecimal characters",
                 )
             return
-        reason = "invalid UUID format" if len(uid) in (32, 36, 38, 45) else f"invalid UUID length: {len(uid)}"
+        reason = (
+            "invalid UUID format"
+            if len(uid) in (32, 36, 38, 45)
+            else f"invalid UUID length: {len(uid)}"
+        )
         self.r.invalid(path, uid, f"error validating uid: {reason}")
 
     def quantity(self, text: str | None, path: FieldPath) -> Fraction | None:
@@ -507,7 +551,9 @@ class _Validator:
     def object_meta(self, meta: o.ObjectMeta, *, namespaced: bool) -> None:
         path: FieldPath = ("metadata",)
         if meta.generate_name:
-            self.r.each_invalid((*path, "generateName"), meta.generate_name, _name_prefix_errors(meta.generate_name))
+            self.r.each_invalid(
+                (*path, "generateName"), meta.generate_name, _name_prefix_errors(meta.generate_name)
+            )
         if not meta.name:
             if not meta.generate_name:
                 self.r.required((*path, "name"), "name or generateName is required")
@@ -516,9 +562,13 @@ class _Validator:
         # A missing namespace is filled in from the request (kubectl's context), and the API
         # server drops a namespace on cluster-scoped kinds, so only a malformed one is an error.
         if namespaced and meta.namespace:
-            self.r.each_invalid((*path, "namespace"), meta.namespace, dns1123_label_errors(meta.namespace))
+            self.r.each_invalid(
+                (*path, "namespace"), meta.namespace, dns1123_label_errors(meta.namespace)
+            )
         if meta.generation is not None and meta.generation < 0:
-            self.r.invalid((*path, "generation"), meta.generation, "must be greater than or equal to 0")
+            self.r.invalid(
+                (*path, "generation"), meta.generation, "must be greater than or equal to 0"
+            )
         self.labels(meta.labels, (*path, "labels"))
         self.annotations(meta.annotations, (*path, "annotations"))
 
@@ -546,7 +596,9 @@ class _Validator:
                 continue
             if value in ("", 0, [], {}):
                 continue
-            self.r.invalid((*path, field_name), value, "cannot be set for a resource claim template")
+            self.r.invalid(
+                (*path, field_name), value, "cannot be set for a resource claim template"
+            )
 
     # node selectors --------------------------------------------------------------------------
 
@@ -565,13 +617,21 @@ class _Validator:
         values = req.values or []
         if req.operator in ("In", "NotIn"):
             if not values:
-                self.r.required((*path, "values"), "must be specified when `operator` is 'In' or 'NotIn'")
+                self.r.required(
+                    (*path, "values"), "must be specified when `operator` is 'In' or 'NotIn'"
+                )
         elif req.operator in ("Exists", "DoesNotExist"):
             if values:
-                self.r.forbidden((*path, "values"), "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+                self.r.forbidden(
+                    (*path, "values"),
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )
         elif req.operator in ("Gt", "Lt"):
             if len(values) != 1:
-                self.r.required((*path, "values"), "must be specified single value when `operator` is 'Lt' or 'Gt'")
+                self.r.required(
+                    (*path, "values"),
+                    "must be specified single value when `operator` is 'Lt' or 'Gt'",
+                )
         else:
             self.r.invalid((*path, "operator"), req.operator, "not a valid selector operator")
         self.label_name(req.key, (*path, "key"))
@@ -624,13 +684,17 @@ class _Validator:
         elif problem is not None:
             self.r.invalid(path, expression, problem)
 
-    def device_configuration(self, opaque: o.OpaqueDeviceConfiguration | None, path: FieldPath) -> None:
+    def device_configuration(
+        self, opaque: o.OpaqueDeviceConfiguration | None, path: FieldPath
+    ) -> None:
         if opaque is None:
             self.r.required((*path, "opaque"))
             return
         opath = (*path, "opaque")
         self.driver_name(opaque.driver, (*opath, "driver"))
-        self.raw_extension(opaque.parameters, (*opath, "parameters"), max_length=OPAQUE_PARAMETERS_MAX_LENGTH)
+        self.raw_extension(
+            opaque.parameters, (*opath, "parameters"), max_length=OPAQUE_PARAMETERS_MAX_LENGTH
+        )
 
     def raw_extension(self, value: Any, path: FieldPath, *, max_length: int) -> None:
         if value is None:
@@ -644,7 +708,9 @@ class _Validator:
 
     # tolerations, taints, binding conditions --------------------------------------------------
 
-    def tolerations(self, tolerations: Sequence[o.DeviceToleration] | None, path: FieldPath) -> None:
+    def tolerations(
+        self, tolerations: Sequence[o.DeviceToleration] | None, path: FieldPath
+    ) -> None:
         if tolerations is None:
             return
         if len(tolerations) > DEVICE_TOLERATIONS_MAX:
@@ -710,7 +776,9 @@ class _Validator:
                 )
         if not conds and fails:
             self.r.invalid(
-                (*path, "bindingConditions"), conds, "bindingConditions are required to use bindingFailureConditions"
+                (*path, "bindingConditions"),
+                conds,
+                "bindingConditions are required to use bindingFailureConditions",
             )
         if not fails and conds:
             self.r.invalid(
@@ -766,7 +834,11 @@ class _Validator:
         if not has_first and not has_exactly:
             self.r.required(path, "exactly one of `exactly` or `firstAvailable` is required")
         elif has_first and has_exactly:
-            self.r.invalid(path, None, "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set")
+            self.r.invalid(
+                path,
+                None,
+                "exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set",
+            )
         elif request.exactly is not None:
             self.exact_request(request.exactly, (*path, "exactly"))
         else:
@@ -797,7 +869,9 @@ class _Validator:
         mode = "ExactCount" if mode is None or mode == "" else mode
         if mode == "All":
             if count is not None and count != 0:
-                self.r.invalid((*path, "count"), count, "must not be specified when allocationMode is 'All'")
+                self.r.invalid(
+                    (*path, "count"), count, "must not be specified when allocationMode is 'All'"
+                )
         elif mode == "ExactCount":
             effective = 1 if count is None else count
             if effective <= 0:
@@ -810,9 +884,14 @@ class _Validator:
             return
         rpath = (*path, "requests")
         for name in sorted(capacity.requests or {}):
-            self.quantity((capacity.requests or {})[name], _key(rpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH))
+            self.quantity(
+                (capacity.requests or {})[name],
+                _key(rpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH),
+            )
 
-    def request_refs(self, refs: Sequence[str] | None, path: FieldPath, names: _RequestNames) -> None:
+    def request_refs(
+        self, refs: Sequence[str] | None, path: FieldPath, names: _RequestNames
+    ) -> None:
         if refs is None:
             return
         if len(refs) > DEVICE_REQUESTS_MAX:
@@ -832,7 +911,9 @@ class _Validator:
         if not names.has(ref):
             self.r.invalid(path, ref, _REQUEST_REF_MSG)
 
-    def constraint(self, constraint: o.DeviceConstraint, path: FieldPath, names: _RequestNames) -> None:
+    def constraint(
+        self, constraint: o.DeviceConstraint, path: FieldPath, names: _RequestNames
+    ) -> None:
         self.request_refs(constraint.requests, (*path, "requests"), names)
         if constraint.match_attribute is not None:
             self.fully_qualified_name(constraint.match_attribute, (*path, "matchAttribute"))
@@ -841,10 +922,13 @@ class _Validator:
         else:
             # Upstream's wording (with DRAConsumableCapacity on), odd as it is for "none set".
             self.r.required(
-                path, 'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set'
+                path,
+                'exactly one of "matchAttribute" or "distinctAttribute" is required, but multiple fields are set',
             )
 
-    def claim_status(self, status: o.ResourceClaimStatus, path: FieldPath, names: _RequestNames) -> None:
+    def claim_status(
+        self, status: o.ResourceClaimStatus, path: FieldPath, names: _RequestNames
+    ) -> None:
         # The API server only checks a status when it is written (a claim's create drops it), so
         # this re-states what a status update would have been held to, minus reservedFor entry
         # details that published objects often trim.
@@ -866,7 +950,9 @@ class _Validator:
         for i, device in enumerate(status.devices or []):
             self.device_status(device, (*path, "devices", i), allocated)
 
-    def allocation_devices(self, devices: o.DeviceAllocationResult, path: FieldPath, names: _RequestNames) -> None:
+    def allocation_devices(
+        self, devices: o.DeviceAllocationResult, path: FieldPath, names: _RequestNames
+    ) -> None:
         results = devices.results
         if results is not None:
             rpath = (*path, "results")
@@ -879,7 +965,9 @@ class _Validator:
                     self.driver_name(result.driver, (*p, "driver"))
                     self.pool_name(result.pool, (*p, "pool"))
                     self.label(result.device, (*p, "device"))
-                    self.binding_conditions(result.binding_conditions, result.binding_failure_conditions, p)
+                    self.binding_conditions(
+                        result.binding_conditions, result.binding_failure_conditions, p
+                    )
                     for j, toleration in enumerate(result.tolerations or []):
                         self.toleration(toleration, (*p, "tolerations", j))
                     if result.share_id is not None:
@@ -887,7 +975,9 @@ class _Validator:
                     for name in sorted(result.consumed_capacity or {}):
                         self.quantity(
                             (result.consumed_capacity or {})[name],
-                            _key((*p, "consumedCapacity"), name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH),
+                            _key(
+                                (*p, "consumedCapacity"), name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH
+                            ),
                         )
         configs = devices.config
         if configs is not None:
@@ -905,21 +995,30 @@ class _Validator:
                     self.device_configuration(config.opaque, p)
 
     def device_status(
-        self, device: Mapping[str, Any], path: FieldPath, allocated: set[tuple[str, str, str, str | None]]
+        self,
+        device: Mapping[str, Any],
+        path: FieldPath,
+        allocated: set[tuple[str, str, str, str | None]],
     ) -> None:
         driver, pool, name = (str(device.get(k) or "") for k in ("driver", "pool", "device"))
-        share_id = device.get("shareID")
+        raw_share = device.get("shareID")
+        share_id = None if raw_share is None else str(raw_share)
         self.driver_name(driver, (*path, "driver"))
         self.pool_name(pool, (*path, "pool"))
         self.label(name, (*path, "device"))
         if share_id is not None:
-            self.uid(str(share_id), (*path, "shareID"))
+            self.uid(share_id, (*path, "shareID"))
         if (driver, pool, name, share_id) not in allocated:
             shown = f"{driver}/{pool}/{name}" + (f"/{share_id}" if share_id else "")
             self.r.invalid(path, shown, "must be an allocated device in the claim")
         conditions = device.get("conditions")
-        if isinstance(conditions, list) and len(conditions) > ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS:
-            self.r.too_many((*path, "conditions"), len(conditions), ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS)
+        if (
+            isinstance(conditions, list)
+            and len(conditions) > ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS
+        ):
+            self.r.too_many(
+                (*path, "conditions"), len(conditions), ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS
+            )
 
     # ResourceSlice ----------------------------------------------------------------------------
 
@@ -928,9 +1027,17 @@ class _Validator:
         pool_path = (*path, "pool")
         self.pool_name(spec.pool.name, (*pool_path, "name"))
         if spec.pool.resource_slice_count <= 0:
-            self.r.invalid((*pool_path, "resourceSliceCount"), spec.pool.resource_slice_count, "must be greater than zero")
+            self.r.invalid(
+                (*pool_path, "resourceSliceCount"),
+                spec.pool.resource_slice_count,
+                "must be greater than zero",
+            )
         if spec.pool.generation < 0:
-            self.r.invalid((*pool_path, "generation"), spec.pool.generation, "must be greater than or equal to zero")
+            self.r.invalid(
+                (*pool_path, "generation"),
+                spec.pool.generation,
+                "must be greater than or equal to zero",
+            )
 
         chosen: list[str] = []
         if spec.node_name is not None:
@@ -938,7 +1045,9 @@ class _Validator:
                 chosen.append("`nodeName`")
                 self.node_name(spec.node_name, (*path, "nodeName"))
             else:
-                self.r.invalid((*path, "nodeName"), "", "must be either unset or set to a non-empty string")
+                self.r.invalid(
+                    (*path, "nodeName"), "", "must be either unset or set to a non-empty string"
+                )
         if spec.node_selector is not None:
             chosen.append("`nodeSelector`")
             self.node_selector(spec.node_selector, (*path, "nodeSelector"))
@@ -946,8 +1055,15 @@ class _Validator:
             if len(terms) != 1:
                 # Merging the selectors of devices from several slices needs single terms.
                 shown = [t.to_api() for t in terms] if terms else None
-                self.r.invalid((*path, "nodeSelector", "nodeSelectorTerms"), shown, "must have exactly one node selector term")
-        for field_name, flag in (("allNodes", spec.all_nodes), ("perDeviceNodeSelection", spec.per_device_node_selection)):
+                self.r.invalid(
+                    (*path, "nodeSelector", "nodeSelectorTerms"),
+                    shown,
+                    "must have exactly one node selector term",
+                )
+        for field_name, flag in (
+            ("allNodes", spec.all_nodes),
+            ("perDeviceNodeSelection", spec.per_device_node_selection),
+        ):
             if flag is None:
                 continue
             if flag:
@@ -958,7 +1074,9 @@ class _Validator:
         if not chosen:
             self.r.required(path, one_of)
         elif len(chosen) > 1:
-            self.r.invalid(path, "{" + ", ".join(chosen) + "}", one_of + ", but multiple fields are set")
+            self.r.invalid(
+                path, "{" + ", ".join(chosen) + "}", one_of + ", but multiple fields are set"
+            )
 
         if spec.shared_counters is not None and spec.devices is not None:
             self.r.invalid(path, "", "only one of `sharedCounters` or `devices` is allowed")
@@ -973,7 +1091,11 @@ class _Validator:
                 self.r.too_many(dpath, len(devices), limit)
             else:
                 for i, device in enumerate(devices):
-                    self.device(device, (*dpath, i), per_device_node_selection=bool(spec.per_device_node_selection))
+                    self.device(
+                        device,
+                        (*dpath, i),
+                        per_device_node_selection=bool(spec.per_device_node_selection),
+                    )
                 self._duplicates([d.name for d in devices], dpath)
 
         counter_sets = spec.shared_counters
@@ -983,12 +1105,23 @@ class _Validator:
                 self.r.too_many(cpath, len(counter_sets), SLICE_MAX_COUNTER_SETS)
             else:
                 for i, counter_set in enumerate(counter_sets):
-                    self.counter_set(counter_set.name, counter_set.counters, (*cpath, i), name_field="name",
-                                     limit=SLICE_MAX_COUNTERS_PER_SET)
+                    self.counter_set(
+                        counter_set.name,
+                        counter_set.counters,
+                        (*cpath, i),
+                        name_field="name",
+                        limit=SLICE_MAX_COUNTERS_PER_SET,
+                    )
                 self._duplicates([c.name for c in counter_sets], cpath)
 
     def counter_set(
-        self, name: str, counters: Mapping[str, o.Counter], path: FieldPath, *, name_field: str, limit: int
+        self,
+        name: str,
+        counters: Mapping[str, o.Counter],
+        path: FieldPath,
+        *,
+        name_field: str,
+        limit: int,
     ) -> None:
         if not name:
             self.r.required((*path, name_field))
@@ -1002,7 +1135,10 @@ class _Validator:
         else:
             for key in sorted(counters):
                 self.label(key, cpath)
-                self.quantity(counters[key].value, (*_key(cpath, key, truncate=_DNS1123_LABEL_MAX_LENGTH), "value"))
+                self.quantity(
+                    counters[key].value,
+                    (*_key(cpath, key, truncate=_DNS1123_LABEL_MAX_LENGTH), "value"),
+                )
 
     def device(self, device: o.Device, path: FieldPath, *, per_device_node_selection: bool) -> None:
         self.label(device.name, (*path, "name"))
@@ -1018,7 +1154,9 @@ class _Validator:
         values = sum(_attribute_value_count(a) for a in attributes.values())
         if values > SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
             self.r.invalid(
-                path, values, f"the total number of attribute values must not exceed {SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}"
+                path,
+                values,
+                f"the total number of attribute values must not exceed {SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}",
             )
         apath = (*path, "attributes")
         for name in sorted(attributes):
@@ -1028,7 +1166,9 @@ class _Validator:
         shared = bool(device.allow_multiple_allocations)
         for name in sorted(capacity):
             self.qualified_name(name, cpath)
-            self.capacity(capacity[name], _key(cpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH), shared=shared)
+            self.capacity(
+                capacity[name], _key(cpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH), shared=shared
+            )
 
         taints = device.taints
         if taints is not None:
@@ -1043,14 +1183,25 @@ class _Validator:
         if consumptions is not None:
             ccpath = (*path, "consumesCounters")
             if len(consumptions) > SLICE_MAX_COUNTER_CONSUMPTIONS_PER_DEVICE:
-                self.r.too_many(ccpath, len(consumptions), SLICE_MAX_COUNTER_CONSUMPTIONS_PER_DEVICE)
+                self.r.too_many(
+                    ccpath, len(consumptions), SLICE_MAX_COUNTER_CONSUMPTIONS_PER_DEVICE
+                )
             else:
                 for i, consumption in enumerate(consumptions):
-                    self.counter_set(consumption.counter_set, consumption.counters, (*ccpath, i),
-                                     name_field="counterSet", limit=SLICE_MAX_COUNTERS_PER_CONSUMPTION)
+                    self.counter_set(
+                        consumption.counter_set,
+                        consumption.counters,
+                        (*ccpath, i),
+                        name_field="counterSet",
+                        limit=SLICE_MAX_COUNTERS_PER_CONSUMPTION,
+                    )
                 self._duplicates([c.counter_set for c in consumptions], ccpath)
 
-        any_node_field = device.node_name is not None or device.node_selector is not None or device.all_nodes is not None
+        any_node_field = (
+            device.node_name is not None
+            or device.node_selector is not None
+            or device.all_nodes is not None
+        )
         if per_device_node_selection:
             chosen: list[str] = []
             if device.node_name is not None:
@@ -1066,7 +1217,9 @@ class _Validator:
                 if device.all_nodes:
                     chosen.append("`allNodes`")
                 else:
-                    self.r.invalid((*path, "allNodes"), False, "must be either unset or set to true")
+                    self.r.invalid(
+                        (*path, "allNodes"), False, "must be either unset or set to true"
+                    )
             one_of = (
                 "exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required when "
                 "`perDeviceNodeSelection` is set to true in the ResourceSlice spec"
@@ -1130,7 +1283,8 @@ class _Validator:
             return
         if policy.valid_values and policy.valid_range is not None:
             self.r.forbidden(
-                ppath, 'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time'
+                ppath,
+                'exactly one policy can be specified, cannot specify "validValues" and "validRange" at the same time',
             )
             return
         default = self.quantity(policy.default, (*ppath, "default"))
@@ -1138,18 +1292,35 @@ class _Validator:
             if policy.default is None:
                 self.r.required((*ppath, "default"), "required when validValues is defined")
             elif default is not None:
-                self._valid_values(default, policy.default, value, capacity.value, policy.valid_values,
-                                   (*ppath, "validValues"))
+                self._valid_values(
+                    default,
+                    policy.default,
+                    value,
+                    capacity.value,
+                    policy.valid_values,
+                    (*ppath, "validValues"),
+                )
         elif policy.valid_range is not None:
             if policy.default is None:
                 self.r.required((*ppath, "default"), "required when validRange is defined")
             elif default is not None:
-                self._valid_range(default, policy.default, value, capacity.value, policy.valid_range,
-                                  (*ppath, "validRange"))
+                self._valid_range(
+                    default,
+                    policy.default,
+                    value,
+                    capacity.value,
+                    policy.valid_range,
+                    (*ppath, "validRange"),
+                )
 
     def _valid_values(
-        self, default: Fraction, default_text: str, capacity: Fraction, capacity_text: str,
-        options: Sequence[str], path: FieldPath,
+        self,
+        default: Fraction,
+        default_text: str,
+        capacity: Fraction,
+        capacity_text: str,
+        options: Sequence[str],
+        path: FieldPath,
     ) -> None:
         parsed = [self.quantity(text, (*path, i)) for i, text in enumerate(options)]
         if any(p is None for p in parsed):
@@ -1157,7 +1328,9 @@ class _Validator:
         values = [p for p in parsed if p is not None]
         for i in range(len(values) - 1):
             if values[i] > values[i + 1]:
-                self.r.invalid((*path, i + 1), options[i + 1], "values must be sorted in ascending order")
+                self.r.invalid(
+                    (*path, i + 1), options[i + 1], "values must be sorted in ascending order"
+                )
         found_default = False
         if len(values) > CAPACITY_VALID_VALUES_MAX:
             self.r.too_many(path, len(values), CAPACITY_VALID_VALUES_MAX)
@@ -1165,7 +1338,11 @@ class _Validator:
             seen: set[int] = set()
             for i, option in enumerate(values):
                 if option > capacity:
-                    self.r.invalid((*path, i), options[i], f"option is larger than capacity value: {capacity_text}")
+                    self.r.invalid(
+                        (*path, i),
+                        options[i],
+                        f"option is larger than capacity value: {capacity_text}",
+                    )
                 if option == default:
                     found_default = True
             # Without DRAFractionalCapacityRange options are told apart by their integer value.
@@ -1175,11 +1352,18 @@ class _Validator:
                     self.r.duplicate((*path, i), str(key))
                 seen.add(key)
         if not found_default:
-            self.r.invalid(path, default_text, "default value is not valid according to the requestPolicy")
+            self.r.invalid(
+                path, default_text, "default value is not valid according to the requestPolicy"
+            )
 
     def _valid_range(
-        self, default: Fraction, default_text: str, capacity: Fraction, capacity_text: str,
-        valid_range: o.CapacityRequestPolicyRange, path: FieldPath,
+        self,
+        default: Fraction,
+        default_text: str,
+        capacity: Fraction,
+        capacity_text: str,
+        valid_range: o.CapacityRequestPolicyRange,
+        path: FieldPath,
     ) -> None:
         if valid_range.min is None:
             self.r.required((*path, "min"), "required when validRange is defined")
@@ -1187,19 +1371,37 @@ class _Validator:
         low = self.quantity(valid_range.min, (*path, "min"))
         high = self.quantity(valid_range.max, (*path, "max"))
         step = self.quantity(valid_range.step, (*path, "step"))
-        if low is None or (valid_range.max is not None and high is None) or (valid_range.step is not None and step is None):
+        if (
+            low is None
+            or (valid_range.max is not None and high is None)
+            or (valid_range.step is not None and step is None)
+        ):
             return
         if low > capacity:
-            self.r.invalid((*path, "min"), valid_range.min, f"min is larger than capacity value: {capacity_text}")
+            self.r.invalid(
+                (*path, "min"),
+                valid_range.min,
+                f"min is larger than capacity value: {capacity_text}",
+            )
         if default < low:
-            self.r.invalid((*path, "default"), default_text, f"default is less than min: {valid_range.min}")
+            self.r.invalid(
+                (*path, "default"), default_text, f"default is less than min: {valid_range.min}"
+            )
         if high is not None:
             if low > high:
-                self.r.invalid((*path, "max"), valid_range.min, f"min is larger than max: {valid_range.max}")
+                self.r.invalid(
+                    (*path, "max"), valid_range.min, f"min is larger than max: {valid_range.max}"
+                )
             if high > capacity:
-                self.r.invalid((*path, "max"), valid_range.max, f"max is larger than capacity value: {capacity_text}")
+                self.r.invalid(
+                    (*path, "max"),
+                    valid_range.max,
+                    f"max is larger than capacity value: {capacity_text}",
+                )
             if default > high:
-                self.r.invalid((*path, "default"), default_text, f"default is more than max: {valid_range.max}")
+                self.r.invalid(
+                    (*path, "default"), default_text, f"default is more than max: {valid_range.max}"
+                )
         if step is None or valid_range.step is None:
             return
         if step <= 0:
@@ -1207,14 +1409,17 @@ class _Validator:
             return
         if low + step > capacity:
             self.r.invalid(
-                (*path, "step"), valid_range.step,
+                (*path, "step"),
+                valid_range.step,
                 f"one step {_show_sum(valid_range.min, low + step)} is larger than capacity value: {capacity_text}",
             )
         # Integer arithmetic (Quantity.Value) only holds in [0, MaxInt64]; refuse the rest first.
         unsafe = False
         for name, number, text in (
-            ("default", default, default_text), ("min", low, valid_range.min),
-            ("max", high, valid_range.max), ("step", step, valid_range.step),
+            ("default", default, default_text),
+            ("min", low, valid_range.min),
+            ("max", high, valid_range.max),
+            ("step", step, valid_range.step),
         ):
             if number is None or text is None:
                 continue
@@ -1232,7 +1437,8 @@ class _Validator:
                 continue
             if (_ceil_int(number) - low_int) % step_int != 0:
                 self.r.invalid(
-                    (*path, "step"), text,
+                    (*path, "step"),
+                    text,
                     f"value is not a multiple of a given step ({valid_range.step}) from ({valid_range.min})",
                 )
 
@@ -1250,7 +1456,9 @@ class _Validator:
                     self.device_configuration(config.opaque, (*cpath, i))
         name = spec.extended_resource_name
         if name is not None and not _is_extended_resource_name(name):
-            self.r.invalid((*path, "extendedResourceName"), name, "must be a valid extended resource name")
+            self.r.invalid(
+                (*path, "extendedResourceName"), name, "must be a valid extended resource name"
+            )
 
     def taint_rule_spec(self, spec: o.DeviceTaintRuleSpec, path: FieldPath) -> None:
         selector = spec.device_selector
@@ -1315,8 +1523,11 @@ def _has_list_attribute(device: o.Device) -> bool:
 
 
 def _attribute_value_count(attribute: o.DeviceAttribute) -> int:
-    listed = len(attribute.ints or []) + len(attribute.bools or []) + len(attribute.strings or []) + len(
-        attribute.versions or []
+    listed = (
+        len(attribute.ints or [])
+        + len(attribute.bools or [])
+        + len(attribute.strings or [])
+        + len(attribute.versions or [])
     )
     return listed or 1
 
@@ -1331,21 +1542,27 @@ def _is_extended_resource_name(name: str) -> bool:
 # --- public API ------------------------------------------------------------------------------
 
 
-def validate_device_class(obj: o.DeviceClass, *, selector_check: SelectorCheck | None = None) -> list[InvalidInput]:
+def validate_device_class(
+    obj: o.DeviceClass, *, selector_check: SelectorCheck | None = None
+) -> list[InvalidInput]:
     v = _Validator(obj.describe(), selector_check=selector_check)
     v.object_meta(obj.metadata, namespaced=False)
     v.class_spec(obj.spec, ("spec",))
     return v.r.errors
 
 
-def validate_resource_slice(obj: o.ResourceSlice, *, selector_check: SelectorCheck | None = None) -> list[InvalidInput]:
+def validate_resource_slice(
+    obj: o.ResourceSlice, *, selector_check: SelectorCheck | None = None
+) -> list[InvalidInput]:
     v = _Validator(obj.describe(), selector_check=selector_check)
     v.object_meta(obj.metadata, namespaced=False)
     v.slice_spec(obj.spec, ("spec",))
     return v.r.errors
 
 
-def validate_claim(obj: o.ResourceClaim, *, selector_check: SelectorCheck | None = None) -> list[InvalidInput]:
+def validate_claim(
+    obj: o.ResourceClaim, *, selector_check: SelectorCheck | None = None
+) -> list[InvalidInput]:
     """A ResourceClaim as created, plus its status as written by an allocator."""
     v = _Validator(obj.describe(), selector_check=selector_check)
     v.object_meta(obj.metadata, namespaced=True)
@@ -1384,7 +1601,9 @@ def validate_node(obj: o.Node) -> list[InvalidInput]:
 _UNSET: Any = object()
 
 
-def validate_object(obj: o.TypedObject, *, selector_check: SelectorCheck | None = _UNSET) -> list[InvalidInput]:
+def validate_object(
+    obj: o.TypedObject, *, selector_check: SelectorCheck | None = _UNSET
+) -> list[InvalidInput]:
     """Every problem the API server would report when ``obj`` is created, in its words.
 
     ``selector_check`` compiles CEL selectors; by default ``model.cel`` is used when present.
@@ -1406,7 +1625,9 @@ def validate_object(obj: o.TypedObject, *, selector_check: SelectorCheck | None 
     return []
 
 
-def validate_objects(objs: Iterable[o.TypedObject], *, selector_check: SelectorCheck | None = _UNSET) -> None:
+def validate_objects(
+    objs: Iterable[o.TypedObject], *, selector_check: SelectorCheck | None = _UNSET
+) -> None:
     """Validate every object; raise :class:`InvalidInputs` naming all problems of all objects."""
     check = default_selector_check() if selector_check is _UNSET else selector_check
     cached = _cached(check)

@@ -202,5 +202,5 @@ def _normalise(table: Iterable[object]) -> Iterator[ApiCall]:
         if subresource:
             resource = f"{resource}/{subresource}"
         verbs = get("verbs") or [get("verb")]
-        for verb in verbs:  # type: ignore[union-attr]
+        for verb in verbs:
             yield ApiCall(str(group or ""), resource, str(verb))

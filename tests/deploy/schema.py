@@ -36,8 +36,8 @@ CLUSTER_SCOPED = {
 def model_name(obj: dict[str, Any]) -> str:
     """The client model class for an object: apiVersion resource.k8s.io/v1 + DeviceClass ->
     V1DeviceClass."""
-    version = obj["apiVersion"].rpartition("/")[2]
-    return version[0].upper() + version[1:] + obj["kind"]
+    version = str(obj["apiVersion"]).rpartition("/")[2]
+    return f"{version[0].upper()}{version[1:]}{obj['kind']}"
 
 
 def strict_errors(value: Any, type_name: str, path: str = "") -> list[str]:
@@ -107,7 +107,7 @@ def _check(value: Any, type_name: str, path: str, errors: list[str]) -> None:
 
 def deserialize(obj: dict[str, Any]) -> Any:
     """The client's own deserializer (raises ValueError on missing required fields)."""
-    client = kubernetes.client.ApiClient()
+    client: Any = kubernetes.client.ApiClient()
     return client._ApiClient__deserialize(obj, model_name(obj))
 
 

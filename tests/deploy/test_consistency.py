@@ -117,7 +117,7 @@ def test_kubelet_plugin_paths_and_config(name: str) -> None:
     def under_mount(path: str) -> str:
         hits = [m for m in mounts if path == m or path.startswith(m.rstrip("/") + "/")]
         assert hits, f"{path} is not on any mounted volume"
-        return max(hits, key=len)
+        return str(max(hits, key=len))
 
     # The sockets must be where the kubelet looks: the plugin dir for the driver, the registry.
     assert under_mount(args.plugin_dir) == "/var/lib/kubelet/plugins"

@@ -52,8 +52,8 @@ def parse_dockerfile(text: str) -> tuple[dict[str, str], list[Stage]]:
         elif keyword == "FROM":
             parts = rest.split()
             base = re.sub(r"\$\{(\w+)\}", lambda m: args.get(m.group(1), ""), parts[0])
-            name = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else None
-            stages.append(Stage(base, name))
+            stage_name = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else None
+            stages.append(Stage(base, stage_name))
         else:
             stages[-1].instructions.append((keyword, rest))
     return args, stages

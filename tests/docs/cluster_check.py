@@ -161,9 +161,8 @@ def _names_exist(refs: list[str], namespace: str) -> str | None:
             kind = KIND_ALIASES.get(ref.lower(), "")
             if not kind and "," not in ref:
                 return f"unknown resource type {ref!r}"
-        elif kind:
-            if not _exists(objects, kind, namespace, ref):
-                return f"no {kind} {namespace}/{ref} in the rendered manifests"
+        elif kind and not _exists(objects, kind, namespace, ref):
+            return f"no {kind} {namespace}/{ref} in the rendered manifests"
     return None
 
 
@@ -194,7 +193,7 @@ def dev_image() -> str:
     }
     if len(images) != 1:
         raise AssertionError(f"dev overlay uses several images: {sorted(images)}")
-    return images.pop()
+    return str(images.pop())
 
 
 def _docker(args: list[str]) -> str | None:

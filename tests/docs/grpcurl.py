@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor, descriptor_pool, json_format, message_factory
@@ -56,7 +57,7 @@ def _parse(argv: Sequence[str]) -> tuple[dict[str, list[str]], list[str]]:
 
 
 def _channel(address: str, flags: dict[str, list[str]]) -> grpc.Channel:
-    options = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", 64 * 1024 * 1024)]
     if "-plaintext" in flags:
         return grpc.insecure_channel(address, options=options)
 
@@ -106,7 +107,7 @@ def _is_repeated(field: descriptor.FieldDescriptor) -> bool:
     flag = getattr(field, "is_repeated", None)
     if isinstance(flag, bool):
         return flag
-    return bool(field.label == descriptor.FieldDescriptor.LABEL_REPEATED)
+    return bool(getattr(field, "label", None) == descriptor.FieldDescriptor.LABEL_REPEATED)
 
 
 _SCALARS = {
@@ -183,7 +184,7 @@ def _call(
     if data == "@":
         data = sys.stdin.read()
     request = json_format.Parse(data or "{}", request_class())
-    metadata = []
+    metadata: list[tuple[str, str | bytes]] = []
     for header in flags.get("-H", []):
         key, _, value = header.partition(":")
         metadata.append((key.strip().lower(), value.strip()))
@@ -205,7 +206,7 @@ def _call(
             request_serializer=request_class.SerializeToString,
             response_deserializer=response_class.FromString,
         )
-        for response in stream(request, timeout=timeout, metadata=metadata or None):
+        for response in stream(request, timeout=timeout, metadata=tuple(metadata) or None):
             show(response)
         return 0
     unary = channel.unary_unary(
@@ -213,7 +214,7 @@ def _call(
         request_serializer=request_class.SerializeToString,
         response_deserializer=response_class.FromString,
     )
-    show(unary(request, timeout=timeout, metadata=metadata or None))
+    show(unary(request, timeout=timeout, metadata=tuple(metadata) or None))
     return 0
 
 

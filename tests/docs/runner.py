@@ -25,8 +25,11 @@ from tests.docs.mdblocks import Block, Command, shown_matches
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TIMEOUT = 60.0
-# Commands that run this suite: running them from a docs test would recurse.
-_RECURSIVE = re.compile(r"(^|[\s/])(scripts/test\.sh|\.ci/run|pytest)(\s|$)")
+# Commands that run this suite (a docs test running them would recurse) or install into the
+# virtualenv the suite is running from: they must be marked skip.
+_RECURSIVE = re.compile(
+    r"(^|[\s/])(scripts/test\.sh|scripts/demo\.sh|\.ci/run|pytest|pip install)(\s|$)"
+)
 
 
 class DocExampleFailed(AssertionError):
@@ -116,8 +119,8 @@ class FileRun:
         for command in block.commands:
             if _RECURSIVE.search(command.text):
                 raise DocExampleFailed(
-                    f"{block.ident}: $ {command.text}\n  runs the test suite itself; mark the "
-                    'block <!-- doctest: skip="this is the test suite" -->'
+                    f"{block.ident}: $ {command.text}\n  runs the test suite or installs into its "
+                    'virtualenv; mark the block <!-- doctest: skip="why" -->'
                 )
         timeout = float(opts.get("timeout", DEFAULT_TIMEOUT))
         if "background" in opts:

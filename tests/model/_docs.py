@@ -20,7 +20,9 @@ DELETE: Any = object()
 
 
 def claim(**spec_devices: Any) -> Doc:
-    devices: Doc = {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+    devices: Doc = {
+        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
+    }
     devices.update(spec_devices)
     return {
         "apiVersion": RESOURCE_V1,
@@ -96,10 +98,7 @@ def _walk(doc: Doc, path: str) -> tuple[Any, str | int]:
     steps: list[str | int] = [int(i) if i else name for name, i in _STEP.findall(path)]
     node: Any = doc
     for step in steps[:-1]:
-        if isinstance(step, int):
-            node = node[step]
-        else:
-            node = node.setdefault(step, {})
+        node = node[step] if isinstance(step, int) else node.setdefault(step, {})
     return node, steps[-1]
 
 

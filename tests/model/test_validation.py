@@ -18,6 +18,7 @@ from model.decode import decode_object, parse_documents
 from model.errors import InvalidInput, InvalidInputs
 from model.validation import (
     CEL_COST_EXCEEDED,
+    default_selector_check,
     parse_quantity_value,
     validate_claim,
     validate_object,
@@ -62,10 +63,10 @@ NAME_PART_MSG = (
     "an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
     "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
 )
-REQUEST_REF_MSG = (
-    "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
+REQUEST_REF_MSG = "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
+QUANTITY_MSG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 )
-QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
 REQ = "spec.devices.requests[0]"
 EXACTLY = f"{REQ}.exactly"
@@ -107,12 +108,22 @@ def _shared_device(capacity: Doc) -> Doc:
 
 CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ("valid", claim(), []),
-    ("count-zero", edit(claim(), (f"{EXACTLY}.count", 0)), [f"{EXACTLY}.count: Invalid value: 0: must be greater than zero"]),
-    ("count-negative", edit(claim(), (f"{EXACTLY}.count", -2)), [f"{EXACTLY}.count: Invalid value: -2: must be greater than zero"]),
+    (
+        "count-zero",
+        edit(claim(), (f"{EXACTLY}.count", 0)),
+        [f"{EXACTLY}.count: Invalid value: 0: must be greater than zero"],
+    ),
+    (
+        "count-negative",
+        edit(claim(), (f"{EXACTLY}.count", -2)),
+        [f"{EXACTLY}.count: Invalid value: -2: must be greater than zero"],
+    ),
     (
         "allocation-mode-unknown",
         edit(claim(), (f"{EXACTLY}.allocationMode", "Foo")),
-        [f'{EXACTLY}.allocationMode: Unsupported value: "Foo": supported values: "All", "ExactCount"'],
+        [
+            f'{EXACTLY}.allocationMode: Unsupported value: "Foo": supported values: "All", "ExactCount"'
+        ],
     ),
     ("allocation-mode-all", edit(claim(), (f"{EXACTLY}.allocationMode", "All")), []),
     (
@@ -128,29 +139,51 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "request-with-both-types",
         edit(claim(), (f"{REQ}.firstAvailable", _subrequests(1))),
-        [f"{REQ}: Invalid value: null: exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"],
+        [
+            f"{REQ}: Invalid value: null: exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"
+        ],
     ),
     ("requests-max", claim(requests=_requests(32)), []),
-    ("requests-too-many", claim(requests=_requests(33)), ["spec.devices.requests: Too many: 33: must have at most 32 items"]),
+    (
+        "requests-too-many",
+        claim(requests=_requests(33)),
+        ["spec.devices.requests: Too many: 33: must have at most 32 items"],
+    ),
     (
         "request-duplicate",
         claim(requests=[*_requests(2), _requests(1)[0]]),
         ['spec.devices.requests[2]: Duplicate value: "r0"'],
     ),
-    ("request-name-uppercase", edit(claim(), (f"{REQ}.name", "Gpu")), [f'{REQ}.name: Invalid value: "Gpu": {LABEL_MSG}']),
-    ("request-name-dots", edit(claim(), (f"{REQ}.name", "a.b")), [f'{REQ}.name: Invalid value: "a.b": must not contain dots']),
+    (
+        "request-name-uppercase",
+        edit(claim(), (f"{REQ}.name", "Gpu")),
+        [f'{REQ}.name: Invalid value: "Gpu": {LABEL_MSG}'],
+    ),
+    (
+        "request-name-dots",
+        edit(claim(), (f"{REQ}.name", "a.b")),
+        [f'{REQ}.name: Invalid value: "a.b": must not contain dots'],
+    ),
     (
         "request-name-too-long",
         edit(claim(), (f"{REQ}.name", "a" * 64)),
         [f'{REQ}.name: Invalid value: "{"a" * 64}": must be no more than 63 characters'],
     ),
-    ("class-missing", edit(claim(), (f"{EXACTLY}.deviceClassName", DELETE)), [f"{EXACTLY}.deviceClassName: Required value"]),
+    (
+        "class-missing",
+        edit(claim(), (f"{EXACTLY}.deviceClassName", DELETE)),
+        [f"{EXACTLY}.deviceClassName: Required value"],
+    ),
     (
         "class-bad",
         edit(claim(), (f"{EXACTLY}.deviceClassName", "GPU_class")),
         [f'{EXACTLY}.deviceClassName: Invalid value: "GPU_class": {SUBDOMAIN_MSG}'],
     ),
-    ("subrequests-max", edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(8))), []),
+    (
+        "subrequests-max",
+        edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(8))),
+        [],
+    ),
     (
         "subrequests-too-many",
         edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(9))),
@@ -166,7 +199,10 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
         edit(
             claim(),
             (f"{REQ}.exactly", DELETE),
-            (f"{REQ}.firstAvailable", [{"name": "subReq-0", "allocationMode": "Some", "selectors": _selectors(33)}]),
+            (
+                f"{REQ}.firstAvailable",
+                [{"name": "subReq-0", "allocationMode": "Some", "selectors": _selectors(33)}],
+            ),
         ),
         [
             f'{REQ}.firstAvailable[0].name: Invalid value: "subReq-0": {LABEL_MSG}',
@@ -191,7 +227,11 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
         edit(claim(), (f"{EXACTLY}.selectors", [{"cel": {"expression": "x" * (10 * 1024 + 1)}}])),
         [f"{EXACTLY}.selectors[0].cel.expression: Too long: may not be more than 10240 bytes"],
     ),
-    ("tolerations-max", edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 16)), []),
+    (
+        "tolerations-max",
+        edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 16)),
+        [],
+    ),
     (
         "tolerations-too-many",
         edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 17)),
@@ -200,12 +240,18 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "toleration-operator-unknown",
         edit(claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "In"}])),
-        [f'{EXACTLY}.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", "Exists"'],
+        [
+            f'{EXACTLY}.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", "Exists"'
+        ],
     ),
     (
         "toleration-exists-with-value",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "Exists", "value": "v"}])),
-        [f'{EXACTLY}.tolerations[0].value: Invalid value: "v": must be empty for operator `Exists`'],
+        edit(
+            claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "Exists", "value": "v"}])
+        ),
+        [
+            f'{EXACTLY}.tolerations[0].value: Invalid value: "v": must be empty for operator `Exists`'
+        ],
     ),
     (
         "toleration-equal-bad-value",
@@ -219,7 +265,10 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "toleration-effect-unknown",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists", "effect": "PreferNoSchedule"}])),
+        edit(
+            claim(),
+            (f"{EXACTLY}.tolerations", [{"operator": "Exists", "effect": "PreferNoSchedule"}]),
+        ),
         [
             f'{EXACTLY}.tolerations[0].effect: Unsupported value: "PreferNoSchedule": '
             'supported values: "NoExecute", "NoSchedule", "None"'
@@ -232,13 +281,18 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "constraint-valid",
-        claim(requests=_requests(2), constraints=[{"requests": ["r0", "r1"], "matchAttribute": "gpu.example.com/numa"}]),
+        claim(
+            requests=_requests(2),
+            constraints=[{"requests": ["r0", "r1"], "matchAttribute": "gpu.example.com/numa"}],
+        ),
         [],
     ),
     (
         "constraint-subrequest-ref",
         edit(
-            claim(constraints=[{"requests": ["gpu/s1"], "distinctAttribute": "gpu.example.com/numa"}]),
+            claim(
+                constraints=[{"requests": ["gpu/s1"], "distinctAttribute": "gpu.example.com/numa"}]
+            ),
             (f"{REQ}.exactly", DELETE),
             (f"{REQ}.firstAvailable", _subrequests(2)),
         ),
@@ -283,12 +337,16 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "constraint-bad-identifier",
         claim(constraints=[{"distinctAttribute": "gpu.example.com/numa-node"}]),
-        [f'spec.devices.constraints[0].distinctAttribute: Invalid value: "numa-node": {C_IDENTIFIER_MSG}'],
+        [
+            f'spec.devices.constraints[0].distinctAttribute: Invalid value: "numa-node": {C_IDENTIFIER_MSG}'
+        ],
     ),
     (
         "constraint-two-slashes",
         claim(constraints=[{"matchAttribute": "a/b/c"}]),
-        ['spec.devices.constraints[0].matchAttribute: Invalid value: "a/b/c": must not contain more than one slash'],
+        [
+            'spec.devices.constraints[0].matchAttribute: Invalid value: "a/b/c": must not contain more than one slash'
+        ],
     ),
     ("constraints-max", claim(constraints=[{"matchAttribute": "a.io/b"}] * 32), []),
     (
@@ -298,8 +356,16 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     ("config-valid", claim(config=[{"requests": ["gpu"], **_opaque()}]), []),
     ("config-max", claim(config=[_opaque()] * 32), []),
-    ("config-too-many", claim(config=[_opaque()] * 33), ["spec.devices.config: Too many: 33: must have at most 32 items"]),
-    ("config-without-opaque", claim(config=[{"requests": ["gpu"]}]), ["spec.devices.config[0].opaque: Required value"]),
+    (
+        "config-too-many",
+        claim(config=[_opaque()] * 33),
+        ["spec.devices.config: Too many: 33: must have at most 32 items"],
+    ),
+    (
+        "config-without-opaque",
+        claim(config=[{"requests": ["gpu"]}]),
+        ["spec.devices.config[0].opaque: Required value"],
+    ),
     (
         "config-bad-driver",
         claim(config=[_opaque(driver="Bad_Driver")]),
@@ -318,7 +384,9 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "config-parameters-not-object",
         claim(config=[_opaque(parameters=[1, 2])]),
-        ['spec.devices.config[0].opaque.parameters: Invalid value: "<value omitted>": must be a valid JSON object'],
+        [
+            'spec.devices.config[0].opaque.parameters: Invalid value: "<value omitted>": must be a valid JSON object'
+        ],
     ),
     (
         "config-parameters-too-long",
@@ -330,9 +398,21 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
         claim(config=[{"requests": ["nic"], **_opaque()}]),
         [f'spec.devices.config[0].requests[0]: Invalid value: "nic": {REQUEST_REF_MSG}'],
     ),
-    ("metadata-generate-name", edit(claim(), ("metadata.name", DELETE), ("metadata.generateName", "c-")), []),
-    ("metadata-name-missing", edit(claim(), ("metadata.name", DELETE)), ["metadata.name: Required value: name or generateName is required"]),
-    ("metadata-name-bad", edit(claim(), ("metadata.name", "C1")), [f'metadata.name: Invalid value: "C1": {SUBDOMAIN_MSG}']),
+    (
+        "metadata-generate-name",
+        edit(claim(), ("metadata.name", DELETE), ("metadata.generateName", "c-")),
+        [],
+    ),
+    (
+        "metadata-name-missing",
+        edit(claim(), ("metadata.name", DELETE)),
+        ["metadata.name: Required value: name or generateName is required"],
+    ),
+    (
+        "metadata-name-bad",
+        edit(claim(), ("metadata.name", "C1")),
+        [f'metadata.name: Invalid value: "C1": {SUBDOMAIN_MSG}'],
+    ),
     (
         "metadata-namespace-bad",
         edit(claim(), ("metadata.namespace", "my.ns")),
@@ -352,7 +432,9 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in CLAIM_CASES], ids=[c[0] for c in CLAIM_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in CLAIM_CASES], ids=[c[0] for c in CLAIM_CASES]
+)
 def test_claim_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
@@ -384,6 +466,7 @@ def test_a_claim_reports_all_of_its_problems_at_once() -> None:
 
 # --- allocation results (status) -----------------------------------------------------------------
 
+
 def _allocated(results: list[Doc], **status: Any) -> Doc:
     doc = claim()
     doc["status"] = {"allocation": {"devices": {"results": results}}, **status}
@@ -409,7 +492,11 @@ STATUS_CASES: list[tuple[str, Doc, list[str]]] = [
         _allocated([_result(request="nic")]),
         [f'status.allocation.devices.results[0].request: Invalid value: "nic": {REQUEST_REF_MSG}'],
     ),
-    ("result-pool-missing", _allocated([_result(pool="")]), ["status.allocation.devices.results[0].pool: Required value"]),
+    (
+        "result-pool-missing",
+        _allocated([_result(pool="")]),
+        ["status.allocation.devices.results[0].pool: Required value"],
+    ),
     (
         "result-share-id",
         _allocated([_result(shareID="ABCDEF01-2345-6789-ABCD-EF0123456789")]),
@@ -420,27 +507,65 @@ STATUS_CASES: list[tuple[str, Doc, list[str]]] = [
         ],
     ),
     (
+        "result-share-id-garbage",
+        _allocated([_result(shareID="abc")]),
+        [
+            'status.allocation.devices.results[0].shareID: Invalid value: "abc": '
+            "error validating uid: invalid UUID length: 3"
+        ],
+    ),
+    (
+        "result-share-id-braces",
+        _allocated([_result(shareID="{0e6ae2d5-3fd8-4d8b-a7a8-3b2c1e4f5a60}")]),
+        [
+            'status.allocation.devices.results[0].shareID: Invalid value: "{0e6ae2d5-3fd8-4d8b-a7a8-3b2c1e4f5a60}": '
+            "uid must be in RFC 4122 normalized form, `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with lowercase "
+            "hexadecimal characters"
+        ],
+    ),
+    (
+        "result-share-id-ok",
+        _allocated([_result(shareID="0e6ae2d5-3fd8-4d8b-a7a8-3b2c1e4f5a60")]),
+        [],
+    ),
+    (
         "config-source-unknown",
         changed(
             _allocated([_result()]),
-            lambda d: d["status"]["allocation"]["devices"].update(config=[{"source": "FromPod", **_opaque()}]),
+            lambda d: d["status"]["allocation"]["devices"].update(
+                config=[{"source": "FromPod", **_opaque()}]
+            ),
         ),
-        ['status.allocation.devices.config[0].source: Unsupported value: "FromPod": supported values: "FromClaim", "FromClass"'],
+        [
+            'status.allocation.devices.config[0].source: Unsupported value: "FromPod": supported values: "FromClaim", "FromClass"'
+        ],
     ),
     (
         "reserved-without-allocation",
-        changed(claim(), lambda d: d.update(status={"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]})),
+        changed(
+            claim(),
+            lambda d: d.update(
+                status={"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
+            ),
+        ),
         ["status.reservedFor: Forbidden: may not be specified when `allocated` is not set"],
     ),
     (
         "device-status-not-allocated",
-        _allocated([_result()], devices=[{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-1"}]),
-        ['status.devices[0]: Invalid value: "gpu.example.com/node-1/gpu-1": must be an allocated device in the claim'],
+        _allocated(
+            [_result()],
+            devices=[{"driver": "gpu.example.com", "pool": "node-1", "device": "gpu-1"}],
+        ),
+        [
+            'status.devices[0]: Invalid value: "gpu.example.com/node-1/gpu-1": must be an allocated device in the claim'
+        ],
     ),
 ]
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in STATUS_CASES], ids=[c[0] for c in STATUS_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in STATUS_CASES], ids=[c[0] for c in STATUS_CASES]
+)
 def test_allocation_result_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
@@ -452,7 +577,9 @@ TEMPLATE_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "inner-spec-path",
         edit(template(), ("spec.spec.devices.requests[0].exactly.count", 0)),
-        ["spec.spec.devices.requests[0].exactly.count: Invalid value: 0: must be greater than zero"],
+        [
+            "spec.spec.devices.requests[0].exactly.count: Invalid value: 0: must be greater than zero"
+        ],
     ),
     (
         "template-metadata-name",
@@ -467,15 +594,23 @@ TEMPLATE_CASES: list[tuple[str, Doc, list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in TEMPLATE_CASES], ids=[c[0] for c in TEMPLATE_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in TEMPLATE_CASES], ids=[c[0] for c in TEMPLATE_CASES]
+)
 def test_template_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
 
 # --- ResourceSlice -------------------------------------------------------------------------------
 
-ONE_OF_NODE = "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
-SELECTOR = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}
+ONE_OF_NODE = (
+    "exactly one of `nodeName`, `nodeSelector`, `allNodes`, `perDeviceNodeSelection` is required"
+)
+SELECTOR = {
+    "nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+    ]
+}
 
 
 def _counters(n: int) -> Doc:
@@ -488,11 +623,17 @@ def _attributes(n: int) -> Doc:
 
 SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ("valid", resource_slice(), []),
-    ("node-selection-missing", edit(resource_slice(), ("spec.nodeName", DELETE)), [f"spec: Required value: {ONE_OF_NODE}"]),
+    (
+        "node-selection-missing",
+        edit(resource_slice(), ("spec.nodeName", DELETE)),
+        [f"spec: Required value: {ONE_OF_NODE}"],
+    ),
     (
         "node-selection-two",
         edit(resource_slice(), ("spec.allNodes", True)),
-        [f'spec: Invalid value: "{{`nodeName`, `allNodes`}}": {ONE_OF_NODE}, but multiple fields are set'],
+        [
+            f'spec: Invalid value: "{{`nodeName`, `allNodes`}}": {ONE_OF_NODE}, but multiple fields are set'
+        ],
     ),
     (
         "node-name-empty",
@@ -504,7 +645,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
         edit(resource_slice(), ("spec.allNodes", False)),
         ["spec.allNodes: Invalid value: false: must be either unset or set to true"],
     ),
-    ("node-selector", edit(resource_slice(), ("spec.nodeName", DELETE), ("spec.nodeSelector", SELECTOR)), []),
+    (
+        "node-selector",
+        edit(resource_slice(), ("spec.nodeName", DELETE), ("spec.nodeSelector", SELECTOR)),
+        [],
+    ),
     (
         "node-selector-two-terms",
         edit(
@@ -520,7 +665,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "node-selector-empty",
-        edit(resource_slice(), ("spec.nodeName", DELETE), ("spec.nodeSelector", {"nodeSelectorTerms": []})),
+        edit(
+            resource_slice(),
+            ("spec.nodeName", DELETE),
+            ("spec.nodeSelector", {"nodeSelectorTerms": []}),
+        ),
         [
             "spec.nodeSelector.nodeSelectorTerms: Required value: must have at least one node selector term",
             "spec.nodeSelector.nodeSelectorTerms: Invalid value: null: must have exactly one node selector term",
@@ -531,16 +680,36 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
         edit(
             resource_slice(),
             ("spec.nodeName", DELETE),
-            ("spec.nodeSelector", {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near"}]}]}),
+            (
+                "spec.nodeSelector",
+                {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "Near"}]}
+                    ]
+                },
+            ),
         ),
-        ['spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator'],
+        [
+            'spec.nodeSelector.nodeSelectorTerms[0].matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator'
+        ],
     ),
     (
         "node-selector-match-fields",
         edit(
             resource_slice(),
             ("spec.nodeName", DELETE),
-            ("spec.nodeSelector", {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["a", "b"]}]}]}),
+            (
+                "spec.nodeSelector",
+                {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.uid", "operator": "In", "values": ["a", "b"]}
+                            ]
+                        }
+                    ]
+                },
+            ),
         ),
         [
             "spec.nodeSelector.nodeSelectorTerms[0].matchFields[0].values: Required value: must be only one value "
@@ -548,7 +717,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
             'spec.nodeSelector.nodeSelectorTerms[0].matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key',
         ],
     ),
-    ("driver-missing", edit(resource_slice(), ("spec.driver", DELETE)), ["spec.driver: Required value"]),
+    (
+        "driver-missing",
+        edit(resource_slice(), ("spec.driver", DELETE)),
+        ["spec.driver: Required value"],
+    ),
     (
         "driver-bad",
         edit(resource_slice(), ("spec.driver", "!@#$%^")),
@@ -556,16 +729,27 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "pool-problems",
-        edit(resource_slice(), ("spec.pool", {"name": "ok/Bad", "generation": -1, "resourceSliceCount": 0})),
+        edit(
+            resource_slice(),
+            ("spec.pool", {"name": "ok/Bad", "generation": -1, "resourceSliceCount": 0}),
+        ),
         [
             f'spec.pool.name: Invalid value: "Bad": {SUBDOMAIN_MSG}',
             "spec.pool.resourceSliceCount: Invalid value: 0: must be greater than zero",
             "spec.pool.generation: Invalid value: -1: must be greater than or equal to zero",
         ],
     ),
-    ("pool-name-missing", edit(resource_slice(), ("spec.pool.name", "")), ["spec.pool.name: Required value"]),
+    (
+        "pool-name-missing",
+        edit(resource_slice(), ("spec.pool.name", "")),
+        ["spec.pool.name: Required value"],
+    ),
     ("devices-max", resource_slice(_devices(128)), []),
-    ("devices-too-many", resource_slice(_devices(129)), ["spec.devices: Too many: 129: must have at most 128 items"]),
+    (
+        "devices-too-many",
+        resource_slice(_devices(129)),
+        ["spec.devices: Too many: 129: must have at most 128 items"],
+    ),
     (
         "devices-with-taints-max",
         resource_slice(_devices(64, taints=[{"key": "example.com/t", "effect": "NoSchedule"}])),
@@ -573,13 +757,20 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "devices-with-a-taint-too-many",
-        resource_slice([*_devices(64), device("tainted", taints=[{"key": "example.com/t", "effect": "None"}])]),
+        resource_slice(
+            [*_devices(64), device("tainted", taints=[{"key": "example.com/t", "effect": "None"}])]
+        ),
         ["spec.devices: Too many: 65: must have at most 64 items"],
     ),
     (
         "devices-consuming-counters-too-many",
         resource_slice(
-            [*_devices(64), device("part", consumesCounters=[{"counterSet": "gpu-0", "counters": _counters(1)}])]
+            [
+                *_devices(64),
+                device(
+                    "part", consumesCounters=[{"counterSet": "gpu-0", "counters": _counters(1)}]
+                ),
+            ]
         ),
         ["spec.devices: Too many: 65: must have at most 64 items"],
     ),
@@ -593,16 +784,24 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
         resource_slice([device("a"), device("a")]),
         ['spec.devices[1]: Duplicate value: "a"'],
     ),
-    ("device-name-bad", resource_slice([device("GPU0")]), [f'{DEV}.name: Invalid value: "GPU0": {LABEL_MSG}']),
+    (
+        "device-name-bad",
+        resource_slice([device("GPU0")]),
+        [f'{DEV}.name: Invalid value: "GPU0": {LABEL_MSG}'],
+    ),
     ("attributes-and-capacity-max", resource_slice([device(attributes=_attributes(31))]), []),
     (
         "attributes-and-capacity-too-many",
         resource_slice([device(attributes=_attributes(32))]),
-        [f"{DEV}: Invalid value: 33: the total number of attributes and capacities must not exceed 32"],
+        [
+            f"{DEV}: Invalid value: 33: the total number of attributes and capacities must not exceed 32"
+        ],
     ),
     (
         "attribute-values-too-many",
-        resource_slice([device(attributes={"list": {"strings": ["x"] * 48}, "one": {"int": 1}}, capacity={})]),
+        resource_slice(
+            [device(attributes={"list": {"strings": ["x"] * 48}, "one": {"int": 1}}, capacity={})]
+        ),
         [f"{DEV}: Invalid value: 49: the total number of attribute values must not exceed 48"],
     ),
     (
@@ -613,36 +812,49 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "attribute-two-values",
         resource_slice([device(attributes={"model": {"string": "x", "int": 1}})]),
-        [f'{DEV}.attributes[model]: Invalid value: {{"int":1,"string":"x"}}: exactly one value must be specified'],
+        [
+            f'{DEV}.attributes[model]: Invalid value: {{"int":1,"string":"x"}}: exactly one value must be specified'
+        ],
     ),
     (
         "attribute-string-too-long",
         resource_slice([device(attributes={"model": {"string": "x" * 65}})]),
         [f"{DEV}.attributes[model].string: Too long: may not be more than 64 bytes"],
     ),
-    ("attribute-string-max", resource_slice([device(attributes={"model": {"string": "x" * 64}})]), []),
+    (
+        "attribute-string-max",
+        resource_slice([device(attributes={"model": {"string": "x" * 64}})]),
+        [],
+    ),
     (
         "attribute-version-bad",
         resource_slice([device(attributes={"v": {"version": "1.2"}})]),
-        [f'{DEV}.attributes[v].version: Invalid value: "1.2": must be a string compatible with semver.org spec 2.0.0'],
+        [
+            f'{DEV}.attributes[v].version: Invalid value: "1.2": must be a string compatible with semver.org spec 2.0.0'
+        ],
     ),
-    ("attribute-version-prerelease", resource_slice([device(attributes={"v": {"version": "1.2.3-rc.1+build.5"}})]), []),
+    (
+        "attribute-version-prerelease",
+        resource_slice([device(attributes={"v": {"version": "1.2.3-rc.1+build.5"}})]),
+        [],
+    ),
     (
         "attribute-list-empty",
         resource_slice([device(attributes={"numa": {"ints": []}})]),
-        [
-            f"{DEV}.attributes[numa].ints: Invalid value: []: must not be empty if specified",
-            f'{DEV}.attributes[numa]: Invalid value: "": exactly one value must be specified',
-        ],
+        [f"{DEV}.attributes[numa].ints: Invalid value: []: must not be empty if specified"],
     ),
     (
         "attribute-list-version-bad",
         resource_slice([device(attributes={"v": {"versions": ["1.0.0", "v2"]}})]),
-        [f'{DEV}.attributes[v].versions[1]: Invalid value: "v2": must be a string compatible with semver.org spec 2.0.0'],
+        [
+            f'{DEV}.attributes[v].versions[1]: Invalid value: "v2": must be a string compatible with semver.org spec 2.0.0'
+        ],
     ),
     (
         "attribute-name-not-identifier",
-        resource_slice([device(attributes={"dra.example.com/supported-models": {"strings": ["a"]}})]),
+        resource_slice(
+            [device(attributes={"dra.example.com/supported-models": {"strings": ["a"]}})]
+        ),
         [f'{DEV}.attributes: Invalid value: "supported-models": {C_IDENTIFIER_MSG}'],
     ),
     (
@@ -673,22 +885,46 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "capacity-bad-suffix",
-        resource_slice([device(capacity={"memory": {"value": "4GB"}})]),
-        [f'{DEV}.capacity[memory].value: Invalid value: "4GB": unable to parse quantity\'s suffix'],
+        resource_slice([device(capacity={"memory": {"value": "4MG"}})]),
+        [f'{DEV}.capacity[memory].value: Invalid value: "4MG": unable to parse quantity\'s suffix'],
     ),
     (
         "request-policy-needs-multiple-allocations",
-        resource_slice([device(capacity={"memory": {"value": "8", "requestPolicy": {"default": "1"}}})]),
+        resource_slice(
+            [device(capacity={"memory": {"value": "8", "requestPolicy": {"default": "1"}}})]
+        ),
         [f"{DEV}.capacity[memory].requestPolicy: Forbidden: allowMultipleAllocations must be true"],
     ),
     (
         "request-policy-valid-values",
-        resource_slice([_shared_device({"value": "10", "requestPolicy": {"default": "5", "validValues": ["1", "5", "10"]}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "10",
+                        "requestPolicy": {"default": "5", "validValues": ["1", "5", "10"]},
+                    }
+                )
+            ]
+        ),
         [],
     ),
     (
         "request-policy-both",
-        resource_slice([_shared_device({"value": "10", "requestPolicy": {"default": "5", "validValues": ["5"], "validRange": {"min": "1"}}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "10",
+                        "requestPolicy": {
+                            "default": "5",
+                            "validValues": ["5"],
+                            "validRange": {"min": "1"},
+                        },
+                    }
+                )
+            ]
+        ),
         [
             f"{DEV}.capacity[memory].requestPolicy: Forbidden: exactly one policy can be specified, cannot specify "
             '"validValues" and "validRange" at the same time'
@@ -697,13 +933,25 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "request-policy-valid-values-without-default",
         resource_slice([_shared_device({"value": "10", "requestPolicy": {"validValues": ["5"]}})]),
-        [f"{DEV}.capacity[memory].requestPolicy.default: Required value: required when validValues is defined"],
+        [
+            f"{DEV}.capacity[memory].requestPolicy.default: Required value: required when validValues is defined"
+        ],
     ),
     (
         "request-policy-valid-values-problems",
-        resource_slice([_shared_device({"value": "10", "requestPolicy": {"default": "3", "validValues": ["5", "1", "20", "5"]}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "10",
+                        "requestPolicy": {"default": "3", "validValues": ["5", "1", "20", "5"]},
+                    }
+                )
+            ]
+        ),
         [
             f'{DEV}.capacity[memory].requestPolicy.validValues[1]: Invalid value: "1": values must be sorted in ascending order',
+            f'{DEV}.capacity[memory].requestPolicy.validValues[3]: Invalid value: "5": values must be sorted in ascending order',
             f'{DEV}.capacity[memory].requestPolicy.validValues[2]: Invalid value: "20": option is larger than capacity value: 10',
             f'{DEV}.capacity[memory].requestPolicy.validValues[3]: Duplicate value: "5"',
             f'{DEV}.capacity[memory].requestPolicy.validValues: Invalid value: "3": default value is not valid according to the requestPolicy',
@@ -711,7 +959,19 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "request-policy-valid-values-too-many",
-        resource_slice([_shared_device({"value": "100", "requestPolicy": {"default": "1", "validValues": [str(i) for i in range(1, 12)]}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "100",
+                        "requestPolicy": {
+                            "default": "1",
+                            "validValues": [str(i) for i in range(1, 12)],
+                        },
+                    }
+                )
+            ]
+        ),
         [
             f"{DEV}.capacity[memory].requestPolicy.validValues: Too many: 11: must have at most 10 items",
             f'{DEV}.capacity[memory].requestPolicy.validValues: Invalid value: "1": default value is not valid according to the requestPolicy',
@@ -719,27 +979,68 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "request-policy-valid-range",
-        resource_slice([_shared_device({"value": "80Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"}}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "80Gi",
+                        "requestPolicy": {
+                            "default": "1Gi",
+                            "validRange": {"min": "1Gi", "max": "80Gi", "step": "1Gi"},
+                        },
+                    }
+                )
+            ]
+        ),
         [],
     ),
     (
         "request-policy-range-without-min",
-        resource_slice([_shared_device({"value": "8", "requestPolicy": {"default": "1", "validRange": {"max": "4"}}})]),
-        [f"{DEV}.capacity[memory].requestPolicy.validRange.min: Required value: required when validRange is defined"],
+        resource_slice(
+            [
+                _shared_device(
+                    {"value": "8", "requestPolicy": {"default": "1", "validRange": {"max": "4"}}}
+                )
+            ]
+        ),
+        [
+            f"{DEV}.capacity[memory].requestPolicy.validRange.min: Required value: required when validRange is defined"
+        ],
     ),
     (
         "request-policy-range-problems",
-        resource_slice([_shared_device({"value": "2", "requestPolicy": {"default": "3", "validRange": {"min": "1", "max": "4", "step": "2"}}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "2",
+                        "requestPolicy": {
+                            "default": "2",
+                            "validRange": {"min": "1", "max": "4", "step": "2"},
+                        },
+                    }
+                )
+            ]
+        ),
         [
             f'{DEV}.capacity[memory].requestPolicy.validRange.max: Invalid value: "4": max is larger than capacity value: 2',
             f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "2": one step 3 is larger than capacity value: 2',
-            f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "3": value is not a multiple of a given step (2) from (1)',
+            f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "2": value is not a multiple of a given step (2) from (1)',
             f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "4": value is not a multiple of a given step (2) from (1)',
         ],
     ),
     (
         "request-policy-range-order",
-        resource_slice([_shared_device({"value": "10", "requestPolicy": {"default": "1", "validRange": {"min": "6", "max": "5"}}})]),
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "10",
+                        "requestPolicy": {"default": "1", "validRange": {"min": "6", "max": "5"}},
+                    }
+                )
+            ]
+        ),
         [
             f'{DEV}.capacity[memory].requestPolicy.validRange.default: Invalid value: "1": default is less than min: 6',
             f'{DEV}.capacity[memory].requestPolicy.validRange.max: Invalid value: "6": min is larger than max: 5',
@@ -747,18 +1048,51 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "request-policy-range-zero-step",
-        resource_slice([_shared_device({"value": "10", "requestPolicy": {"default": "1", "validRange": {"min": "1", "step": "0"}}})]),
-        [f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "0": must be greater than zero'],
+        resource_slice(
+            [
+                _shared_device(
+                    {
+                        "value": "10",
+                        "requestPolicy": {"default": "1", "validRange": {"min": "1", "step": "0"}},
+                    }
+                )
+            ]
+        ),
+        [
+            f'{DEV}.capacity[memory].requestPolicy.validRange.step: Invalid value: "0": must be greater than zero'
+        ],
     ),
-    ("taints-max", resource_slice([device(taints=[{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(16)])]), []),
+    (
+        "taints-max",
+        resource_slice(
+            [
+                device(
+                    taints=[{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(16)]
+                )
+            ]
+        ),
+        [],
+    ),
     (
         "taints-too-many",
-        resource_slice([device(taints=[{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(17)])]),
+        resource_slice(
+            [
+                device(
+                    taints=[{"key": f"example.com/t{i}", "effect": "NoSchedule"} for i in range(17)]
+                )
+            ]
+        ),
         [f"{DEV}.taints: Too many: 17: must have at most 16 items"],
     ),
     (
         "taint-problems",
-        resource_slice([device(taints=[{"key": "", "value": "a b"}, {"key": "k", "effect": "PreferNoSchedule"}])]),
+        resource_slice(
+            [
+                device(
+                    taints=[{"key": "", "value": "a b"}, {"key": "k", "effect": "PreferNoSchedule"}]
+                )
+            ]
+        ),
         [
             f'{DEV}.taints[0].key: Invalid value: "": name part must be non-empty',
             f'{DEV}.taints[0].key: Invalid value: "": {NAME_PART_MSG}',
@@ -769,7 +1103,15 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "consumes-counters-too-many",
-        resource_slice([device(consumesCounters=[{"counterSet": f"s{i}", "counters": _counters(1)} for i in range(3)])]),
+        resource_slice(
+            [
+                device(
+                    consumesCounters=[
+                        {"counterSet": f"s{i}", "counters": _counters(1)} for i in range(3)
+                    ]
+                )
+            ]
+        ),
         [f"{DEV}.consumesCounters: Too many: 3: must have at most 2 items"],
     ),
     (
@@ -792,7 +1134,9 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "consumes-counters-names",
-        resource_slice([device(consumesCounters=[{"counterSet": "", "counters": {"Mem": {"value": "x"}}}])]),
+        resource_slice(
+            [device(consumesCounters=[{"counterSet": "", "counters": {"Mem": {"value": "x"}}}])]
+        ),
         [
             f"{DEV}.consumesCounters[0].counterSet: Required value",
             f'{DEV}.consumesCounters[0].counters: Invalid value: "Mem": {LABEL_MSG}',
@@ -801,7 +1145,9 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "shared-counters",
-        resource_slice(None, devices=DELETE, sharedCounters=[{"name": "gpu-0", "counters": _counters(32)}]),
+        resource_slice(
+            None, devices=DELETE, sharedCounters=[{"name": "gpu-0", "counters": _counters(32)}]
+        ),
         [],
     ),
     (
@@ -811,7 +1157,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "shared-counter-sets-too-many",
-        resource_slice(None, devices=DELETE, sharedCounters=[{"name": f"s{i}", "counters": _counters(1)} for i in range(9)]),
+        resource_slice(
+            None,
+            devices=DELETE,
+            sharedCounters=[{"name": f"s{i}", "counters": _counters(1)} for i in range(9)],
+        ),
         ["spec.sharedCounters: Too many: 9: must have at most 8 items"],
     ),
     (
@@ -819,7 +1169,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
         resource_slice(
             None,
             devices=DELETE,
-            sharedCounters=[{"name": "s", "counters": _counters(33)}, {"name": "s", "counters": {}}, {"name": "S_1", "counters": _counters(1)}],
+            sharedCounters=[
+                {"name": "s", "counters": _counters(33)},
+                {"name": "s", "counters": {}},
+                {"name": "S_1", "counters": _counters(1)},
+            ],
         ),
         [
             "spec.sharedCounters[0].counters: Too many: 33: must have at most 32 items",
@@ -831,7 +1185,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "per-device-node-selection",
         resource_slice(
-            [device("a", nodeName="node-1"), device("b", allNodes=True), device("c", nodeSelector=SELECTOR)],
+            [
+                device("a", nodeName="node-1"),
+                device("b", allNodes=True),
+                device("c", nodeSelector=SELECTOR),
+            ],
             nodeName=DELETE,
             perDeviceNodeSelection=True,
         ),
@@ -839,7 +1197,11 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "per-device-node-selection-missing",
-        resource_slice([device("a"), device("b", nodeName="n", allNodes=True)], nodeName=DELETE, perDeviceNodeSelection=True),
+        resource_slice(
+            [device("a"), device("b", nodeName="n", allNodes=True)],
+            nodeName=DELETE,
+            perDeviceNodeSelection=True,
+        ),
         [
             "spec.devices[0]: Required value: exactly one of `nodeName`, `nodeSelector`, or `allNodes` is required "
             "when `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
@@ -857,12 +1219,21 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "binding-conditions",
-        resource_slice([device(bindingConditions=["example.com/ready"], bindingFailureConditions=["example.com/failed"])]),
+        resource_slice(
+            [
+                device(
+                    bindingConditions=["example.com/ready"],
+                    bindingFailureConditions=["example.com/failed"],
+                )
+            ]
+        ),
         [],
     ),
     (
         "binding-conditions-too-many",
-        resource_slice([device(bindingConditions=[f"c{i}" for i in range(5)], bindingFailureConditions=["f"])]),
+        resource_slice(
+            [device(bindingConditions=[f"c{i}" for i in range(5)], bindingFailureConditions=["f"])]
+        ),
         [f"{DEV}.bindingConditions: Too many: 5: must have at most 4 items"],
     ),
     (
@@ -876,17 +1247,23 @@ SLICE_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "binding-conditions-without-failure-conditions",
         resource_slice([device(bindingConditions=["a"])]),
-        [f"{DEV}.bindingFailureConditions: Invalid value: []: bindingFailureConditions are required to use bindingConditions"],
+        [
+            f"{DEV}.bindingFailureConditions: Invalid value: []: bindingFailureConditions are required to use bindingConditions"
+        ],
     ),
     (
         "binding-failure-conditions-alone",
         resource_slice([device(bindingFailureConditions=["a"])]),
-        [f"{DEV}.bindingConditions: Invalid value: []: bindingConditions are required to use bindingFailureConditions"],
+        [
+            f"{DEV}.bindingConditions: Invalid value: []: bindingConditions are required to use bindingFailureConditions"
+        ],
     ),
 ]
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in SLICE_CASES], ids=[c[0] for c in SLICE_CASES]
+)
 def test_slice_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
@@ -895,32 +1272,68 @@ def test_slice_rules(doc: Doc, expected: list[str]) -> None:
 
 CLASS_CASES: list[tuple[str, Doc, list[str]]] = [
     ("valid", device_class(), []),
-    ("name-bad", edit(device_class(), ("metadata.name", "GPU")), [f'metadata.name: Invalid value: "GPU": {SUBDOMAIN_MSG}']),
-    ("selectors-too-many", edit(device_class(), ("spec.selectors", _selectors(33))), ["spec.selectors: Too many: 33: must have at most 32 items"]),
+    (
+        "name-bad",
+        edit(device_class(), ("metadata.name", "GPU")),
+        [f'metadata.name: Invalid value: "GPU": {SUBDOMAIN_MSG}'],
+    ),
+    (
+        "selectors-too-many",
+        edit(device_class(), ("spec.selectors", _selectors(33))),
+        ["spec.selectors: Too many: 33: must have at most 32 items"],
+    ),
     ("config", edit(device_class(), ("spec.config", [_opaque()] * 32)), []),
-    ("config-too-many", edit(device_class(), ("spec.config", [_opaque()] * 33)), ["spec.config: Too many: 33: must have at most 32 items"]),
-    ("config-without-opaque", edit(device_class(), ("spec.config", [{}])), ["spec.config[0].opaque: Required value"]),
-    ("extended-resource-name", edit(device_class(), ("spec.extendedResourceName", "example.com/gpu")), []),
+    (
+        "config-too-many",
+        edit(device_class(), ("spec.config", [_opaque()] * 33)),
+        ["spec.config: Too many: 33: must have at most 32 items"],
+    ),
+    (
+        "config-without-opaque",
+        edit(device_class(), ("spec.config", [{}])),
+        ["spec.config[0].opaque: Required value"],
+    ),
+    (
+        "extended-resource-name",
+        edit(device_class(), ("spec.extendedResourceName", "example.com/gpu")),
+        [],
+    ),
     (
         "extended-resource-name-native",
         edit(device_class(), ("spec.extendedResourceName", "gpu")),
         ['spec.extendedResourceName: Invalid value: "gpu": must be a valid extended resource name'],
     ),
-    ("namespace-ignored-on-cluster-scope", edit(device_class(), ("metadata.namespace", "default")), []),
+    (
+        "namespace-ignored-on-cluster-scope",
+        edit(device_class(), ("metadata.namespace", "default")),
+        [],
+    ),
 ]
 
 TAINT_RULE_CASES: list[tuple[str, Doc, list[str]]] = [
     ("valid", taint_rule(), []),
     ("no-selector", edit(taint_rule(), ("spec.deviceSelector", DELETE)), []),
-    ("effect-missing", edit(taint_rule(), ("spec.taint.effect", DELETE)), ["spec.taint.effect: Required value"]),
+    (
+        "effect-missing",
+        edit(taint_rule(), ("spec.taint.effect", DELETE)),
+        ["spec.taint.effect: Required value"],
+    ),
     (
         "effect-unknown",
         edit(taint_rule(), ("spec.taint.effect", "Evict")),
-        ['spec.taint.effect: Unsupported value: "Evict": supported values: "NoExecute", "NoSchedule", "None"'],
+        [
+            'spec.taint.effect: Unsupported value: "Evict": supported values: "NoExecute", "NoSchedule", "None"'
+        ],
     ),
     (
         "selector-names",
-        edit(taint_rule(), ("spec.deviceSelector", {"driver": "", "pool": "a//b", "device": "Gpu", "deviceClassName": "x_y"})),
+        edit(
+            taint_rule(),
+            (
+                "spec.deviceSelector",
+                {"driver": "", "pool": "a//b", "device": "Gpu", "deviceClassName": "x_y"},
+            ),
+        ),
         [
             f'spec.deviceSelector.deviceClassName: Invalid value: "x_y": {SUBDOMAIN_MSG}',
             "spec.deviceSelector.driver: Required value",
@@ -931,17 +1344,22 @@ TAINT_RULE_CASES: list[tuple[str, Doc, list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in CLASS_CASES], ids=[c[0] for c in CLASS_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in CLASS_CASES], ids=[c[0] for c in CLASS_CASES]
+)
 def test_device_class_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
 
-@pytest.mark.parametrize(("doc", "expected"), [c[1:] for c in TAINT_RULE_CASES], ids=[c[0] for c in TAINT_RULE_CASES])
+@pytest.mark.parametrize(
+    ("doc", "expected"), [c[1:] for c in TAINT_RULE_CASES], ids=[c[0] for c in TAINT_RULE_CASES]
+)
 def test_taint_rule_rules(doc: Doc, expected: list[str]) -> None:
     assert _errors(doc) == expected
 
 
 # --- CEL selectors -------------------------------------------------------------------------------
+
 
 def _fake_cel(expression: str) -> str | None:
     if expression == "expensive":
@@ -962,7 +1380,10 @@ def _fake_cel(expression: str) -> str | None:
                 "ERROR: <input>:1:1: undeclared reference to 'undeclared'"
             ],
         ),
-        ("expensive", [f"{EXACTLY}.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"]),
+        (
+            "expensive",
+            [f"{EXACTLY}.selectors[0].cel.expression: Forbidden: too complex, exceeds cost limit"],
+        ),
     ],
 )
 def test_selectors_are_compiled_by_the_given_check(expression: str, expected: list[str]) -> None:
@@ -978,7 +1399,11 @@ def test_validate_objects_compiles_each_expression_once_and_reports_every_object
         return _fake_cel(expression)
 
     bad = edit(device_class(), ("spec.selectors", [{"cel": {"expression": "undeclared"}}] * 2))
-    objs = [decode_object(bad), decode_object(edit(claim(), (f"{EXACTLY}.count", 0))), decode_object(resource_slice())]
+    objs = [
+        decode_object(bad),
+        decode_object(edit(claim(), (f"{EXACTLY}.count", 0))),
+        decode_object(resource_slice()),
+    ]
     with pytest.raises(InvalidInputs) as info:
         validate_objects(objs, selector_check=check)
     assert calls == ["undeclared"]
@@ -988,7 +1413,9 @@ def test_validate_objects_compiles_each_expression_once_and_reports_every_object
         "DeviceClass gpu.example.com",
         "ResourceClaim default/c1",
     ]
-    validate_objects([decode_object(claim()), decode_object(resource_slice())], selector_check=check)
+    validate_objects(
+        [decode_object(claim()), decode_object(resource_slice())], selector_check=check
+    )
 
 
 def test_default_selector_check_is_used_when_model_cel_exists() -> None:
@@ -999,12 +1426,25 @@ def test_default_selector_check_is_used_when_model_cel_exists() -> None:
 
 # --- quantities ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("0", 0), ("1", 1), ("-1", -1), ("+2", 2), ("1.5", 1.5), ("100m", 0.1), ("1k", 1000),
-        ("1Ki", 1024), ("40Gi", 40 * 2**30), ("1e3", 1000), ("1E-3", 0.001), ("5n", 5e-9), (" 3 ", 3),
-        ("1.", 1), (".5", 0.5),
+        ("0", 0),
+        ("1", 1),
+        ("-1", -1),
+        ("+2", 2),
+        ("1.5", 1.5),
+        ("100m", 0.1),
+        ("1k", 1000),
+        ("1Ki", 1024),
+        ("40Gi", 40 * 2**30),
+        ("1e3", 1000),
+        ("1E-3", 0.001),
+        ("5n", 5e-9),
+        (" 3 ", 3),
+        ("1.", 1),
+        (".5", 0.5),
     ],
 )
 def test_quantities_parse_like_apimachinery(text: str, value: float) -> None:
@@ -1013,18 +1453,36 @@ def test_quantities_parse_like_apimachinery(text: str, value: float) -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("", QUANTITY_MSG), ("abc", QUANTITY_MSG), ("1.2.3", QUANTITY_MSG), ("1 Gi", QUANTITY_MSG),
-     ("1GB", "unable to parse quantity's suffix"), ("1e", "unable to parse quantity's suffix"),
-     ("1Kii", "unable to parse quantity's suffix")],
+    [
+        ("", QUANTITY_MSG),
+        ("abc", QUANTITY_MSG),
+        ("1.2.3", QUANTITY_MSG),
+        ("1 Gi", QUANTITY_MSG),
+        ("1GB", QUANTITY_MSG),
+        ("4MG", "unable to parse quantity's suffix"),
+        ("1e", "unable to parse quantity's suffix"),
+        ("1Kii", "unable to parse quantity's suffix"),
+    ],
 )
 def test_bad_quantities(text: str, message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
-                       .replace("]", r"\]").replace("*", r"\*").replace("+", r"\+").replace("?", r"\?")
-                       .replace("$", r"\$").replace("^", r"\^").replace(".", r"\.")):
+    with pytest.raises(
+        ValueError,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("[", r"\[")
+        .replace("]", r"\]")
+        .replace("*", r"\*")
+        .replace("+", r"\+")
+        .replace("?", r"\?")
+        .replace("$", r"\$")
+        .replace("^", r"\^")
+        .replace(".", r"\."),
+    ):
         parse_quantity_value(text)
 
 
 # --- programmatic objects ------------------------------------------------------------------------
+
 
 def test_objects_built_in_code_are_read_with_api_defaults() -> None:
     # Without decoding (no defaults applied) an ExactCount request without count asks for one.
@@ -1032,7 +1490,9 @@ def test_objects_built_in_code_are_read_with_api_defaults() -> None:
         metadata=o.ObjectMeta(name="c"),
         spec=o.ResourceClaimSpec(
             devices=o.DeviceClaim(
-                requests=[o.DeviceRequest(name="r", exactly=o.ExactDeviceRequest(device_class_name="c"))]
+                requests=[
+                    o.DeviceRequest(name="r", exactly=o.ExactDeviceRequest(device_class_name="c"))
+                ]
             )
         ),
     )
@@ -1045,11 +1505,20 @@ def test_objects_built_in_code_are_read_with_api_defaults() -> None:
 # broken or stale", plus three found by this validation), with the first problem reported.
 KNOWN_BROKEN = {
     ("k8s-website-docs.yaml", "my-node-cpus"): (
-        "spec.devices[0].capacity[cpu.example.com/cpu]: Invalid value: \"128\": must be an object (DeviceCapacity), not a string"
+        'spec.devices[0].capacity[cpu.example.com/cpu]: Invalid value: "128": must be an object (DeviceCapacity), not a string'
     ),
-    ("k8s-website-docs.yaml", "example-resource-claim"): "spec.devices.requests[0].exactly.selectors[0].cel: Required value",
-    ("amd-gpu-dra-driver.yaml", "k8s-gpu-dra-driver-cluster-worker-gpu.amd.com-xxxxx"): "spec.driver: Required value",
-    ("dranet.yaml", "gke-aojea-dra-multi-nic-985b8c20-jg5l-dra.net-8nq9c"): "spec.driver: Required value",
+    (
+        "k8s-website-docs.yaml",
+        "example-resource-claim",
+    ): "spec.devices.requests[0].exactly.selectors[0].cel: Required value",
+    (
+        "amd-gpu-dra-driver.yaml",
+        "k8s-gpu-dra-driver-cluster-worker-gpu.amd.com-xxxxx",
+    ): "spec.driver: Required value",
+    (
+        "dranet.yaml",
+        "gke-aojea-dra-multi-nic-985b8c20-jg5l-dra.net-8nq9c",
+    ): "spec.driver: Required value",
     # Not in the README: docs list-attribute example uses a hyphen in an attribute name.
     ("k8s-website-docs.yaml", "example-resourceslice"): (
         f'spec.devices[0].attributes: Invalid value: "supported-models": {C_IDENTIFIER_MSG}'
@@ -1058,18 +1527,26 @@ KNOWN_BROKEN = {
     ("intel-resource-drivers.yaml", "claim1", "ResourceClaimTemplate"): (
         "spec.spec.devices.requests[0].exactly.selectors[0].cel: Required value"
     ),
-    ("intel-resource-drivers.yaml", "claim1", "ResourceClaim"): "spec.devices.requests[0].exactly.deviceClassName: Required value",
+    (
+        "intel-resource-drivers.yaml",
+        "claim1",
+        "ResourceClaim",
+    ): "spec.devices.requests[0].exactly.deviceClassName: Required value",
 }
 
 
 def _realworld_problems() -> dict[tuple[str, ...], list[str]]:
     problems: dict[tuple[str, ...], list[str]] = {}
+    check = default_selector_check()  # real CEL compilation once model.cel exists
     for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             name = doc["metadata"]["name"]
             key: tuple[str, ...] = (path.name, name)
             try:
-                errs = [f"{e.field}: {e.detail}" for e in validate_object(decode_object(doc))]
+                obj = decode_object(doc)
+                errs = [
+                    f"{e.field}: {e.detail}" for e in validate_object(obj, selector_check=check)
+                ]
             except InvalidInput as err:
                 errs = [f"{err.field}: {err.detail}"]
             if not errs:
@@ -1091,14 +1568,15 @@ def test_realworld_objects_pass_except_the_known_broken_ones() -> None:
 # API input. The allocator must still reproduce upstream on these cases; only API validation
 # flags them.
 CONFORMANCE_LOOSENESS = (
-    "Invalid value: \"subReq-",  # camelCase subrequest names are not DNS labels
-    "Invalid value: \"capacity-",  # capacity names with '-' are not C identifiers
+    'Invalid value: "subReq-',  # camelCase subrequest names are not DNS labels
+    'Invalid value: "capacity-',  # capacity names with '-' are not C identifiers
     "must not be specified when allocationMode is 'All'",
     "is larger than capacity value",
     "requestPolicy: Forbidden: allowMultipleAllocations must be true",
     "counters: Required value",
     "bindingFailureConditions are required to use bindingConditions",
-    "Duplicate value: \"req-0\"",
+    'Duplicate value: "req-0"',
+    'Duplicate value: "subReq-',
 )
 # Cases that exercise invalid input on purpose: validation must flag each of them.
 CONFORMANCE_INVALID_INPUT = {
@@ -1136,3 +1614,75 @@ def test_conformance_objects_decode_and_only_fail_validation_where_upstream_data
             assert any(p in line for p in CONFORMANCE_LOOSENESS) or (
                 name in CONFORMANCE_INVALID_INPUT or "list-attributes" in name
             ), (name, line)
+
+
+def test_nodes_are_checked_for_what_selectors_read() -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1", "labels": {"zone": "a b"}},
+    }
+    assert _errors(node) == [f'metadata.labels: Invalid value: "a b": {LABEL_VALUE_MSG}']
+    assert validate_object(o.TypedObject(kind="Other"), selector_check=None) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["invalid-CEL-one-device", "invalid-CEL-all-devices", "invalid-CEL-one-device-class"]
+)
+def test_conformance_cases_with_uncompilable_selectors_are_rejected(name: str) -> None:
+    check = default_selector_check()
+    if check is None:
+        pytest.skip("model.cel is not available yet")
+    case = json.loads((shared_dir() / "conformance" / "cases" / f"{name}.json").read_text())
+    errors = [
+        str(err)
+        for doc in [*case["classes"], *case["claims"]]
+        for err in validate_object(decode_object(doc), selector_check=check)
+    ]
+    assert any(
+        'cel.expression: Invalid value: "noSuchVar": compilation failed' in e for e in errors
+    ), errors
+
+
+def test_default_check_uses_model_cel_with_every_feature_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+    import sys
+    import types
+
+    @dataclasses.dataclass(frozen=True)
+    class CelFeatures:
+        consumable_capacity: bool = False
+        list_type_attributes: bool = False
+
+    class CelCompileError(Exception):
+        pass
+
+    class Compiled:
+        def __init__(self, cost: int) -> None:
+            self.max_cost = cost
+
+    class CelEnvironment:
+        def __init__(self, *, features: CelFeatures) -> None:
+            assert features == CelFeatures(True, True)
+
+        def compile(self, expression: str) -> Compiled:
+            if expression == "bad":
+                raise CelCompileError("ERROR: <input>:1:1: undeclared reference to 'bad'")
+            return Compiled(2_000_000 if expression == "slow" else 10)
+
+    fake = types.ModuleType("model.cel")
+    fake.CelFeatures = CelFeatures  # type: ignore[attr-defined]
+    fake.CelCompileError = CelCompileError  # type: ignore[attr-defined]
+    fake.CelEnvironment = CelEnvironment  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "model.cel", fake)
+    doc = edit(
+        device_class(),
+        ("spec.selectors", [{"cel": {"expression": e}} for e in ("ok", "bad", "slow")]),
+    )
+    assert _errors(doc, check=default_selector_check()) == [
+        'spec.selectors[1].cel.expression: Invalid value: "bad": compilation failed: '
+        "ERROR: <input>:1:1: undeclared reference to 'bad'",
+        "spec.selectors[2].cel.expression: Forbidden: too complex, exceeds cost limit",
+    ]

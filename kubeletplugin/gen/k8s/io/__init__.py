@@ -1,0 +1,1 @@
+"""Generated code; regenerate with ``python -m kubeletplugin.protogen``."""

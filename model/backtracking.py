@@ -1,0 +1,630 @@
+"""The upstream allocator's first-fit backtracking search, ported faithfully.
+
+API:
+- ``allocate_backtracking(request, *, cel, clock=time.monotonic) -> AllocationOutcome``
+
+What "faithful" means here (the experimental tier of k8s.io/dynamic-resource-allocation, which
+with ListTypeAttributes off behaves exactly as the incubating tier):
+
+- Pools come from ``model.pools.gather_pools`` (driver, pool order; binding-condition pools
+  last; slices by name; devices in slice order). The pre-search checks and their error texts are
+  ``model.matching.prepare_claims``.
+- Depth-first over claim → request → (subrequest, tried in order) → device. Devices of one
+  request are tried as combinations in pool order (each next device after the previous one);
+  different requests and claims start from the first device again. The first complete
+  solution wins. ``All`` requests take their precomputed device list or fail.
+- Constraints are added when a device is tentatively allocated and removed on backtracking,
+  with upstream's exact state handling, including its quirks (documented in README "Upstream
+  quirks"): a distinctAttribute constraint remembers one value per request *name*, so devices
+  of the same request are only compared with the last one; a matchAttribute list intersection
+  is not widened again when a device is removed; counters consumed by a device whose taint or
+  constraint check then fails are not given back for the rest of the attempt; shared counters
+  are tracked per pool *name* (not per driver and pool).
+- Exceeding 32 devices in a claim backtracks aggressively like upstream's
+  ``errAllocationResultMaxSizeExceeded``.
+- ``stats.steps`` counts invocations of the search step exactly like upstream's
+  ``NumAllocateOneInvocations`` (tests compare them with upstream's pinned numbers).
+
+Outcomes: ``allocated=True`` (status FOUND) with results in claim order; ``allocated=False``
+(status EXHAUSTED) when the search space is exhausted; ``AllocationError`` for fatal input
+problems. When no solution exists and some pool is invalid, upstream returns
+"invalid resource pools were encountered" as an error that only fails this node; we raise
+``AllocationError`` with that text and ``node_local = True`` on the exception. When the
+deadline (``request.time_limit`` seconds, measured with ``clock``) passes, ``SolveTimeout`` is
+raised; its ``stats`` attribute carries the steps so far (status DEADLINE).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from model import objects as o
+from model.allocation import (
+    AllocatedState,
+    AllocationOutcome,
+    AllocationRequest,
+    DeviceID,
+    SolveStats,
+)
+from model.capacity import all_zero, capacity_fits, consumed_capacity, zero
+from model.errors import AllocationError, SolveTimeout
+from model.features import FeatureGates
+from model.matching import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    ClaimPlan,
+    ConstraintSpec,
+    Matcher,
+    RequestView,
+    claim_label,
+    lookup_attribute,
+    prepare_claims,
+)
+from model.pools import Pool, PoolDevice, gather_pools
+from model.quantity import Quantity
+from model.results import ChosenDevice, build_result
+from model.score import first_available_score
+from model.taints import taint_prevents_allocation
+
+if TYPE_CHECKING:
+    from model.cel import CelEnvironment
+
+ALLOCATOR_NAME = "backtracking"
+
+
+class _ResultLimit(Exception):
+    """Upstream's errAllocationResultMaxSizeExceeded: a claim would get more than 32 devices."""
+
+
+class _Deadline(Exception):
+    pass
+
+
+def allocate_backtracking(
+    request: AllocationRequest,
+    *,
+    cel: CelEnvironment,
+    clock: Callable[[], float] = time.monotonic,
+) -> AllocationOutcome:
+    """Allocate ``request.claims`` on ``request.node`` exactly as upstream's allocator would."""
+    start = clock()
+    inventory = request.inventory
+    gates = request.gates
+    allocated = inventory.allocated_state()
+    pools = gather_pools(
+        inventory.slices, request.node, gates=gates, taint_rules=inventory.taint_rules
+    )
+    matcher = Matcher(cel, gates=gates, node=request.node)
+    plans = prepare_claims(
+        request.claims,
+        pools,
+        inventory=inventory,
+        gates=gates,
+        matcher=matcher,
+        allocated=allocated,
+    )
+    deadline = start + request.time_limit if request.time_limit is not None else None
+    search = _Search(
+        plans,
+        pools,
+        gates=gates,
+        matcher=matcher,
+        allocated=allocated,
+        clock=clock,
+        deadline=deadline,
+    )
+
+    def stats(status: str) -> SolveStats:
+        return SolveStats(
+            allocator=ALLOCATOR_NAME,
+            status=status,
+            wall_seconds=clock() - start,
+            steps=search.steps,
+        )
+
+    try:
+        with _recursion_room(plans):
+            done = search.run()
+    except _Deadline:
+        err = SolveTimeout(
+            f"backtracking allocator: time limit of {request.time_limit}s reached after {search.steps} search steps"
+        )
+        err.stats = stats("DEADLINE")  # type: ignore[attr-defined]
+        raise err from None
+
+    if not done:
+        if any(pool.invalid for pool in pools):
+            invalid = AllocationError("invalid resource pools were encountered")
+            invalid.node_local = True  # type: ignore[attr-defined]
+            raise invalid
+        return AllocationOutcome(
+            allocated=False,
+            results=(),
+            score=0,
+            stats=stats("EXHAUSTED"),
+            reason="cannot allocate all claims",
+        )
+
+    results: list[o.AllocationResult] = []
+    for plan in plans:
+        try:
+            results.append(
+                build_result(
+                    plan,
+                    [
+                        ChosenDevice(p.view, p.device, p.shared, p.consumed)
+                        for p in search.results[plan.index]
+                    ],
+                    node_name=request.node.name,
+                    gates=gates,
+                    selected={r: s for (c, r), s in search.selected.items() if c == plan.index},
+                )
+            )
+        except AllocationError as err:
+            raise AllocationError(
+                f"create NodeSelector for claim {plan.claim.name}: {err}"
+            ) from err
+    return AllocationOutcome(
+        allocated=True,
+        results=tuple(results),
+        score=first_available_score(request.claims, results),
+        stats=stats("FOUND"),
+    )
+
+
+class _recursion_room:
+    """Make sure deep (but bounded) searches do not hit Python's recursion limit."""
+
+    def __init__(self, plans: list[ClaimPlan]) -> None:
+        depth = 50
+        for plan in plans:
+            depth += 2
+            for req in plan.requests:
+                depth += 3 + max((v.num_devices for v in req.options), default=0)
+        self._needed = depth * 2 + 200
+        self._old = sys.getrecursionlimit()
+
+    def __enter__(self) -> None:
+        if self._needed > self._old:
+            sys.setrecursionlimit(self._needed)
+
+    def __exit__(self, *exc: object) -> None:
+        if sys.getrecursionlimit() != self._old:
+            sys.setrecursionlimit(self._old)
+
+
+# --- constraints ------------------------------------------------------------------------------
+
+_AttrSet = tuple[str, frozenset[object]]
+
+
+def _attribute_as_set(attr: o.DeviceAttribute) -> _AttrSet | None:
+    """Upstream ``attributeAsSet``: non-empty lists first, then scalars; else unknown (None)."""
+    if attr.ints:
+        return ("int", frozenset(attr.ints))
+    if attr.bools:
+        return ("bool", frozenset(attr.bools))
+    if attr.strings:
+        return ("string", frozenset(attr.strings))
+    if attr.versions:
+        return ("version", frozenset(attr.versions))
+    if attr.int_ is not None:
+        return ("int", frozenset((attr.int_,)))
+    if attr.bool_ is not None:
+        return ("bool", frozenset((attr.bool_,)))
+    if attr.string is not None:
+        return ("string", frozenset((attr.string,)))
+    if attr.version is not None:
+        return ("version", frozenset((attr.version,)))
+    return None
+
+
+def _intersects(a: _AttrSet, b: _AttrSet) -> bool:
+    return a[0] == b[0] and bool(a[1] & b[1])
+
+
+def _scalar_kind(attr: o.DeviceAttribute) -> str:
+    if attr.string is not None:
+        return "string"
+    if attr.int_ is not None:
+        return "int"
+    if attr.bool_ is not None:
+        return "bool"
+    if attr.version is not None:
+        return "version"
+    return ""
+
+
+def _scalar(attr: o.DeviceAttribute, kind: str) -> object:
+    return {"string": attr.string, "int": attr.int_, "bool": attr.bool_, "version": attr.version}[
+        kind
+    ]
+
+
+class _MatchAttribute:
+    """matchAttribute: every device of the constrained requests has the same value."""
+
+    def __init__(self, spec: ConstraintSpec, *, list_types: bool) -> None:
+        self.spec = spec
+        self.list_types = list_types
+        self.first: o.DeviceAttribute | None = None
+        self.intersection: _AttrSet | None = None
+        self.count = 0
+
+    def add(self, base: str, sub: str, device: PoolDevice) -> bool:
+        if not self.spec.applies_to(base, sub):
+            return True
+        attr = lookup_attribute(device, self.spec.attribute)
+        if attr is None:
+            return False
+        if self.count == 0:
+            if self.list_types:
+                self.intersection = _attribute_as_set(attr)
+                if self.intersection is None:
+                    return False
+            else:
+                self.first = attr
+            self.count = 1
+            return True
+        if self.list_types:
+            new = _attribute_as_set(attr)
+            if new is None or self.intersection is None or not _intersects(self.intersection, new):
+                return False
+            self.intersection = (new[0], self.intersection[1] & new[1])
+        else:
+            kind = _scalar_kind(attr)
+            if not kind or self.first is None:
+                return False
+            mine = _scalar(self.first, kind)
+            if mine is None or mine != _scalar(attr, kind):
+                return False
+        self.count += 1
+        return True
+
+    def remove(self, base: str, sub: str, device: PoolDevice) -> None:
+        if not self.spec.applies_to(base, sub):
+            return
+        # Upstream keeps the (possibly narrowed) intersection until the set is empty again.
+        self.count -= 1
+
+
+class _DistinctAttribute:
+    """distinctAttribute: devices of the constrained requests have pairwise different values.
+
+    Like upstream, the last value per request *name* is remembered, not one per device.
+    """
+
+    def __init__(self, spec: ConstraintSpec, *, list_types: bool) -> None:
+        self.spec = spec
+        self.list_types = list_types
+        self.values: dict[str, o.DeviceAttribute] = {}
+        self.count = 0
+
+    def add(self, base: str, sub: str, device: PoolDevice) -> bool:
+        if not self.spec.applies_to(base, sub):
+            return True
+        attr = lookup_attribute(device, self.spec.attribute)
+        if attr is None:
+            return False
+        if self.count == 0:
+            self.values[base] = attr
+            self.count = 1
+            return True
+        if not self._distinct(attr):
+            return False
+        self.values[base] = attr
+        self.count += 1
+        return True
+
+    def _distinct(self, attr: o.DeviceAttribute) -> bool:
+        if self.list_types:
+            new = _attribute_as_set(attr)
+            if new is None:
+                return False
+            for existing in self.values.values():
+                have = _attribute_as_set(existing)
+                if have is not None and _intersects(new, have):
+                    return False
+            return True
+        kind = _scalar_kind(attr)
+        for existing in self.values.values():
+            if not kind:
+                return False
+            mine = _scalar(existing, kind)
+            if mine is not None and mine == _scalar(attr, kind):
+                return False
+        return True
+
+    def remove(self, base: str, sub: str, device: PoolDevice) -> None:
+        if not self.spec.applies_to(base, sub):
+            return
+        self.values.pop(base, None)
+        self.count -= 1
+
+
+_Constraint = _MatchAttribute | _DistinctAttribute
+
+
+# --- the search ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pick:
+    view: RequestView
+    device: PoolDevice
+    shared: bool
+    consumed: dict[str, Quantity] | None
+
+
+_Counters = dict[str, dict[str, Quantity]]
+
+
+class _Search:
+    """Per-attempt scratch state of the search (upstream's ``allocator`` struct)."""
+
+    def __init__(
+        self,
+        plans: list[ClaimPlan],
+        pools: list[Pool],
+        *,
+        gates: FeatureGates,
+        matcher: Matcher,
+        allocated: AllocatedState,
+        clock: Callable[[], float],
+        deadline: float | None,
+    ) -> None:
+        self.plans = plans
+        self.gates = gates
+        self.matcher = matcher
+        self.allocated = allocated
+        self.clock = clock
+        self.deadline = deadline
+        self.steps = 0
+        self.candidates: list[PoolDevice] = []
+        self.pool_of: dict[int, Pool] = {}
+        for pool in pools:
+            if not pool.usable:
+                continue
+            for device in pool.devices:
+                self.candidates.append(device)
+                self.pool_of[id(device)] = pool
+        self.constraints: list[list[_Constraint]] = [
+            [
+                _MatchAttribute(spec, list_types=gates.list_type_attributes)
+                if spec.kind == "match"
+                else _DistinctAttribute(spec, list_types=gates.list_type_attributes)
+                for spec in plan.constraints
+            ]
+            for plan in plans
+        ]
+        self.results: list[list[_Pick]] = [[] for _ in plans]
+        self.selected: dict[tuple[int, int], int] = {}
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        self.available_counters: dict[str, _Counters] = {}
+        self.consumed_counters: dict[str, _Counters] = {}
+        self.shared_ids = {dev for dev, _ in allocated.shared}
+
+    def run(self) -> bool:
+        return self.allocate_one(0, 0, 0, 0, False, 0)
+
+    # The step: one device for one (sub)request, or moving on to the next request/claim.
+    def allocate_one(self, c: int, r: int, s: int, d: int, in_sub: bool, start: int) -> bool:
+        self.steps += 1
+        if self.deadline is not None and self.clock() > self.deadline:
+            raise _Deadline
+        if c >= len(self.plans):
+            return True
+        plan = self.plans[c]
+        if r >= len(plan.requests):
+            try:
+                return self.allocate_one(c + 1, 0, 0, 0, False, 0)
+            except _ResultLimit:
+                # Another choice in earlier claims may let a later subrequest need fewer devices.
+                return False
+        request = plan.requests[r]
+        if not in_sub and request.first_available:
+            all_exceeded = True
+            for index in range(len(request.options)):
+                try:
+                    ok = self.allocate_one(c, r, index, d, True, 0)
+                except _ResultLimit:
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.selected[(c, r)] = index
+                    return True
+            if all_exceeded:
+                raise _ResultLimit
+            return False
+
+        view = request.options[s]
+        if view.is_all and not view.all_devices:
+            return False
+        if d >= view.num_devices:
+            return self.allocate_one(c, r + 1, 0, 0, False, 0)
+        if len(self.results[c]) + view.num_devices - d > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _ResultLimit
+
+        if view.is_all:
+            assert view.all_devices is not None
+            device = view.all_devices[d]
+            undo = self.allocate_device(c, view, device, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self.allocate_one(c, r, s, d + 1, in_sub, 0)
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+
+        admin = view.admin_access
+        for index in range(start, len(self.candidates)):
+            device = self.candidates[index]
+            if admin:
+                if c in self.allocating.get(device.id, ()):
+                    continue
+            elif self.in_use(device.id):
+                continue
+            if not self.matcher.selectable(view, device):
+                continue
+            if self.gates.consumable_capacity and not self.capacity_ok(view, device):
+                continue
+            undo = self.allocate_device(c, view, device, must=False)
+            if undo is None:
+                continue
+            try:
+                done = self.allocate_one(c, r, s, d + 1, in_sub, index + 1)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
+        return False
+
+    def in_use(self, device: DeviceID) -> bool:
+        return device in self.allocated.devices or bool(self.allocating.get(device))
+
+    def capacity_in_use(self, device: DeviceID) -> bool:
+        return device in self.allocated.capacity or device in self.allocating_capacity
+
+    def capacity_ok(self, view: RequestView, device: PoolDevice) -> bool:
+        return capacity_fits(
+            view.capacity_requests,
+            device.capacity,
+            allocated=self.allocated.capacity.get(device.id),
+            allocating=self.allocating_capacity.get(device.id),
+        )
+
+    def allocate_device(
+        self, c: int, view: RequestView, device: PoolDevice, *, must: bool
+    ) -> Callable[[], None] | None:
+        """Tentatively allocate; returns the undo function, or None if the device cannot be used."""
+        gates = self.gates
+        multi = gates.consumable_capacity and device.allow_multiple_allocations
+        admin = view.admin_access
+        if not multi and admin and c in self.allocating.get(device.id, ()):
+            return None
+        if not admin and self.in_use(device.id):
+            return None
+        if not gates.partitionable_devices and device.counters:
+            return None
+        skip_counters = multi and self.capacity_in_use(device.id)
+        if not skip_counters and device.counters and not self.take_counters(device):
+            return None
+        base, sub = view.base_name, view.sub_name
+        # From here on a failure does not give the counters back (as upstream).
+        if gates.device_taints and taint_prevents_allocation(device.taints, view.tolerations):
+            return None
+        constraints = self.constraints[c]
+        for i, constraint in enumerate(constraints):
+            if constraint.add(base, sub, device):
+                continue
+            if must:
+                raise AllocationError(
+                    f"claim {claim_label(self.plans[c].claim)}, request {view.name}: cannot add device "
+                    f"{device.id} because a claim constraint would not be satisfied"
+                )
+            for earlier in constraints[:i]:
+                earlier.remove(base, sub, device)
+            return None
+
+        holders = self.allocating.setdefault(device.id, set())
+        if not multi:
+            holders.add(c)
+        consumed: dict[str, Quantity] = {}
+        if gates.consumable_capacity:
+            if not self.capacity_ok(view, device):
+                # Cannot happen after the caller's check except for "All" devices listed before
+                # other allocations used capacity; upstream then leaves its state as is.
+                return None
+            if multi:
+                consumed = consumed_capacity(view.capacity_requests, device.capacity)
+                mine = self.allocating_capacity.get(device.id)
+                if mine is None:
+                    self.allocating_capacity[device.id] = dict(consumed)
+                else:
+                    for name, amount in consumed.items():
+                        mine[name] = mine[name].add(amount) if name in mine else amount
+        pick = _Pick(view, device, multi, consumed or None)
+        results = self.results[c]
+        previous = len(results)
+        results.append(pick)
+
+        def undo() -> None:
+            for constraint in constraints:
+                constraint.remove(base, sub, device)
+            holders.discard(c)
+            if multi:
+                if pick.consumed is not None:
+                    mine = self.allocating_capacity.get(device.id)
+                    if mine is not None:
+                        for name, amount in pick.consumed.items():
+                            if name in mine:
+                                mine[name] = mine[name].sub(amount)
+                        if all_zero(mine):
+                            del self.allocating_capacity[device.id]
+            elif gates.partitionable_devices and device.counters:
+                self.give_back_counters(device)
+            del results[previous:]
+
+        return undo
+
+    # --- shared counters ---------------------------------------------------------------------
+
+    def _is_allocated(self, device: DeviceID) -> bool:
+        return (
+            device in self.allocated.devices
+            or device in self.shared_ids
+            or device in self.allocated.capacity
+        )
+
+    def _available(self, pool: Pool) -> _Counters:
+        # Upstream caches by pool name only; two drivers with equal pool names share the entry.
+        available = self.available_counters.get(pool.name)
+        if available is not None:
+            return available
+        available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+        for device in (*pool.devices, *pool.other_devices):
+            if not self._is_allocated(device.id):
+                continue
+            for consumption in device.counters:
+                counter_set = available.get(consumption.counter_set)
+                if counter_set is None:
+                    continue
+                for name, amount in consumption.counters.items():
+                    if name in counter_set:
+                        counter_set[name] = counter_set[name].sub(amount)
+        self.available_counters[pool.name] = available
+        return available
+
+    def take_counters(self, device: PoolDevice) -> bool:
+        pool = self.pool_of[id(device)]
+        available = self._available(pool)
+        consumed = self.consumed_counters.setdefault(pool.name, {})
+        for consumption in device.counters:
+            counter_set = consumed.setdefault(consumption.counter_set, {})
+            for name, amount in consumption.counters.items():
+                counter_set[name] = counter_set[name].add(amount) if name in counter_set else amount
+        for set_name, counters in available.items():
+            used = consumed.get(set_name, {})
+            for name, amount in counters.items():
+                if amount.cmp(used.get(name, zero())) < 0:
+                    self.give_back_counters(device)
+                    return False
+        return True
+
+    def give_back_counters(self, device: PoolDevice) -> None:
+        pool = self.pool_of[id(device)]
+        consumed = self.consumed_counters.setdefault(pool.name, {})
+        for consumption in device.counters:
+            counter_set = consumed.setdefault(consumption.counter_set, {})
+            for name, amount in consumption.counters.items():
+                counter_set[name] = counter_set.get(name, zero()).sub(amount)

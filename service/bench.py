@@ -1,0 +1,223 @@
+"""Whole-cluster ``Schedule`` benchmark through the gRPC service.
+
+Generates a cluster (``gpu``: 8 GPUs per node; ``mig``: 8 GPUs per node, each published whole
+and as MIG-like partitions sharing counters), writes it as JSON files, starts
+``dra-solver serve`` on it in a subprocess, and schedules one-claim pods one after another
+(or from several client threads) with ``reserve=True``, as a scheduler would. Reports pods/s,
+p50/p99 latency seen by the client, and the service's RSS (current and peak).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+DRIVER = "gpu.example.com"
+PROFILES = (("1g.10gb", 1, 10, 7), ("2g.20gb", 2, 20, 3), ("3g.40gb", 3, 40, 2), ("4g.40gb", 4, 40, 1))
+NODES_PER_FILE = 250
+
+
+def device_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+    }
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+
+
+def _slice(name: str, node: str, count: int, *, devices: list[dict[str, Any]] | None = None, counters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": count}}
+    if devices is not None:
+        spec["devices"] = devices
+    if counters is not None:
+        spec["sharedCounters"] = counters
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def gpu_node(node: str) -> list[dict[str, Any]]:
+    devices = [
+        {"name": f"gpu-{g}", "attributes": {"model": {"string": "a100"}, "numa": {"int": g // 4}},
+         "capacity": {"memory": {"value": "80Gi"}}}
+        for g in range(8)
+    ]
+    return [_node(node), _slice(f"{node}-gpus", node, 1, devices=devices)]
+
+
+def mig_node(node: str) -> list[dict[str, Any]]:
+    counters = [{"name": f"gpu-{g}-counters", "counters": {"compute": {"value": "7"}, "memory": {"value": "80Gi"}}} for g in range(8)]
+    slices = [_slice(f"{node}-counters", node, 3, counters=counters)]
+    for part in range(2):
+        devices = []
+        for g in range(part * 4, part * 4 + 4):
+            cs = f"gpu-{g}-counters"
+            devices.append({"name": f"gpu-{g}", "attributes": {"profile": {"string": "whole"}, "gpu": {"int": g}},
+                            "capacity": {"memory": {"value": "80Gi"}},
+                            "consumesCounters": [{"counterSet": cs, "counters": {"compute": {"value": "7"}, "memory": {"value": "80Gi"}}}]})
+            for profile, compute, mem, n in PROFILES:
+                for k in range(n):
+                    devices.append({"name": f"gpu-{g}-{profile.replace('.', '-')}-{k}",
+                                    "attributes": {"profile": {"string": profile}, "gpu": {"int": g}},
+                                    "capacity": {"memory": {"value": f"{mem}Gi"}},
+                                    "consumesCounters": [{"counterSet": cs, "counters": {"compute": {"value": str(compute)}, "memory": {"value": f"{mem}Gi"}}}]})
+        slices.append(_slice(f"{node}-gpus-{part}", node, 3, devices=devices))
+    return [_node(node), *slices]
+
+
+def write_cluster(directory: Path, *, nodes: int, shape: str) -> Path:
+    """The cluster as JSON List files of NODES_PER_FILE nodes each (loaded one at a time)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    make = mig_node if shape == "mig" else gpu_node
+    (directory / "00-classes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [device_class()]}))
+    width = len(str(nodes - 1))
+    for start in range(0, nodes, NODES_PER_FILE):
+        items: list[dict[str, Any]] = []
+        for i in range(start, min(nodes, start + NODES_PER_FILE)):
+            items.extend(make(f"node-{i:0{width}d}"))
+        (directory / f"nodes-{start:06d}.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, separators=(",", ":")))
+    return directory
+
+
+def pod_claim(index: int, *, shape: str, rng: random.Random) -> dict[str, Any]:
+    request: dict[str, Any] = {"deviceClassName": DRIVER, "count": 1}
+    if shape == "mig":
+        gib = rng.choices((10, 20, 40, 80), weights=(4, 3, 2, 1))[0]
+        request["selectors"] = [{"cel": {"expression": f"device.capacity['{DRIVER}'].memory.compareTo(quantity('{gib}Gi')) >= 0"}}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"pod-{index:06d}-gpu", "namespace": "bench", "uid": f"00000000-0000-4000-8000-{index:012d}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
+    }
+
+
+@dataclass
+class BenchResult:
+    shape: str
+    nodes: int
+    pods: int
+    placed: int
+    concurrency: int
+    seconds: float
+    pods_per_second: float
+    p50_ms: float
+    p99_ms: float
+    startup_seconds: float
+    rss_mib: float
+    peak_rss_mib: float
+    solves: int
+    cache_hits: int
+
+
+def _rss(pid: int) -> tuple[float, float]:
+    try:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    except OSError:
+        return 0.0, 0.0
+
+    def mib(key: str) -> float:
+        return float(fields.get(key, "0 kB").split()[0]) / 1024
+
+    return mib("VmRSS"), mib("VmHWM")
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir: Path | None = None, seed: int = 1) -> BenchResult:
+    from service.client import Client
+
+    with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
+        cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
+        root = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--inventory", str(cluster), "--port", "0", "--metrics-port", "-1",
+               "--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2))]
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline().strip()
+            if not first.startswith("grpc="):
+                raise RuntimeError(f"serve failed: {first} {proc.stderr.read() if proc.stderr else ''}")
+            target = first.split()[0].split("=", 1)[1]
+            rng = random.Random(seed)
+            claims = [pod_claim(i, shape=shape, rng=rng) for i in range(pods)]
+            with Client(target, timeout=120) as client:
+                client.wait_ready(timeout=60)
+                client.schedule([claims[0]], nodes=[], reserve=False)  # warm-up: builds the node index
+                startup = time.perf_counter() - started
+                latencies: list[float] = []
+                stats = {"placed": 0, "solves": 0, "cache_hits": 0}
+                lock = threading.Lock()
+                queue = list(reversed(claims))
+
+                def worker() -> None:
+                    while True:
+                        with lock:
+                            if not queue:
+                                return
+                            claim = queue.pop()
+                        t = time.perf_counter()
+                        answer = client.schedule([claim], reserve=True, ttl=3600)
+                        dt = time.perf_counter() - t
+                        with lock:
+                            latencies.append(dt)
+                            stats["placed"] += 1 if answer.node else 0
+                            stats["solves"] += answer.schedule_stats.solves
+                            stats["cache_hits"] += answer.schedule_stats.cache_hits
+
+                t0 = time.perf_counter()
+                threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join()
+                seconds = time.perf_counter() - t0
+            rss, peak = _rss(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return BenchResult(
+        shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
+        pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,
+        p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
+        solves=stats["solves"], cache_hits=stats["cache_hits"],
+    )
+
+
+def format_results(results: Sequence[BenchResult]) -> str:
+    header = ("shape", "nodes", "pods", "placed", "threads", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves")
+    rows = [header] + [
+        (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
+         f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves))
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
+
+
+def results_json(results: Sequence[BenchResult]) -> str:
+    return json.dumps([asdict(r) for r in results], indent=2)

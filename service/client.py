@@ -1,0 +1,215 @@
+"""A small Python client for the dra-solver gRPC service.
+
+    from service.client import Client
+
+    with Client("127.0.0.1:50051") as solver:
+        answer = solver.schedule([claim_dict], reserve=True)
+        if answer.node:
+            claims = solver.with_allocations([claim_dict], answer)   # write these to the API
+
+Claims and inventory objects may be given as dicts (the API's JSON form), JSON bytes/str, or
+``model.objects`` instances. Errors surface as ``grpc.RpcError`` with the server's status code
+and message (``err.code()``, ``err.details()``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+
+ObjectLike = bytes | str | Mapping[str, Any] | Any
+
+
+def encode(obj: ObjectLike) -> bytes:
+    """JSON bytes of an API object given as dict, JSON text or a pydantic model."""
+    if isinstance(obj, bytes):
+        return obj
+    if isinstance(obj, str):
+        return obj.encode()
+    if isinstance(obj, Mapping):
+        return json.dumps(obj, separators=(",", ":")).encode()
+    to_api = getattr(obj, "to_api", None)
+    if callable(to_api):
+        return json.dumps(to_api(), separators=(",", ":")).encode()
+    raise TypeError(f"cannot encode {type(obj).__name__} as a Kubernetes object")
+
+
+def _as_dict(obj: ObjectLike) -> dict[str, Any]:
+    value = json.loads(encode(obj))
+    if not isinstance(value, dict):
+        raise TypeError("expected one JSON object")
+    return value
+
+
+class Client:
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float | None = 30.0,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        server_name: str | None = None,
+        channel: grpc.Channel | None = None,
+        max_message_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+        ]
+        if server_name:
+            options.append(("grpc.ssl_target_name_override", server_name))
+        if channel is None:
+            if tls_ca or tls_cert:
+                from service.tls import channel_credentials
+
+                creds = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
+                channel = grpc.secure_channel(target, creds, options=options)
+            else:
+                channel = grpc.insecure_channel(target, options=options)
+        self.channel = channel
+        self.stub = pb_grpc.AllocationServiceStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        return self.timeout if timeout is None else timeout
+
+    @staticmethod
+    def _options(allocator: str, policy: str, feature_gates: str) -> pb.SolveOptions:
+        return pb.SolveOptions(allocator=allocator, policy=policy, feature_gates=feature_gates)
+
+    def allocate(
+        self,
+        claims: Sequence[ObjectLike],
+        node: str,
+        *,
+        objects: Iterable[ObjectLike] = (),
+        allocator: str = "",
+        policy: str = "",
+        feature_gates: str = "",
+        reserve: bool = False,
+        ttl: float = 0.0,
+        timeout: float | None = None,
+    ) -> pb.AllocateResponse:
+        request = pb.AllocateRequest(
+            claims=[encode(c) for c in claims],
+            node=node,
+            objects=[encode(x) for x in objects],
+            options=self._options(allocator, policy, feature_gates),
+            reserve=reserve,
+            reservation_ttl_seconds=ttl,
+        )
+        response: pb.AllocateResponse = self.stub.Allocate(request, timeout=self._timeout(timeout))
+        return response
+
+    def schedule(
+        self,
+        claims: Sequence[ObjectLike],
+        nodes: Iterable[str] = (),
+        *,
+        allocator: str = "",
+        policy: str = "",
+        feature_gates: str = "",
+        reserve: bool = False,
+        ttl: float = 0.0,
+        feasible_nodes_wanted: int = 0,
+        pod: str = "",
+        timeout: float | None = None,
+    ) -> pb.ScheduleResponse:
+        request = pb.ScheduleRequest(
+            claims=[encode(c) for c in claims],
+            nodes=list(nodes),
+            options=self._options(allocator, policy, feature_gates),
+            reserve=reserve,
+            reservation_ttl_seconds=ttl,
+            feasible_nodes_wanted=feasible_nodes_wanted,
+            pod=pod,
+        )
+        response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
+        return response
+
+    def reserve(self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None) -> pb.Reservation:
+        """Hold allocations: ``claims`` must carry ``status.allocation`` (see with_allocations)."""
+        request = pb.ReserveRequest(claims=[encode(c) for c in claims], node=node, ttl_seconds=ttl, pod=pod)
+        response: pb.ReserveResponse = self.stub.Reserve(request, timeout=self._timeout(timeout))
+        return response.reservation
+
+    def unreserve(self, reservation_id: str = "", *, claims: Iterable[str] = (), timeout: float | None = None) -> int:
+        request = pb.UnreserveRequest(reservation_id=reservation_id, claims=list(claims))
+        response: pb.UnreserveResponse = self.stub.Unreserve(request, timeout=self._timeout(timeout))
+        return int(response.released)
+
+    def explain(
+        self,
+        claims: Sequence[ObjectLike],
+        node: str,
+        *,
+        objects: Iterable[ObjectLike] = (),
+        feature_gates: str = "",
+        timeout: float | None = None,
+    ) -> pb.ExplainResponse:
+        request = pb.ExplainRequest(
+            claims=[encode(c) for c in claims],
+            node=node,
+            objects=[encode(x) for x in objects],
+            options=self._options("", "", feature_gates),
+        )
+        response: pb.ExplainResponse = self.stub.Explain(request, timeout=self._timeout(timeout))
+        return response
+
+    def inventory(self, *, timeout: float | None = None) -> pb.GetInventoryResponse:
+        response: pb.GetInventoryResponse = self.stub.GetInventory(pb.GetInventoryRequest(), timeout=self._timeout(timeout))
+        return response
+
+    def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        """"SERVING", "NOT_SERVING", ... as the standard health service reports it."""
+        response = self._health.Check(health_pb2.HealthCheckRequest(service=service), timeout=self._timeout(timeout))
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+
+    def wait_ready(self, *, timeout: float = 30.0) -> None:
+        """Block until the channel connects (raises grpc.FutureTimeoutError)."""
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    @staticmethod
+    def with_allocations(claims: Sequence[ObjectLike], response: pb.AllocateResponse | pb.ScheduleResponse) -> list[dict[str, Any]]:
+        """The claims (as dicts) with ``status.allocation`` set from an answer, in order."""
+        out = []
+        for claim, answer in zip(claims, response.claims, strict=True):
+            doc = _as_dict(claim)
+            if answer.status == pb.CLAIM_STATUS_ALLOCATED:
+                status = dict(doc.get("status") or {})
+                status["allocation"] = json.loads(answer.allocation)
+                doc["status"] = status
+            out.append(doc)
+        return out
+
+    @staticmethod
+    def devices(response: pb.AllocateResponse | pb.ScheduleResponse) -> list[str]:
+        """"claim/request=driver/pool/device" for every device of an answer."""
+        out = []
+        for answer in response.claims:
+            if answer.status != pb.CLAIM_STATUS_ALLOCATED:
+                continue
+            alloc = json.loads(answer.allocation)
+            for r in (alloc.get("devices") or {}).get("results") or []:
+                out.append(f"{answer.claim}/{r['request']}={r['driver']}/{r['pool']}/{r['device']}")
+        return out

@@ -1,0 +1,40 @@
+"""``dra-solver bench``: the whole-cluster Schedule benchmark through the gRPC service.
+
+    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [-o json]
+
+See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", default="500,5000", help="cluster sizes, comma-separated")
+    parser.add_argument("--shape", default="gpu,mig", help="gpu (8 GPUs/node) and/or mig (8 GPUs x partitions/node)")
+    parser.add_argument("--pods", type=int, default=1000, help="one-claim pods to schedule per run")
+    parser.add_argument("--concurrency", type=int, default=1, help="client threads calling Schedule at once")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from service.bench import format_results, results_json, run_one
+
+    try:
+        sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
+    except ValueError:
+        print(f"error: --nodes: not a list of integers: {args.nodes}", file=sys.stderr)
+        return 2
+    shapes = [s.strip() for s in args.shape.split(",") if s.strip()]
+    if any(s not in ("gpu", "mig") for s in shapes):
+        print(f"error: --shape: unknown shape in {args.shape} (gpu, mig)", file=sys.stderr)
+        return 2
+    results = []
+    for shape in shapes:
+        for nodes in sizes:
+            print(f"running {shape} x {nodes} nodes, {args.pods} pods ...", file=sys.stderr, flush=True)
+            results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency))
+    print(results_json(results) if args.output == "json" else format_results(results))
+    return 0

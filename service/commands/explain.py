@@ -1,0 +1,62 @@
+"""``dra-solver explain``: ask a running service why claims do not fit on a node.
+
+    dra-solver explain [--server HOST:PORT] --node NAME FILE...
+
+Prints the smallest set of reasons that together block the claims, and the fewest changes that
+would let them fit. Exit status: 0 explained (or the claims fit), 2 invalid input or unknown
+node, 3 deadline passed, 4 other errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import grpc
+from google.protobuf import json_format
+
+from model.errors import DraSolverError
+from service.commands.clientopts import add_client_arguments, connect, rpc_error
+from service.files import read_objects
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="ResourceClaims (YAML/JSON; - for stdin)")
+    parser.add_argument("--node", required=True, help="the node to explain")
+    parser.add_argument("--feature-gates", default="")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_client_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        claims = [c.to_api() for c in read_objects(args.files)]
+    except DraSolverError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        with connect(args) as solver:
+            answer = solver.explain(claims, args.node, feature_gates=args.feature_gates)
+    except grpc.RpcError as err:
+        return rpc_error(err)
+    if args.output == "json":
+        print(json.dumps(json_format.MessageToDict(answer), indent=2))
+    else:
+        print(render(answer))
+    return 0
+
+
+def render(answer: pb.ExplainResponse) -> str:
+    if answer.allocatable:
+        return f"node {answer.node}: the claims fit; nothing blocks them."
+    lines = [f"node {answer.node}: {answer.summary}"]
+    lines.append("reasons (all of these together block the claims):")
+    lines.extend(f"  - [{r.kind}] {r.message}" for r in answer.reasons)
+    if answer.fixes:
+        lines.append("fewest changes that would make them fit:")
+        lines.extend(f"  - [{r.kind}] {r.message}" for r in answer.fixes)
+    if not answer.minimal:
+        lines.append("(time ran out: the reasons are sufficient but may not be the smallest set)")
+    return "\n".join(lines)

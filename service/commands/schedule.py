@@ -1,0 +1,82 @@
+"""``dra-solver schedule``: ask a running service where a pod's claims fit.
+
+    dra-solver schedule [--server HOST:PORT] [--node NAME ...] [--reserve] FILE...
+
+FILEs hold the pod's ResourceClaims. Prints the chosen node, each claim's devices and the
+per-node verdicts (``-o json`` for the whole answer). Exit status: 0 placed, 1 no node fits,
+2 invalid input, 3 deadline passed, 4 other errors (service unreachable, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import grpc
+from google.protobuf import json_format
+
+from model.errors import DraSolverError
+from service.commands.clientopts import add_client_arguments, connect, rpc_error
+from service.files import read_objects
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+
+VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedulable", pb.VERDICT_NOT_EVALUATED: "not evaluated"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="ResourceClaims of the pod (YAML/JSON; - for stdin)")
+    parser.add_argument("--node", action="append", default=[], help="candidate node (repeat; default: every node)")
+    parser.add_argument("--reserve", action="store_true", help="hold the chosen devices until released or expired")
+    parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds")
+    parser.add_argument("--allocator", default="", choices=["", "cpsat", "backtracking"])
+    parser.add_argument("--policy", default="")
+    parser.add_argument("--feature-gates", default="")
+    parser.add_argument("--feasible-nodes", type=int, default=0, help="evaluate until this many nodes fit (0 = until the best score)")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_client_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        claims = [c.to_api() for c in read_objects(args.files)]
+    except DraSolverError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        with connect(args) as solver:
+            answer = solver.schedule(
+                claims, args.node, allocator=args.allocator, policy=args.policy, feature_gates=args.feature_gates,
+                reserve=args.reserve, ttl=args.ttl, feasible_nodes_wanted=args.feasible_nodes,
+            )
+    except grpc.RpcError as err:
+        return rpc_error(err)
+    if args.output == "json":
+        print(json.dumps(json_format.MessageToDict(answer), indent=2))
+    else:
+        print(render(answer))
+    return 0 if answer.node else 1
+
+
+def render(answer: pb.ScheduleResponse) -> str:
+    from service.client import Client
+
+    lines = []
+    if answer.node:
+        lines.append(f"node: {answer.node} (score {answer.score}, {answer.stats.status} in {answer.stats.wall_seconds * 1000:.1f} ms)")
+        lines.extend(f"  {d}" for d in Client.devices(answer))
+        if answer.HasField("reservation"):
+            lines.append(f"  reserved as {answer.reservation.id} for {answer.reservation.expires_in_seconds:.0f}s")
+    else:
+        lines.append(answer.reason)
+    s = answer.schedule_stats
+    lines.append(
+        f"nodes: {s.nodes_total} candidates, {s.nodes_evaluated} evaluated, {s.nodes_pruned} pruned, {s.nodes_feasible} feasible; "
+        f"{s.solves} solves, {s.cache_hits} cache hits, {s.wall_seconds * 1000:.1f} ms"
+    )
+    for v in answer.nodes[:20]:
+        extra = f" score {v.score}" if v.verdict == pb.VERDICT_FEASIBLE else f": {v.reason}" if v.reason else ""
+        lines.append(f"  {v.node}: {VERDICT.get(v.verdict, '?')}{extra}")
+    if len(answer.nodes) > 20:
+        lines.append(f"  ... {len(answer.nodes) - 20} more")
+    return "\n".join(lines)

@@ -1,0 +1,139 @@
+"""``dra-solver serve``: run the gRPC allocation service.
+
+    dra-solver serve [--inventory PATH | --kubeconfig FILE | --in-cluster]
+                     [--port 50051] [--metrics-port 9090] [--address 127.0.0.1]
+                     [--tls-cert FILE --tls-key FILE [--client-ca FILE]]
+
+The first line on stdout is ``grpc=HOST:PORT metrics=HOST:PORT`` with the ports actually bound
+(``--port 0`` and ``--metrics-port 0`` pick free ones), so scripts and tests can connect.
+``--address unix:/path/to/socket`` listens on a unix socket instead. Plaintext is allowed only on
+loopback and unix sockets unless ``--insecure`` is given; SIGTERM drains in-flight calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from model.errors import DraSolverError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--inventory", metavar="PATH", help="file or directory of YAML/JSON objects (reloaded on change)")
+    src.add_argument("--kubeconfig", metavar="FILE", help="list+watch the inventory from this cluster")
+    src.add_argument("--in-cluster", action="store_true", help="list+watch using the pod's service account")
+    parser.add_argument("--address", default="127.0.0.1", help="listen address, or unix:PATH (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=50051, help="gRPC port (0 = any free port; default 50051)")
+    parser.add_argument("--metrics-address", default=None, help="metrics listen address (default: --address, or 127.0.0.1 for unix:)")
+    parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
+    parser.add_argument("--tls-cert", metavar="FILE", help="server certificate chain (PEM); enables TLS")
+    parser.add_argument("--tls-key", metavar="FILE", help="server private key (PEM)")
+    parser.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA (mTLS)")
+    parser.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
+    parser.add_argument("--feature-gates", default="", help="Name=bool,... (upstream gate names)")
+    parser.add_argument("--max-concurrent", type=int, default=64, help="calls in flight before RESOURCE_EXHAUSTED")
+    parser.add_argument("--workers", type=int, default=16, help="threads serving calls")
+    parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--max-claims", type=int, default=32, help="claims per call")
+    parser.add_argument("--solve-timeout", type=float, default=10.0, help="solver seconds when the caller sets no deadline")
+    parser.add_argument("--max-solve-seconds", type=float, default=60.0)
+    parser.add_argument("--reservation-ttl", type=float, default=30.0, help="default reservation lifetime (seconds)")
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between inventory file checks")
+    parser.add_argument("--no-validate", action="store_true", help="skip API validation of inventory files")
+    parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def _hostport(host: str, port: int) -> str:
+    if host.startswith("unix:"):
+        return host
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        service = build(args)
+    except (DraSolverError, OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        service.start()
+    except (DraSolverError, OSError, RuntimeError) as err:
+        service.stop(0)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    metrics = "off"
+    if service.metrics_server is not None:
+        metrics = _hostport(service.metrics_server.address, service.metrics_server.port)
+    print(f"grpc={_hostport(args.address, service.port)} metrics={metrics}", flush=True)
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done.wait()
+    logging.getLogger(__name__).info("shutting down: draining in-flight calls (grace %.1fs)", args.grace)
+    service.stop(args.grace)
+    return 0
+
+
+def build(args: argparse.Namespace) -> object:
+    from model.features import FeatureGates
+    from service import engine as e
+    from service.inventory import FileSource, InventorySource, KubeSource, kube_api_client
+    from service.metrics import Metrics
+    from service.reservations import ReservationStore
+    from service.server import ServerDeps, Service
+    from service.tls import is_loopback, server_credentials
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if args.client_ca and not args.tls_cert:
+        raise ValueError("--client-ca needs --tls-cert and --tls-key")
+    if not args.tls_cert and not args.insecure and not is_loopback(args.address):
+        raise ValueError(f"refusing plaintext on non-loopback address {args.address}: give --tls-cert/--tls-key, or --insecure")
+    source: InventorySource
+    if args.inventory:
+        source = FileSource(args.inventory, poll_interval=args.poll_interval, validate=not args.no_validate)
+    elif args.kubeconfig or args.in_cluster:
+        source = KubeSource(kube_api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster))
+    else:
+        raise ValueError("give an inventory: --inventory PATH, --kubeconfig FILE or --in-cluster")
+    metrics = Metrics()
+    if isinstance(source, KubeSource):
+        source.on_relist = lambda kind: metrics.inventory_updates.labels(status="relist").inc()
+    if isinstance(source, FileSource):
+        source.on_reload = lambda ok: metrics.inventory_updates.labels(status="success" if ok else "error").inc()
+    from model.cel import CelEnvironment
+
+    engine = e.Engine(
+        source=source,
+        reservations=ReservationStore(default_ttl=args.reservation_ttl),
+        metrics=metrics,
+        cel=CelEnvironment(),
+        gates=FeatureGates.parse(args.feature_gates),
+        limits=e.Limits(
+            max_claims=args.max_claims,
+            default_solve_seconds=args.solve_timeout,
+            max_solve_seconds=args.max_solve_seconds,
+        ),
+    )
+    creds = server_credentials(cert=args.tls_cert, key=args.tls_key, client_ca=args.client_ca) if args.tls_cert else None
+    deps = ServerDeps(
+        engine=engine,
+        max_workers=args.workers,
+        max_concurrent_rpcs=args.max_concurrent,
+        max_message_bytes=args.max_message_bytes,
+        credentials=creds,
+    )
+    address = args.address if args.address.startswith("unix:") else _hostport(args.address, args.port)
+    metrics_host = args.metrics_address or ("127.0.0.1" if args.address.startswith("unix:") else args.address)
+    return Service(address, deps, metrics_address=metrics_host, metrics_port=None if args.metrics_port < 0 else args.metrics_port)

@@ -1,0 +1,701 @@
+"""What the service does, independent of gRPC: decode, ask the core, verify, reserve.
+
+The servicer (``service.server``) only converts messages and maps the exceptions below to
+status codes. Every allocation the engine returns has passed the independent validator
+(``model.check``) against the same inventory the solver saw; a failure there is an internal
+error and nothing is returned (fail closed).
+
+Whole-cluster ``schedule`` avoids solving 5,000 times: nodes are visited in name order; a node
+with too few free devices is pruned without a solve; nodes whose devices and in-use state are
+identical up to the node's own name share one solve (and answers are cached across calls by
+content, never by generation); the visit stops once enough is known (a node with the best
+possible FirstAvailable score, or the requested number of feasible nodes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import objects as o
+from model.allocation import AllocatedState, AllocationOutcome, AllocationRequest, AllocatorName, DeviceID, Inventory, SolveStats
+from model.decode import decode_object, parse_documents
+from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
+from model.features import FeatureGates
+from service.inventory import InventorySource, NodeIndex, ObjectDecoder, Snapshot, StaticSource
+from service.metrics import Metrics
+from service.reservations import Reservation, ReservationConflict, ReservationStore
+
+FIRST_AVAILABLE_MAX = 8
+"""resourceapi.FirstAvailableDeviceRequestMaxSize: the weight of a request's first subrequest."""
+
+
+# --- errors the transport maps to status codes ----------------------------------------------
+
+
+class NotFound(DraSolverError):
+    """An unknown node, reservation or claim (NOT_FOUND)."""
+
+
+class NotReady(DraSolverError):
+    """The inventory has not been loaded yet (UNAVAILABLE)."""
+
+
+class DeadlineExceeded(DraSolverError):
+    """No answer before the caller's deadline (DEADLINE_EXCEEDED)."""
+
+
+class CheckFailed(DraSolverError):
+    """The solver's answer failed independent validation (INTERNAL; nothing is returned)."""
+
+
+class LimitExceeded(DraSolverError):
+    """A request over a configured size limit (RESOURCE_EXHAUSTED)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_claims: int = 32
+    """Claims per call (a pod references at most 32 claims... we accept the same)."""
+    max_objects: int = 50_000
+    """Inline inventory objects per call."""
+    max_candidates: int = 100_000
+    default_solve_seconds: float = 10.0
+    """Solver time when the caller sets no deadline."""
+    max_solve_seconds: float = 60.0
+    deadline_margin: float = 0.02
+    """Seconds kept back from the caller's deadline for verification and encoding."""
+    reserve_retries: int = 3
+    cache_entries: int = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class SolveOptions:
+    allocator: AllocatorName = "cpsat"
+    policy: str = ""
+    feature_gates: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAnswer:
+    claim: o.ResourceClaim
+    result: o.AllocationResult | None
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateAnswer:
+    node: str
+    allocated: bool
+    claims: tuple[ClaimAnswer, ...]
+    score: int
+    reason: str
+    stats: SolveStats
+    generation: int
+    reservation: Reservation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    verdict: str
+    """feasible | unschedulable | not-evaluated"""
+    score: int = 0
+    reason: str = ""
+
+
+@dataclass
+class ScheduleStats:
+    nodes_total: int = 0
+    nodes_evaluated: int = 0
+    nodes_pruned: int = 0
+    nodes_feasible: int = 0
+    groups: int = 0
+    solves: int = 0
+    cache_hits: int = 0
+    wall_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAnswer:
+    node: str
+    claims: tuple[ClaimAnswer, ...]
+    score: int
+    verdicts: tuple[NodeVerdict, ...]
+    stats: ScheduleStats
+    solve_stats: SolveStats | None
+    reason: str
+    generation: int
+    reservation: Reservation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _GroupVerdict:
+    feasible: bool
+    score: int
+    reason: str
+
+
+AllocateFn = Callable[[AllocationRequest], AllocationOutcome]
+CheckFn = Callable[[AllocationRequest, AllocationOutcome], None]
+"""Raises (anything) when the outcome is not a valid allocation for the request."""
+
+
+def default_allocate_fn(cel: Any) -> AllocateFn:
+    from model.allocate import allocate
+
+    def run(request: AllocationRequest) -> AllocationOutcome:
+        return allocate(request, cel=cel)
+
+    return run
+
+
+def default_check_fn(cel: Any) -> CheckFn:
+    from model import check
+
+    def run(request: AllocationRequest, outcome: AllocationOutcome) -> None:
+        problems = check.check_allocation(request, outcome, cel=cel)
+        if problems:
+            raise CheckFailed("; ".join(str(p) for p in problems))
+
+    return run
+
+
+@dataclass
+class Engine:
+    source: InventorySource
+    reservations: ReservationStore
+    metrics: Metrics
+    cel: Any
+    gates: FeatureGates = field(default_factory=FeatureGates)
+    limits: Limits = field(default_factory=Limits)
+    allocate_fn: AllocateFn | None = None
+    check_fn: CheckFn | None = None
+    clock: Callable[[], float] = time.monotonic
+
+    def __post_init__(self) -> None:
+        if self.allocate_fn is None:
+            self.allocate_fn = default_allocate_fn(self.cel)
+        if self.check_fn is None:
+            self.check_fn = default_check_fn(self.cel)
+        self._cache: OrderedDict[tuple[bytes, ...], _GroupVerdict] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._selector_check: Any = None
+        self._selector_lock = threading.Lock()
+
+    # --- decoding ---------------------------------------------------------------------------
+
+    def decode_claims(self, blobs: Sequence[bytes], *, field_name: str = "claims", allow_allocated: bool = False) -> tuple[o.ResourceClaim, ...]:
+        if len(blobs) > self.limits.max_claims:
+            raise InvalidInput("", (field_name,), f"Too many: {len(blobs)}: must have at most {self.limits.max_claims} items")
+        if not blobs:
+            raise InvalidInput("", (field_name,), "Required value: at least one ResourceClaim is required")
+        claims: list[o.ResourceClaim] = []
+        seen: set[str] = set()
+        for i, blob in enumerate(blobs):
+            for obj in self._decode_blob(blob, source=f"{field_name}[{i}]"):
+                if not isinstance(obj, o.ResourceClaim):
+                    raise InvalidInput(obj.describe(), ("kind",), f'Unsupported value: "{obj.kind}": supported values: "ResourceClaim"', source=f"{field_name}[{i}]")
+                if obj.allocated and not allow_allocated:
+                    raise InvalidInput(obj.describe(), ("status", "allocation"), "Forbidden: the claim is already allocated; pass only claims to allocate", source=f"{field_name}[{i}]")
+                if not obj.metadata.name:
+                    raise InvalidInput(obj.describe(), ("metadata", "name"), "Required value: name or generateName is required", source=f"{field_name}[{i}]")
+                if obj.ref in seen:
+                    raise InvalidInput(obj.describe(), ("metadata", "name"), f"Duplicate value: {obj.ref!r}", source=f"{field_name}[{i}]")
+                seen.add(obj.ref)
+                self._validate(obj, source=f"{field_name}[{i}]")
+                claims.append(obj)
+        if len(claims) > self.limits.max_claims:
+            raise InvalidInput("", (field_name,), f"Too many: {len(claims)}: must have at most {self.limits.max_claims} items")
+        return tuple(claims)
+
+    def _decode_blob(self, blob: bytes, *, source: str, decoder: ObjectDecoder | None = None) -> list[o.TypedObject]:
+        try:
+            text = blob.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("", (), "not UTF-8 JSON", source=source) from None
+        dec = decoder or ObjectDecoder()
+        return [dec.decode(doc, source=source) for doc in parse_documents(text, source=source)]
+
+    def _validate(self, obj: o.TypedObject, *, source: str) -> None:
+        from model.validation import default_selector_check, validate_object
+
+        with self._selector_lock:
+            if self._selector_check is None:
+                self._selector_check = default_selector_check() or (lambda _e: None)
+        errors = validate_object(obj, selector_check=self._selector_check)
+        if errors:
+            for err in errors:
+                err.source = source
+                err.args = (err._render(),)
+            if len(errors) == 1:
+                raise errors[0]
+            raise InvalidInputs(errors)
+
+    def inline_snapshot(self, blobs: Sequence[bytes]) -> Snapshot:
+        if len(blobs) > self.limits.max_objects:
+            raise InvalidInput("", ("objects",), f"Too many: {len(blobs)}: must have at most {self.limits.max_objects} items")
+        dec = ObjectDecoder()
+        objects: list[o.TypedObject] = []
+        for i, blob in enumerate(blobs):
+            objects.extend(self._decode_blob(blob, source=f"objects[{i}]", decoder=dec))
+        if len(objects) > self.limits.max_objects:
+            raise InvalidInput("", ("objects",), f"Too many: {len(objects)} objects: must have at most {self.limits.max_objects}")
+        for i, obj in enumerate(objects):
+            self._validate(obj, source=f"objects[{i}]")
+        src = StaticSource(objects, name="inline")
+        src.start()
+        return src.snapshot()
+
+    def gates_for(self, text: str) -> FeatureGates:
+        return FeatureGates.parse(text, base=self.gates) if text else self.gates
+
+    # --- snapshot and time -----------------------------------------------------------------
+
+    def current(self) -> Snapshot:
+        snap = self.source.snapshot()
+        if not snap.ready:
+            raise NotReady("the inventory is not loaded yet; retry shortly")
+        return snap
+
+    def time_limit(self, deadline: float | None) -> float:
+        """Solver seconds from an absolute monotonic deadline (None = no deadline)."""
+        if deadline is None:
+            return self.limits.default_solve_seconds
+        remaining = deadline - self.clock() - self.limits.deadline_margin
+        if remaining <= 0:
+            raise DeadlineExceeded("the deadline passed before solving started")
+        return min(remaining, self.limits.max_solve_seconds)
+
+    # --- core calls -------------------------------------------------------------------------
+
+    def _solve(self, request: AllocationRequest) -> AllocationOutcome:
+        assert self.allocate_fn is not None
+        try:
+            outcome = self.allocate_fn(request)
+        except SolveTimeout:
+            self.metrics.solver_status.labels(allocator=request.allocator, status="UNKNOWN").inc()
+            raise
+        self.metrics.observe_solve(outcome.stats, score=outcome.score if outcome.allocated else None)
+        return outcome
+
+    def _verify(self, request: AllocationRequest, outcome: AllocationOutcome) -> None:
+        assert self.check_fn is not None
+        try:
+            self.check_fn(request, outcome)
+        except CheckFailed:
+            raise
+        except Exception as err:
+            raise CheckFailed(f"allocation failed independent validation: {err}") from err
+
+    def _node_request(
+        self,
+        snap: Snapshot,
+        claims: tuple[o.ResourceClaim, ...],
+        node: str,
+        opts: SolveOptions,
+        *,
+        time_limit: float,
+        use_reservations: bool,
+    ) -> AllocationRequest:
+        index = snap.index
+        extra = None
+        if use_reservations:
+            view = index.view(node)
+            pools = list(view.pools) if view else []
+            pools.extend(index.shared_pools)
+            extra = self.reservations.state(pools)
+        return AllocationRequest(
+            claims=claims,
+            node=index.nodes_by_name.get(node) or snap.inventory.node(node),
+            inventory=index.node_inventory(node, extra),
+            gates=self.gates_for(opts.feature_gates),
+            allocator=opts.allocator,
+            time_limit=time_limit,
+            policy=opts.policy,
+        )
+
+    # --- Allocate ---------------------------------------------------------------------------
+
+    def allocate(
+        self,
+        claim_blobs: Sequence[bytes],
+        node: str,
+        *,
+        objects: Sequence[bytes] = (),
+        opts: SolveOptions = SolveOptions(),
+        reserve: bool = False,
+        ttl: float = 0.0,
+        deadline: float | None = None,
+    ) -> AllocateAnswer:
+        if not node:
+            raise InvalidInput("", ("node",), "Required value: the node to allocate on")
+        claims = self.decode_claims(claim_blobs)
+        inline = bool(objects)
+        if inline and reserve:
+            raise InvalidInput("", ("reserve",), "Forbidden: cannot reserve against an inline inventory")
+        for attempt in range(self.limits.reserve_retries + 1):
+            snap = self.inline_snapshot(objects) if inline else self.current()
+            if node not in snap.index.views and node not in snap.index.nodes_by_name:
+                raise NotFound(f'node "{node}" not found in the inventory')
+            request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+            outcome = self._solve(request)
+            if not outcome.allocated:
+                return AllocateAnswer(node, False, tuple(ClaimAnswer(c, None) for c in claims), 0, outcome.reason or "cannot allocate all claims", outcome.stats, snap.generation)
+            self._verify(request, outcome)
+            reservation = None
+            if reserve:
+                try:
+                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="")
+                except ReservationConflict:
+                    if attempt == self.limits.reserve_retries:
+                        raise
+                    continue
+            self._count_devices(outcome)
+            answers = tuple(ClaimAnswer(c, r) for c, r in zip(claims, outcome.results, strict=True))
+            return AllocateAnswer(node, True, answers, outcome.score, "", outcome.stats, snap.generation, reservation)
+        raise AssertionError("unreachable")
+
+    def _count_devices(self, outcome: AllocationOutcome) -> None:
+        for result in outcome.results:
+            for r in (result.devices.results or []) if result.devices else []:
+                self.metrics.allocated_devices.labels(driver_name=r.driver).inc()
+
+    # --- Reserve ----------------------------------------------------------------------------
+
+    def _reserve(self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str) -> Reservation:
+        state = AllocatedState.from_claims(_with_results(request.claims, outcome.results))
+        index = snap.index
+
+        def validate(others: AllocatedState) -> None:
+            # The allocation must still be valid with every other in-flight allocation counted.
+            if not (others.devices or others.shared or others.capacity):
+                return
+            view = index.view(request.node.name)
+            pools = list(view.pools) if view else []
+            pools.extend(index.shared_pools)
+            inv = index.node_inventory(request.node.name, self.reservations.state(pools))
+            again = AllocationRequest(request.claims, request.node, inv, request.gates, request.allocator, request.time_limit, request.policy)
+            try:
+                self._verify(again, outcome)
+            except CheckFailed as err:
+                raise ReservationConflict(f"the allocation conflicts with one in flight: {err}") from err
+
+        return self.reservations.reserve(
+            node=request.node.name,
+            claims=[(c.ref, c.metadata.uid or "") for c in request.claims],
+            state=state,
+            taken=index.allocated,
+            ttl=ttl,
+            pod=pod,
+            validate=validate,
+        )
+
+    def reserve(self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "") -> Reservation:
+        """Hold allocations the caller already has (claims with status.allocation set)."""
+        if not node:
+            raise InvalidInput("", ("node",), "Required value: the node the claims were allocated on")
+        claims = self.decode_claims(claim_blobs, allow_allocated=True)
+        for i, c in enumerate(claims):
+            if not c.allocated:
+                raise InvalidInput(c.describe(), ("status", "allocation"), "Required value: Reserve needs the allocation to hold", source=f"claims[{i}]")
+        snap = self.current()
+        if node not in snap.index.views and node not in snap.index.nodes_by_name:
+            raise NotFound(f'node "{node}" not found in the inventory')
+        results = tuple(c.status.allocation for c in claims if c.status and c.status.allocation)
+        bare = tuple(c.model_copy(update={"status": None}) for c in claims)
+        request = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
+        stats = SolveStats(allocator="caller", status="GIVEN", wall_seconds=0.0)
+        outcome = AllocationOutcome(True, results, 0, stats)
+        try:
+            self._verify(request, outcome)
+        except CheckFailed as err:
+            raise ReservationConflict(f"the allocation is not valid on node {node}: {err}") from err
+        return self._reserve(snap, request, outcome, ttl=ttl, pod=pod)
+
+    def unreserve(self, reservation_id: str, claims: Sequence[str]) -> int:
+        from service.reservations import UnknownReservation
+
+        if not reservation_id and not claims:
+            raise InvalidInput("", ("reservationId",), "Required value: a reservation id or claims")
+        try:
+            return self.reservations.release(reservation_id, claims=claims)
+        except UnknownReservation as err:
+            raise NotFound(str(err)) from None
+
+    # --- Schedule ---------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        claim_blobs: Sequence[bytes],
+        nodes: Sequence[str] = (),
+        *,
+        opts: SolveOptions = SolveOptions(),
+        reserve: bool = False,
+        ttl: float = 0.0,
+        wanted: int = 0,
+        pod: str = "",
+        deadline: float | None = None,
+    ) -> ScheduleAnswer:
+        claims = self.decode_claims(claim_blobs)
+        if len(nodes) > self.limits.max_candidates:
+            raise LimitExceeded(f"nodes: Too many: {len(nodes)}: must have at most {self.limits.max_candidates} items")
+        if wanted < 0:
+            raise InvalidInput("", ("feasibleNodesWanted",), f"Invalid value: {wanted}: must be greater than or equal to 0")
+        for attempt in range(self.limits.reserve_retries + 1):
+            snap = self.current()
+            answer, request, outcome = self._schedule_once(snap, claims, nodes, opts, wanted=wanted, deadline=deadline)
+            if not reserve or request is None or outcome is None:
+                return answer
+            try:
+                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod)
+            except ReservationConflict:
+                if attempt == self.limits.reserve_retries:
+                    raise
+                continue
+            return ScheduleAnswer(answer.node, answer.claims, answer.score, answer.verdicts, answer.stats, answer.solve_stats, answer.reason, answer.generation, reservation)
+        raise AssertionError("unreachable")
+
+    def _schedule_once(
+        self,
+        snap: Snapshot,
+        claims: tuple[o.ResourceClaim, ...],
+        candidates: Sequence[str],
+        opts: SolveOptions,
+        *,
+        wanted: int,
+        deadline: float | None,
+    ) -> tuple[ScheduleAnswer, AllocationRequest | None, AllocationOutcome | None]:
+        start = self.clock()
+        index = snap.index
+        names = sorted(set(candidates)) if candidates else list(index.node_names)
+        stats = ScheduleStats(nodes_total=len(names))
+        need, exclusive = _min_devices(claims)
+        best_possible = FIRST_AVAILABLE_MAX * sum(1 for c in claims for r in c.spec.devices.requests or [] if r.first_available)
+        claims_key = _claims_key(claims, opts, self.gates_for(opts.feature_gates))
+        global_key = (index.global_key, index.shared_inuse_key, *self.reservations.pool_keys(index.shared_pools), claims_key)
+        groups: dict[tuple[bytes, ...], tuple[_GroupVerdict, str]] = {}
+        solved: dict[str, tuple[AllocationRequest, AllocationOutcome]] = {}
+        verdicts: list[NodeVerdict] = []
+        best: tuple[int, str] | None = None
+        stopped = False
+        for name in names:
+            if stopped or (deadline is not None and self.clock() >= deadline - self.limits.deadline_margin):
+                break
+            stats.nodes_evaluated += 1
+            view = index.view(name)
+            if view is None:
+                stats.nodes_pruned += 1
+                known = name in index.nodes_by_name
+                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f'node "{name}" not found in the inventory'))
+                continue
+            reserved = self.reservations.state(view.pools).devices if exclusive else frozenset()
+            if exclusive and not view.shared_devices:
+                free = len(view.local_devices - index.in_use(name).devices - reserved)
+                if free < need:
+                    stats.nodes_pruned += 1
+                    verdicts.append(NodeVerdict(name, "unschedulable", reason=f"cannot allocate all claims: {free} free devices, at least {need} needed"))
+                    continue
+            key = (view.shape, index.inuse_key(name), *self.reservations.pool_keys(view.pools))
+            known_group = groups.get(key)
+            if known_group is not None:
+                verdict = known_group[0]
+            else:
+                cached = self._cache_get((*global_key, *key))
+                if cached is not None:
+                    stats.cache_hits += 1
+                    verdict = cached
+                else:
+                    try:
+                        request = self._node_request(snap, claims, name, opts, time_limit=self.time_limit(deadline), use_reservations=True)
+                    except DeadlineExceeded:
+                        break
+                    try:
+                        outcome = self._solve(request)
+                    except SolveTimeout:
+                        verdicts.append(NodeVerdict(name, "not-evaluated", reason="the deadline passed while solving"))
+                        break
+                    except AllocationError as err:
+                        raise AllocationError(f"node {name}: {err}") from err
+                    stats.solves += 1
+                    verdict = _GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
+                    if outcome.allocated:
+                        solved[name] = (request, outcome)
+                    self._cache_put((*global_key, *key), verdict)
+                groups[key] = (verdict, name)
+            if verdict.feasible:
+                stats.nodes_feasible += 1
+                verdicts.append(NodeVerdict(name, "feasible", score=verdict.score))
+                if best is None or verdict.score > best[0]:
+                    best = (verdict.score, name)
+                if wanted > 0:
+                    stopped = stats.nodes_feasible >= wanted
+                else:
+                    stopped = best[0] >= best_possible
+            else:
+                verdicts.append(NodeVerdict(name, "unschedulable", reason=verdict.reason))
+        stats.groups = len(groups)
+        chosen_request: AllocationRequest | None = None
+        chosen_outcome: AllocationOutcome | None = None
+        chosen = ""
+        # The chosen node needs a real allocation: reuse its solve, else solve it now.
+        order = sorted((v for v in verdicts if v.verdict == "feasible"), key=lambda v: (-v.score, v.node))
+        for v in order:
+            if v.node in solved:
+                chosen_request, chosen_outcome = solved[v.node]
+            else:
+                try:
+                    chosen_request = self._node_request(snap, claims, v.node, opts, time_limit=self.time_limit(deadline), use_reservations=True)
+                    chosen_outcome = self._solve(chosen_request)
+                except (DeadlineExceeded, SolveTimeout):
+                    if chosen_outcome is None:
+                        raise DeadlineExceeded("the deadline passed before a node's allocation was computed") from None
+                    break
+                stats.solves += 1
+            if chosen_outcome.allocated:
+                chosen = v.node
+                break
+        stats.wall_seconds = self.clock() - start
+        self._observe_schedule(stats)
+        if not chosen or chosen_request is None or chosen_outcome is None:
+            evaluated = {v.node for v in verdicts}
+            not_evaluated = [n for n in names if n not in evaluated]
+            reason = _summary(verdicts, len(names), not_evaluated=len(not_evaluated))
+            if not verdicts and names and deadline is not None:
+                raise DeadlineExceeded("the deadline passed before any node was evaluated")
+            return (
+                ScheduleAnswer("", tuple(ClaimAnswer(c, None) for c in claims), 0, tuple(verdicts), stats, None, reason, snap.generation),
+                None,
+                None,
+            )
+        self._verify(chosen_request, chosen_outcome)
+        self._count_devices(chosen_outcome)
+        answers = tuple(ClaimAnswer(c, r) for c, r in zip(claims, chosen_outcome.results, strict=True))
+        answer = ScheduleAnswer(chosen, answers, chosen_outcome.score, tuple(verdicts), stats, chosen_outcome.stats, "", snap.generation)
+        return answer, chosen_request, chosen_outcome
+
+    def _observe_schedule(self, stats: ScheduleStats) -> None:
+        h = self.metrics.schedule_nodes
+        h.labels(phase="candidates").observe(stats.nodes_total)
+        h.labels(phase="evaluated").observe(stats.nodes_evaluated)
+        h.labels(phase="pruned").observe(stats.nodes_pruned)
+        h.labels(phase="feasible").observe(stats.nodes_feasible)
+        h.labels(phase="solved").observe(stats.solves)
+
+    def _cache_get(self, key: tuple[bytes, ...]) -> _GroupVerdict | None:
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+        self.metrics.cache_requests.labels(cache="schedule", result="hit" if hit else "miss").inc()
+        return hit
+
+    def _cache_put(self, key: tuple[bytes, ...], verdict: _GroupVerdict) -> None:
+        with self._cache_lock:
+            self._cache[key] = verdict
+            while len(self._cache) > self.limits.cache_entries:
+                self._cache.popitem(last=False)
+
+    # --- Explain ----------------------------------------------------------------------------
+
+    def explain(
+        self,
+        claim_blobs: Sequence[bytes],
+        node: str,
+        *,
+        objects: Sequence[bytes] = (),
+        opts: SolveOptions = SolveOptions(),
+        deadline: float | None = None,
+    ) -> Any:
+        from service.explain import explain_on_node
+
+        if not node:
+            raise InvalidInput("", ("node",), "Required value: the node to explain")
+        claims = self.decode_claims(claim_blobs)
+        inline = bool(objects)
+        snap = self.inline_snapshot(objects) if inline else self.current()
+        if node not in snap.index.views and node not in snap.index.nodes_by_name:
+            raise NotFound(f'node "{node}" not found in the inventory')
+        request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+        holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
+        if not inline:
+            holders.update({d: f"a reservation in flight for claim {refs}" for d, refs in self.reservations.holders().items()})
+        return explain_on_node(request, cel=self.cel, holders=holders, solve=self._solve)
+
+    # --- Inventory --------------------------------------------------------------------------
+
+    def inventory_status(self) -> dict[str, Any]:
+        snap = self.source.snapshot()
+        return {
+            "source": self.source.name,
+            "ready": snap.ready,
+            "generation": snap.generation,
+            "objects": snap.counts(),
+            "nodes": len(snap.index.node_names) if snap.ready else 0,
+            "reservations": len(self.reservations),
+        }
+
+    def on_snapshot(self, snap: Snapshot) -> None:
+        """Listener: new inventory -> metrics, and reservations the API now shows allocated."""
+        self.reservations.observe(snap)
+        index: NodeIndex | None = snap.index if snap.ready else None
+        self.metrics.observe_inventory(
+            snap.counts(),
+            index.device_count_by_driver if index else {},
+            generation=snap.generation,
+            ready=snap.ready,
+        )
+        self.metrics.reservations_in_flight.set(len(self.reservations))
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _with_results(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> list[o.ResourceClaim]:
+    return [c.model_copy(update={"status": o.ResourceClaimStatus(allocation=r)}) for c, r in zip(claims, results, strict=True)]
+
+
+def _min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:
+    """A lower bound on distinct free devices the claims need, and whether the bound applies
+    (it does not when a request has admin access, which may use devices already in use)."""
+    need = 0
+    for claim in claims:
+        for req in claim.spec.devices.requests or []:
+            subs: list[tuple[str | None, int | None, bool]] = []
+            if req.exactly is not None:
+                subs.append((req.exactly.allocation_mode, req.exactly.count, bool(req.exactly.admin_access)))
+            for sub in req.first_available or []:
+                subs.append((sub.allocation_mode, sub.count, False))
+            if any(admin for _, _, admin in subs):
+                return 0, False
+            counts = [(count or 1) if (mode or "ExactCount") == "ExactCount" else 1 for mode, count, _ in subs]
+            if counts:
+                need = max(need, min(counts))
+    return need, True
+
+
+def _claims_key(claims: Sequence[o.ResourceClaim], opts: SolveOptions, gates: FeatureGates) -> bytes:
+    # Answers depend on the claims' specs, not their names.
+    specs = [c.spec.to_api() for c in claims]
+    text = json.dumps([specs, opts.allocator, opts.policy, str(gates)], sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:
+    """Like the scheduler: "0/3 nodes are available: 2 cannot allocate all claims, 1 ..."."""
+    reasons: dict[str, int] = {}
+    for v in verdicts:
+        if v.verdict == "feasible":
+            continue
+        text = v.reason.split(":")[0] if v.reason else "unschedulable"
+        reasons[text] = reasons.get(text, 0) + 1
+    if not_evaluated:
+        reasons["not evaluated before the deadline"] = not_evaluated
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
+

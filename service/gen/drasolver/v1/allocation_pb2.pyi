@@ -1,0 +1,308 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ClaimStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLAIM_STATUS_UNSPECIFIED: _ClassVar[ClaimStatus]
+    CLAIM_STATUS_ALLOCATED: _ClassVar[ClaimStatus]
+    CLAIM_STATUS_UNSATISFIABLE: _ClassVar[ClaimStatus]
+
+class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    VERDICT_UNSPECIFIED: _ClassVar[Verdict]
+    VERDICT_FEASIBLE: _ClassVar[Verdict]
+    VERDICT_UNSCHEDULABLE: _ClassVar[Verdict]
+    VERDICT_NOT_EVALUATED: _ClassVar[Verdict]
+CLAIM_STATUS_UNSPECIFIED: ClaimStatus
+CLAIM_STATUS_ALLOCATED: ClaimStatus
+CLAIM_STATUS_UNSATISFIABLE: ClaimStatus
+VERDICT_UNSPECIFIED: Verdict
+VERDICT_FEASIBLE: Verdict
+VERDICT_UNSCHEDULABLE: Verdict
+VERDICT_NOT_EVALUATED: Verdict
+
+class SolveOptions(_message.Message):
+    __slots__ = ("allocator", "policy", "feature_gates")
+    ALLOCATOR_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    allocator: str
+    policy: str
+    feature_gates: str
+    def __init__(self, allocator: _Optional[str] = ..., policy: _Optional[str] = ..., feature_gates: _Optional[str] = ...) -> None: ...
+
+class AllocateRequest(_message.Message):
+    __slots__ = ("claims", "node", "objects", "options", "reserve", "reservation_ttl_seconds")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedScalarFieldContainer[bytes]
+    node: str
+    objects: _containers.RepeatedScalarFieldContainer[bytes]
+    options: SolveOptions
+    reserve: bool
+    reservation_ttl_seconds: float
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ...) -> None: ...
+
+class ClaimAllocation(_message.Message):
+    __slots__ = ("claim", "uid", "status", "allocation")
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    claim: str
+    uid: str
+    status: ClaimStatus
+    allocation: bytes
+    def __init__(self, claim: _Optional[str] = ..., uid: _Optional[str] = ..., status: _Optional[_Union[ClaimStatus, str]] = ..., allocation: _Optional[bytes] = ...) -> None: ...
+
+class SolverStats(_message.Message):
+    __slots__ = ("allocator", "status", "wall_seconds", "variables", "constraints", "steps", "objective", "best_bound", "gap", "policy", "parameters")
+    class ParametersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ALLOCATOR_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    VARIABLES_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
+    BEST_BOUND_FIELD_NUMBER: _ClassVar[int]
+    GAP_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    allocator: str
+    status: str
+    wall_seconds: float
+    variables: int
+    constraints: int
+    steps: int
+    objective: float
+    best_bound: float
+    gap: float
+    policy: str
+    parameters: _containers.ScalarMap[str, str]
+    def __init__(self, allocator: _Optional[str] = ..., status: _Optional[str] = ..., wall_seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., steps: _Optional[int] = ..., objective: _Optional[float] = ..., best_bound: _Optional[float] = ..., gap: _Optional[float] = ..., policy: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AllocateResponse(_message.Message):
+    __slots__ = ("allocated", "claims", "score", "reason", "stats", "node", "reservation", "inventory_generation")
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    allocated: bool
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimAllocation]
+    score: int
+    reason: str
+    stats: SolverStats
+    node: str
+    reservation: Reservation
+    inventory_generation: int
+    def __init__(self, allocated: _Optional[bool] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., reason: _Optional[str] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., node: _Optional[str] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
+
+class ScheduleRequest(_message.Message):
+    __slots__ = ("claims", "nodes", "options", "reserve", "reservation_ttl_seconds", "feasible_nodes_wanted", "pod")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FEASIBLE_NODES_WANTED_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedScalarFieldContainer[bytes]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    options: SolveOptions
+    reserve: bool
+    reservation_ttl_seconds: float
+    feasible_nodes_wanted: int
+    pod: str
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., nodes: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., feasible_nodes_wanted: _Optional[int] = ..., pod: _Optional[str] = ...) -> None: ...
+
+class NodeVerdict(_message.Message):
+    __slots__ = ("node", "verdict", "score", "reason")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    verdict: Verdict
+    score: int
+    reason: str
+    def __init__(self, node: _Optional[str] = ..., verdict: _Optional[_Union[Verdict, str]] = ..., score: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ScheduleStats(_message.Message):
+    __slots__ = ("nodes_total", "nodes_evaluated", "nodes_pruned", "nodes_feasible", "groups", "solves", "cache_hits", "wall_seconds")
+    NODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NODES_EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    NODES_PRUNED_FIELD_NUMBER: _ClassVar[int]
+    NODES_FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    SOLVES_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    nodes_total: int
+    nodes_evaluated: int
+    nodes_pruned: int
+    nodes_feasible: int
+    groups: int
+    solves: int
+    cache_hits: int
+    wall_seconds: float
+    def __init__(self, nodes_total: _Optional[int] = ..., nodes_evaluated: _Optional[int] = ..., nodes_pruned: _Optional[int] = ..., nodes_feasible: _Optional[int] = ..., groups: _Optional[int] = ..., solves: _Optional[int] = ..., cache_hits: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
+
+class ScheduleResponse(_message.Message):
+    __slots__ = ("node", "claims", "score", "nodes", "schedule_stats", "stats", "reservation", "reason", "inventory_generation")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_STATS_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimAllocation]
+    score: int
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeVerdict]
+    schedule_stats: ScheduleStats
+    stats: SolverStats
+    reservation: Reservation
+    reason: str
+    inventory_generation: int
+    def __init__(self, node: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeVerdict, _Mapping]]] = ..., schedule_stats: _Optional[_Union[ScheduleStats, _Mapping]] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., reason: _Optional[str] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
+
+class Reservation(_message.Message):
+    __slots__ = ("id", "node", "claims", "expires_in_seconds", "pod")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_IN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    node: str
+    claims: _containers.RepeatedScalarFieldContainer[str]
+    expires_in_seconds: float
+    pod: str
+    def __init__(self, id: _Optional[str] = ..., node: _Optional[str] = ..., claims: _Optional[_Iterable[str]] = ..., expires_in_seconds: _Optional[float] = ..., pod: _Optional[str] = ...) -> None: ...
+
+class ReserveRequest(_message.Message):
+    __slots__ = ("claims", "node", "ttl_seconds", "pod")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedScalarFieldContainer[bytes]
+    node: str
+    ttl_seconds: float
+    pod: str
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., ttl_seconds: _Optional[float] = ..., pod: _Optional[str] = ...) -> None: ...
+
+class ReserveResponse(_message.Message):
+    __slots__ = ("reservation",)
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    reservation: Reservation
+    def __init__(self, reservation: _Optional[_Union[Reservation, _Mapping]] = ...) -> None: ...
+
+class UnreserveRequest(_message.Message):
+    __slots__ = ("reservation_id", "claims")
+    RESERVATION_ID_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    reservation_id: str
+    claims: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, reservation_id: _Optional[str] = ..., claims: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UnreserveResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    def __init__(self, released: _Optional[int] = ...) -> None: ...
+
+class ExplainRequest(_message.Message):
+    __slots__ = ("claims", "node", "objects", "options")
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedScalarFieldContainer[bytes]
+    node: str
+    objects: _containers.RepeatedScalarFieldContainer[bytes]
+    options: SolveOptions
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ...) -> None: ...
+
+class Reason(_message.Message):
+    __slots__ = ("kind", "claim", "request", "devices", "message")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    claim: str
+    request: str
+    devices: _containers.RepeatedScalarFieldContainer[str]
+    message: str
+    def __init__(self, kind: _Optional[str] = ..., claim: _Optional[str] = ..., request: _Optional[str] = ..., devices: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ExplainResponse(_message.Message):
+    __slots__ = ("allocatable", "reasons", "fixes", "summary", "node", "minimal", "stats")
+    ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    FIXES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    MINIMAL_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    allocatable: bool
+    reasons: _containers.RepeatedCompositeFieldContainer[Reason]
+    fixes: _containers.RepeatedCompositeFieldContainer[Reason]
+    summary: str
+    node: str
+    minimal: bool
+    stats: SolverStats
+    def __init__(self, allocatable: _Optional[bool] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., fixes: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., summary: _Optional[str] = ..., node: _Optional[str] = ..., minimal: _Optional[bool] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ...) -> None: ...
+
+class GetInventoryRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetInventoryResponse(_message.Message):
+    __slots__ = ("source", "ready", "generation", "objects", "nodes", "reservations")
+    class ObjectsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    ready: bool
+    generation: int
+    objects: _containers.ScalarMap[str, int]
+    nodes: int
+    reservations: int
+    def __init__(self, source: _Optional[str] = ..., ready: _Optional[bool] = ..., generation: _Optional[int] = ..., objects: _Optional[_Mapping[str, int]] = ..., nodes: _Optional[int] = ..., reservations: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,302 @@
+"""Allocations held in flight, so concurrent callers never get the same device.
+
+Like the scheduler's assume cache: between "the solver chose these devices" and "the API shows
+the claim allocated", a reservation makes every later solve see those devices as in use. A
+reservation ends when it is released, when its TTL passes, or when a new inventory snapshot
+shows all its claims allocated (the API now holds the devices itself).
+
+Reservations are indexed by pool so that whole-cluster scheduling can fingerprint a node's
+in-flight devices without scanning every reservation. ``enabled=False`` turns tracking off
+(reserve then records nothing); it exists to prove, in tests, that tracking is what prevents
+double allocation.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from model.allocation import AllocatedState, DeviceID
+from service.inventory import PoolKey, Snapshot, state_key
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    id: str
+    node: str
+    claims: tuple[tuple[str, str], ...]
+    """(namespace/name, uid) of each claim held."""
+    state: AllocatedState
+    """The devices, shares and capacity the allocation takes."""
+    expires_at: float
+    pod: str = ""
+
+    @property
+    def claim_refs(self) -> tuple[str, ...]:
+        return tuple(ref for ref, _ in self.claims)
+
+    def pools(self) -> set[PoolKey]:
+        pools = {(d.driver, d.pool) for d in self.state.devices}
+        pools.update((d.driver, d.pool) for d, _ in self.state.shared)
+        pools.update((d.driver, d.pool) for d in self.state.capacity)
+        return pools
+
+
+class ReservationConflict(Exception):
+    """The allocation takes a device already held; solve again."""
+
+
+class UnknownReservation(Exception):
+    """No reservation with that id (or for those claims)."""
+
+
+@dataclass
+class _PoolEntry:
+    ids: set[str] = field(default_factory=set)
+    cached: tuple[AllocatedState, bytes] | None = None
+
+
+class ReservationStore:
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        default_ttl: float = 30.0,
+        max_ttl: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.enabled = enabled
+        self.default_ttl = default_ttl
+        self.max_ttl = max_ttl
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._by_id: dict[str, Reservation] = {}
+        self._by_claim: dict[str, str] = {}
+        self._by_pool: dict[PoolKey, _PoolEntry] = {}
+        self._expiry: list[tuple[float, str]] = []
+        self._ids = itertools.count(1)
+        self.on_change = on_change
+        """Called with (event, count): reserved, released, expired, allocated, conflict."""
+
+    # --- queries ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._expire()
+            return len(self._by_id)
+
+    def count_unlocked(self) -> int:
+        """The number held, without expiring (safe from within ``on_change``)."""
+        return len(self._by_id)
+
+    def get(self, reservation_id: str) -> Reservation | None:
+        with self._lock:
+            self._expire()
+            return self._by_id.get(reservation_id)
+
+    def all(self) -> list[Reservation]:
+        with self._lock:
+            self._expire()
+            return sorted(self._by_id.values(), key=lambda r: r.id)
+
+    def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
+        """In-flight devices, of every pool or of the given ones."""
+        with self._lock:
+            self._expire()
+            keys = list(self._by_pool) if pools is None else [p for p in pools if p in self._by_pool]
+            out = AllocatedState()
+            for pool in keys:
+                out = out.merge(self._pool_state(pool)[0])
+            return out
+
+    def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]:
+        """Fingerprints of the in-flight state of each given pool that has any (grouping)."""
+        with self._lock:
+            self._expire()
+            return tuple(self._pool_state(p)[1] for p in pools if p in self._by_pool)
+
+    def holders(self) -> dict[DeviceID, str]:
+        """Device -> "reserved for <claims>" (explanations)."""
+        with self._lock:
+            self._expire()
+            out: dict[DeviceID, str] = {}
+            for r in self._by_id.values():
+                for d in r.state.devices:
+                    out[d] = ", ".join(r.claim_refs)
+            return out
+
+    def _pool_state(self, pool: PoolKey) -> tuple[AllocatedState, bytes]:
+        entry = self._by_pool[pool]
+        if entry.cached is None:
+            state = AllocatedState()
+            node = ""
+            for rid in sorted(entry.ids):
+                r = self._by_id[rid]
+                node = node or r.node
+                state = state.merge(_restrict(r.state, pool))
+            entry.cached = (state, state_key(state, node))
+        return entry.cached
+
+    # --- changes ---------------------------------------------------------------------------
+
+    def reserve(
+        self,
+        *,
+        node: str,
+        claims: Iterable[tuple[str, str]],
+        state: AllocatedState,
+        taken: AllocatedState,
+        ttl: float = 0.0,
+        pod: str = "",
+        validate: Callable[[AllocatedState], None] | None = None,
+    ) -> Reservation:
+        """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
+
+        ``taken``: what the inventory snapshot already shows in use. Raises
+        ReservationConflict when an exclusive device is already in use or held, or when
+        ``validate`` (given the other in-flight state) rejects the allocation.
+        """
+        claims = tuple(claims)
+        ttl = min(ttl if ttl > 0 else self.default_ttl, self.max_ttl)
+        with self._lock:
+            self._expire()
+            now = self._clock()
+            if not self.enabled:
+                return Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod)
+            for ref, _ in claims:
+                held = self._by_claim.get(ref)
+                if held is not None:
+                    existing = self._by_id[held]
+                    if existing.state == state and existing.claims == claims:
+                        return self._refresh(existing, now + ttl)
+                    self._notify("conflict", 1)
+                    raise ReservationConflict(f"claim {ref} is already reserved ({held}) with other devices")
+            pools = set()
+            for d in state.devices:
+                pools.add((d.driver, d.pool))
+            others = self.state(_pools_of(state))
+            for dev in sorted(state.devices):
+                if dev in taken.devices:
+                    self._notify("conflict", 1)
+                    raise ReservationConflict(f"device {dev} is already allocated")
+                if dev in others.devices:
+                    holder = next((r for r in self._by_id.values() if dev in r.state.devices), None)
+                    self._notify("conflict", 1)
+                    who = f" for claim {', '.join(holder.claim_refs)}" if holder else ""
+                    raise ReservationConflict(f"device {dev} is already reserved{who}")
+            if validate is not None:
+                try:
+                    validate(others)
+                except ReservationConflict:
+                    self._notify("conflict", 1)
+                    raise
+            r = Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod)
+            self._add(r)
+            self._notify("reserved", 1)
+            return r
+
+    def release(self, reservation_id: str = "", *, claims: Iterable[str] = ()) -> int:
+        with self._lock:
+            ids = set()
+            if reservation_id:
+                if reservation_id not in self._by_id:
+                    raise UnknownReservation(f"reservation {reservation_id} not found")
+                ids.add(reservation_id)
+            for ref in claims:
+                rid = self._by_claim.get(ref)
+                if rid is not None:
+                    ids.add(rid)
+            if not ids and not reservation_id and claims:
+                raise UnknownReservation(f"no reservation holds {', '.join(sorted(claims))}")
+            for rid in ids:
+                self._remove(rid)
+            if ids:
+                self._notify("released", len(ids))
+            return len(ids)
+
+    def observe(self, snapshot: Snapshot) -> int:
+        """Drop reservations whose claims the snapshot shows allocated (listener)."""
+        allocated = snapshot.allocated_claims()
+        with self._lock:
+            done = [
+                r.id
+                for r in self._by_id.values()
+                if r.claims and all(ref in allocated and (not uid or not allocated[ref] or allocated[ref] == uid) for ref, uid in r.claims)
+            ]
+            for rid in done:
+                self._remove(rid)
+            if done:
+                self._notify("allocated", len(done))
+            return len(done)
+
+    def _refresh(self, r: Reservation, expires_at: float) -> Reservation:
+        fresh = Reservation(r.id, r.node, r.claims, r.state, expires_at, r.pod)
+        self._by_id[r.id] = fresh
+        heapq.heappush(self._expiry, (expires_at, r.id))
+        return fresh
+
+    def _add(self, r: Reservation) -> None:
+        self._by_id[r.id] = r
+        for ref, _ in r.claims:
+            self._by_claim[ref] = r.id
+        for pool in r.pools():
+            entry = self._by_pool.setdefault(pool, _PoolEntry())
+            entry.ids.add(r.id)
+            entry.cached = None
+        heapq.heappush(self._expiry, (r.expires_at, r.id))
+
+    def _remove(self, rid: str) -> None:
+        r = self._by_id.pop(rid, None)
+        if r is None:
+            return
+        for ref, _ in r.claims:
+            if self._by_claim.get(ref) == rid:
+                del self._by_claim[ref]
+        for pool in r.pools():
+            entry = self._by_pool.get(pool)
+            if entry is None:
+                continue
+            entry.ids.discard(rid)
+            entry.cached = None
+            if not entry.ids:
+                del self._by_pool[pool]
+
+    def _expire(self) -> None:
+        now = self._clock()
+        expired = 0
+        while self._expiry and self._expiry[0][0] <= now:
+            at, rid = heapq.heappop(self._expiry)
+            r = self._by_id.get(rid)
+            if r is not None and r.expires_at == at:
+                self._remove(rid)
+                expired += 1
+        if expired:
+            self._notify("expired", expired)
+
+    def _notify(self, event: str, count: int) -> None:
+        if self.on_change is not None:
+            self.on_change(event, count)
+
+
+def _pools_of(state: AllocatedState) -> set[PoolKey]:
+    pools = {(d.driver, d.pool) for d in state.devices}
+    pools.update((d.driver, d.pool) for d, _ in state.shared)
+    pools.update((d.driver, d.pool) for d in state.capacity)
+    return pools
+
+
+def _restrict(state: AllocatedState, pool: PoolKey) -> AllocatedState:
+    def mine(d: DeviceID) -> bool:
+        return (d.driver, d.pool) == pool
+
+    capacity: Mapping[DeviceID, Mapping[str, object]] = {d: a for d, a in state.capacity.items() if mine(d)}
+    return AllocatedState(
+        frozenset(d for d in state.devices if mine(d)),
+        frozenset((d, s) for d, s in state.shared if mine(d)),
+        capacity,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,264 @@
+"""The gRPC server: the ``drasolver.v1.AllocationService`` servicer, health, reflection.
+
+Servicer methods stay short: convert the request, call the engine with the caller's deadline,
+convert the answer. :func:`_handle` maps the engine's exceptions to status codes in one place
+and records latency and status-code metrics. Bounded concurrency comes from gRPC itself
+(``maximum_concurrent_rpcs``): calls beyond the bound get RESOURCE_EXHAUSTED at once instead of
+queueing without limit. A bad request only ever fails itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import message as pb_message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
+
+from model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
+from service import engine as e
+from service import messages
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from service.inventory import Snapshot
+from service.reservations import ReservationConflict
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME: str = pb.DESCRIPTOR.services_by_name["AllocationService"].full_name
+"""``drasolver.v1.AllocationService``."""
+
+Resp = TypeVar("Resp", bound=pb_message.Message)
+
+
+@dataclass
+class ServerDeps:
+    """Everything a server needs; tests build it with their own engine and limits."""
+
+    engine: e.Engine
+    max_workers: int = 16
+    max_concurrent_rpcs: int | None = 64
+    max_message_bytes: int = 64 * 1024 * 1024
+    credentials: grpc.ServerCredentials | None = None
+    health: health.HealthServicer = field(default_factory=lambda: health.HealthServicer(experimental_non_blocking=True))
+
+
+def _bad_request(err: InvalidInput | InvalidInputs) -> status_pb2.Status:
+    errors = err.errors if isinstance(err, InvalidInputs) else [err]
+    detail = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(
+                field=(f"{x.source}: " if x.source else "") + (f"{x.obj}: " if x.obj else "") + x.field,
+                description=x.detail,
+            )
+            for x in errors
+        ]
+    )
+    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=str(err))
+    status.details.add().Pack(detail)
+    return status
+
+
+class AllocationServicer(pb_grpc.AllocationServiceServicer):
+    def __init__(self, engine: e.Engine) -> None:
+        self.engine = engine
+        self.metrics = engine.metrics
+
+    # Each method: convert, call the engine (deadline from the caller), convert back.
+
+    def Allocate(self, request: pb.AllocateRequest, context: grpc.ServicerContext) -> pb.AllocateResponse:
+        def run(deadline: float | None) -> tuple[pb.AllocateResponse, str]:
+            a = self.engine.allocate(
+                list(request.claims), request.node, objects=list(request.objects), opts=messages.solve_options(request.options),
+                reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline,
+            )
+            return messages.allocate_response(a, now=self.engine.clock()), "allocated" if a.allocated else "unsatisfiable"
+
+        return self._handle("Allocate", request.options.allocator, context, run)
+
+    def Schedule(self, request: pb.ScheduleRequest, context: grpc.ServicerContext) -> pb.ScheduleResponse:
+        def run(deadline: float | None) -> tuple[pb.ScheduleResponse, str]:
+            a = self.engine.schedule(
+                list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
+                ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
+            )
+            return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
+
+        return self._handle("Schedule", request.options.allocator, context, run)
+
+    def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
+        def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
+            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod)
+            return pb.ReserveResponse(reservation=messages.reservation(r, now=self.engine.clock())), "reserved"
+
+        return self._handle("Reserve", "", context, run)
+
+    def Unreserve(self, request: pb.UnreserveRequest, context: grpc.ServicerContext) -> pb.UnreserveResponse:
+        def run(deadline: float | None) -> tuple[pb.UnreserveResponse, str]:
+            n = self.engine.unreserve(request.reservation_id, list(request.claims))
+            return pb.UnreserveResponse(released=n), "released"
+
+        return self._handle("Unreserve", "", context, run)
+
+    def Explain(self, request: pb.ExplainRequest, context: grpc.ServicerContext) -> pb.ExplainResponse:
+        def run(deadline: float | None) -> tuple[pb.ExplainResponse, str]:
+            x = self.engine.explain(list(request.claims), request.node, objects=list(request.objects),
+                                    opts=messages.solve_options(request.options), deadline=deadline)
+            return messages.explain_response(x), "allocatable" if x.allocatable else "explained"
+
+        return self._handle("Explain", request.options.allocator, context, run)
+
+    def GetInventory(self, request: pb.GetInventoryRequest, context: grpc.ServicerContext) -> pb.GetInventoryResponse:
+        def run(deadline: float | None) -> tuple[pb.GetInventoryResponse, str]:
+            return messages.inventory_response(self.engine.inventory_status()), "ok"
+
+        return self._handle("GetInventory", "", context, run)
+
+    # --- one place for deadlines, status codes and metrics ---------------------------------
+
+    def _handle(self, rpc: str, allocator: str, context: grpc.ServicerContext, run: Callable[[float | None], tuple[Resp, str]]) -> Resp:
+        start = time.perf_counter()
+        self.metrics.inflight.inc()
+        code = grpc.StatusCode.OK
+        outcome = "error"
+        try:
+            remaining = context.time_remaining()
+            deadline = None if remaining is None or remaining > 1e9 else self.engine.clock() + remaining
+            response, outcome = run(deadline)
+            return response
+        except (InvalidInput, InvalidInputs) as err:
+            code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
+            context.abort_with_status(rpc_status.to_status(_bad_request(err)))
+        except e.NotFound as err:
+            code, outcome = grpc.StatusCode.NOT_FOUND, "invalid"
+            context.abort(code, str(err))
+        except AllocationError as err:
+            code = grpc.StatusCode.FAILED_PRECONDITION
+            context.abort(code, str(err))
+        except ReservationConflict as err:
+            code, outcome = grpc.StatusCode.ABORTED, "conflict"
+            context.abort(code, str(err))
+        except (e.DeadlineExceeded, SolveTimeout) as err:
+            code, outcome = grpc.StatusCode.DEADLINE_EXCEEDED, "timeout"
+            context.abort(code, str(err) or "the deadline passed before an answer was found")
+        except e.NotReady as err:
+            code = grpc.StatusCode.UNAVAILABLE
+            context.abort(code, str(err))
+        except e.LimitExceeded as err:
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED
+            context.abort(code, str(err))
+        except e.CheckFailed as err:
+            code = grpc.StatusCode.INTERNAL
+            log.error("%s: answer withheld: %s", rpc, err)
+            context.abort(code, f"internal error: the answer failed validation and was withheld: {err}")
+        except Exception as err:
+            if isinstance(err, grpc.RpcError) or type(err).__name__ == "_AbortionError":
+                raise
+            code = grpc.StatusCode.INTERNAL
+            log.exception("%s failed", rpc)
+            context.abort(code, f"internal error: {type(err).__name__}: {err}")
+        finally:
+            self.metrics.inflight.dec()
+            self.metrics.grpc_requests.labels(grpc_method=rpc, grpc_status_code=code.name).inc()
+            self.metrics.allocation_duration.labels(rpc=rpc, allocator=allocator or ("cpsat" if rpc in ("Allocate", "Schedule", "Explain") else "none"), outcome=outcome).observe(time.perf_counter() - start)
+        raise AssertionError("unreachable: abort raises")
+
+
+def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
+    """A started server on ``address`` ("HOST:PORT", port 0 = any free port, or "unix:PATH").
+
+    Returns the server and the bound port (0 for unix sockets).
+    """
+    options = [
+        ("grpc.max_receive_message_length", deps.max_message_bytes),
+        ("grpc.max_send_message_length", deps.max_message_bytes),
+        ("grpc.so_reuseport", 0),
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=deps.max_workers, thread_name_prefix="grpc"),
+        options=options,
+        maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
+    )
+    pb_grpc.add_AllocationServiceServicer_to_server(AllocationServicer(deps.engine), server)
+    health_pb2_grpc.add_HealthServicer_to_server(deps.health, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
+    )
+    port = server.add_secure_port(address, deps.credentials) if deps.credentials else server.add_insecure_port(address)
+    if port == 0 and not address.startswith("unix:"):
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server, port
+
+
+def track_health(deps: ServerDeps) -> Callable[[Snapshot], None]:
+    """Listener keeping health in step with the inventory: SERVING only once it is ready."""
+
+    def update(snap: Snapshot) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if snap.ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        deps.health.set("", status)
+        deps.health.set(SERVICE_NAME, status)
+
+    return update
+
+
+class Service:
+    """Server + inventory + metrics endpoint, started and stopped together."""
+
+    def __init__(self, address: str, deps: ServerDeps, *, metrics_address: str | None = None, metrics_port: int | None = None) -> None:
+        self.deps = deps
+        self.engine = deps.engine
+        self._address = address
+        self._metrics_address = metrics_address
+        self._metrics_port = metrics_port
+        self.server: grpc.Server | None = None
+        self.port = 0
+        self.metrics_server: Any = None
+        self._stopped = threading.Event()
+
+    def start(self) -> Service:
+        from service.metrics import MetricsServer
+
+        health_update = track_health(self.deps)
+        health_update(self.engine.source.snapshot())
+        self.engine.source.add_listener(health_update)
+        self.engine.source.add_listener(self.engine.on_snapshot)
+        self.engine.reservations.on_change = self._reservation_event
+        self.server, self.port = create_server(self._address, self.deps)
+        if self._metrics_port is not None:
+            self.metrics_server = MetricsServer(self.engine.metrics, address=self._metrics_address or "127.0.0.1", port=self._metrics_port)
+        self.engine.source.start()
+        snap = self.engine.source.snapshot()
+        if snap.ready:
+            health_update(snap)
+            self.engine.on_snapshot(snap)
+        return self
+
+    def _reservation_event(self, event: str, count: int) -> None:
+        m = self.engine.metrics
+        m.reservation_events.labels(status=event).inc(count)
+        m.reservations_in_flight.set(self.engine.reservations.count_unlocked())
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Graceful: report NOT_SERVING, stop accepting, let in-flight calls finish."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.deps.health.enter_graceful_shutdown()
+        if self.server is not None:
+            self.server.stop(grace).wait()
+        self.engine.source.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.stop()
+
+    def wait(self) -> None:
+        self._stopped.wait()

@@ -1,0 +1,248 @@
+"""Load the shared allocator cases (upstream conformance and real-world) and compare answers.
+
+API:
+- ``shared_dir() -> Path | None``: ``$DRA_SHARED_DIR``, else ``<repo>/../shared``; None if absent.
+- ``case_paths(kind) -> list[Path]``: ``kind`` is ``"conformance"`` or ``"realworld"``.
+- ``load_case(path) -> Case``: the JSON as written (objects still raw).
+- ``Case.to_request(allocator=...) -> AllocationRequest``: decoded objects with API defaults,
+  feature gates, already-allocated devices/shares/capacity as ``Inventory.extra_allocated``.
+  Raises ``InvalidInput`` for objects that do not decode (the real-world "invalid" outcome).
+- ``compare_results(case, results) -> list[str]``: differences between our results and
+  upstream's (empty = equal): devices of a claim in any order for ``matcher`` cases, in order
+  for ``exact`` ones; shareIDs compared by presence; quantities canonically.
+- ``matchers(case) -> list[str]``: ``matcher``/``exact`` per claim from ``index.tsv``.
+
+Why a shared helper: the backtracking and CP-SAT suites and the differential tests all replay
+the same cases, and must read them identically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from model import objects as o
+from model.allocation import AllocatedState, AllocationRequest, AllocatorName, DeviceID, Inventory
+from model.decode import decode_object
+from model.features import FeatureGates
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def shared_dir() -> Path | None:
+    env = os.environ.get("DRA_SHARED_DIR")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO_ROOT.parent / "shared", Path("/work/shared")]
+    for path in candidates:
+        if (path / "conformance" / "cases").is_dir():
+            return path.resolve()
+    return None
+
+
+def case_paths(kind: str) -> list[Path]:
+    root = shared_dir()
+    if root is None:
+        return []
+    return sorted((root / kind / "cases").glob("*.json"))
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str
+    raw: dict[str, Any]
+
+    @property
+    def outcome(self) -> str:
+        return str(self.raw["expect"]["outcome"])
+
+    @property
+    def error(self) -> str:
+        return str(self.raw["expect"].get("error") or "")
+
+    @property
+    def expected_results(self) -> list[dict[str, Any]]:
+        return list(self.raw["expect"].get("results") or [])
+
+    @property
+    def expected_steps(self) -> int | None:
+        steps = self.raw.get("expectedAllocateOneInvocations")
+        return int(steps) if steps is not None else None
+
+    @property
+    def gates(self) -> FeatureGates:
+        return FeatureGates.from_mapping(self.raw.get("features") or {})
+
+    def to_request(
+        self, *, allocator: AllocatorName = "backtracking", time_limit: float | None = 10.0
+    ) -> AllocationRequest:
+        raw = self.raw
+        source = f"{self.kind}/{self.name}"
+        node = decode_object(raw["node"], source=source)
+        assert isinstance(node, o.Node)
+        classes = tuple(_decode(raw.get("classes"), o.DeviceClass, source))
+        slices = tuple(_decode(raw.get("slices"), o.ResourceSlice, source))
+        claims = tuple(_decode(raw.get("claims"), o.ResourceClaim, source))
+        rules = tuple(_decode(raw.get("taintRules"), o.DeviceTaintRule, source))
+        inventory = Inventory(
+            classes=classes,
+            slices=slices,
+            taint_rules=rules,
+            nodes=(node,),
+            extra_allocated=allocated_state(raw),
+        )
+        return AllocationRequest(
+            claims=claims,
+            node=node,
+            inventory=inventory,
+            gates=self.gates,
+            allocator=allocator,
+            time_limit=time_limit,
+        )
+
+
+def _decode(
+    docs: Sequence[dict[str, Any]] | None, kind: type[o.TypedObject], source: str
+) -> list[Any]:
+    out = []
+    for doc in docs or []:
+        obj = decode_object(doc, source=source)
+        assert isinstance(obj, kind), (
+            f"{source}: expected {kind.__name__}, got {type(obj).__name__}"
+        )
+        out.append(obj)
+    return out
+
+
+def allocated_state(raw: dict[str, Any]) -> AllocatedState:
+    from model.quantity import parse_quantity
+
+    devices = frozenset(
+        DeviceID(d["driver"], d["pool"], d["device"]) for d in raw.get("allocatedDevices") or []
+    )
+    shared = frozenset(
+        (DeviceID(d["driver"], d["pool"], d["device"]), str(d.get("shareID") or ""))
+        for d in raw.get("allocatedSharedDevices") or []
+    )
+    capacity: dict[DeviceID, dict[str, Any]] = {}
+    for entry in raw.get("allocatedCapacity") or []:
+        mine = capacity.setdefault(DeviceID(entry["driver"], entry["pool"], entry["device"]), {})
+        for name, text in (entry.get("capacity") or {}).items():
+            amount = parse_quantity(text)
+            mine[name] = mine[name].add(amount) if name in mine else amount
+    return AllocatedState(devices=devices, shared=shared, capacity=capacity)
+
+
+def load_case(path: Path) -> Case:
+    raw = json.loads(path.read_text())
+    return Case(name=str(raw.get("name") or path.stem), kind=path.parent.parent.name, raw=raw)
+
+
+@cache
+def _index() -> dict[str, list[str]]:
+    root = shared_dir()
+    if root is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    lines = (root / "conformance" / "index.tsv").read_text().splitlines()
+    for line in lines[1:]:
+        cols = line.split("\t")
+        if len(cols) >= 7 and cols[6] != "-":
+            out[cols[0]] = cols[6].split(",")
+    return out
+
+
+def matchers(case: Case) -> list[str]:
+    return _index().get(case.name, ["matcher"] * len(case.expected_results))
+
+
+def error_substring(case: Case) -> str:
+    root = shared_dir()
+    if root is None or case.kind != "conformance":
+        return ""
+    for line in (root / "conformance" / "index.tsv").read_text().splitlines()[1:]:
+        cols = line.split("\t")
+        if cols[0] == case.name and len(cols) >= 6:
+            return cols[5]
+    return ""
+
+
+# --- comparing ------------------------------------------------------------------------------
+
+
+def compare_results(case: Case, results: Sequence[o.AllocationResult]) -> list[str]:
+    expected = case.expected_results
+    if len(expected) != len(results):
+        return [f"expected {len(expected)} results, got {len(results)}"]
+    modes = matchers(case)
+    problems: list[str] = []
+    for i, (want, got) in enumerate(zip(expected, results, strict=True)):
+        unordered = (modes[i] if i < len(modes) else "matcher") != "exact"
+        a = _normalize(want, unordered=unordered)
+        b = _normalize(got.to_api(), unordered=unordered)
+        if a != b:
+            problems.append(
+                f"claim #{i}:\n  want {json.dumps(a, sort_keys=True)}\n  got  {json.dumps(b, sort_keys=True)}"
+            )
+    return problems
+
+
+def device_sets(results: Sequence[dict[str, Any]]) -> list[list[tuple[str, str, str, str]]]:
+    """(request, driver, pool, device) per claim, sorted: what "the same devices" means."""
+    out = []
+    for result in results:
+        items = ((result.get("devices") or {}).get("results")) or []
+        out.append(sorted((r["request"], r["driver"], r["pool"], r["device"]) for r in items))
+    return out
+
+
+def _normalize(result: dict[str, Any], *, unordered: bool) -> dict[str, Any]:
+    from model.quantity import parse_quantity
+
+    result = json.loads(json.dumps(result))
+    result.pop("allocationTimestamp", None)
+    devices = result.get("devices") or {}
+    items = []
+    for item in devices.get("results") or []:
+        item = {k: v for k, v in item.items() if v not in (None, [], {})}
+        if "shareID" in item:
+            item["shareID"] = "<present>"
+        if "consumedCapacity" in item:
+            item["consumedCapacity"] = {
+                k: str(parse_quantity(v)) for k, v in item["consumedCapacity"].items()
+            }
+        items.append(item)
+    if unordered:
+        items.sort(key=lambda r: json.dumps(r, sort_keys=True))
+    normalized: dict[str, Any] = {"results": items}
+    configs = devices.get("config") or []
+    if configs:
+        normalized["config"] = [
+            {k: v for k, v in c.items() if v not in (None, [])} for c in configs
+        ]
+    selector = result.get("nodeSelector")
+    if selector:
+        terms = []
+        for term in selector.get("nodeSelectorTerms") or []:
+            norm_term = {}
+            for key in ("matchExpressions", "matchFields"):
+                reqs = [
+                    {
+                        "key": r.get("key"),
+                        "operator": r.get("operator"),
+                        "values": sorted(r.get("values") or []),
+                    }
+                    for r in term.get(key) or []
+                ]
+                if unordered:
+                    reqs.sort(key=lambda r: json.dumps(r, sort_keys=True))
+                if reqs:
+                    norm_term[key] = reqs
+            terms.append(norm_term)
+        normalized["nodeSelector"] = terms
+    return normalized

@@ -1,0 +1,146 @@
+"""Fixtures for the service tests: a real server on loopback (the bundled demo cluster, the real
+core) and a real client. Every allocation a test receives can be checked with ``assert_valid``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model import objects as o
+from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
+from service import engine as e
+from service.client import Client
+from service.files import read_objects
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+from service.inventory import InventorySource, StaticSource
+from service.metrics import Metrics
+from service.reservations import ReservationStore
+from service.server import ServerDeps, Service
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "examples" / "demo"
+
+
+def demo_objects() -> list[o.TypedObject]:
+    return read_objects([str(DEMO / "cluster.yaml")])
+
+
+def workload() -> dict[str, dict[str, Any]]:
+    """Demo workload claims by name, as API dicts."""
+    return {c.name: c.to_api() for c in read_objects([str(DEMO / "workload.yaml")])}
+
+
+def gpu_claim(name: str, count: int = 1, *, namespace: str = "test", selectors: list[str] | None = None, cls: str = "gpu.example.com") -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def cel() -> Any:
+    from model.cel import CelEnvironment
+
+    return CelEnvironment()
+
+
+@dataclass
+class Running:
+    service: Service
+    client: Client
+    engine: e.Engine
+    objects: list[o.TypedObject]
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.service.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        assert self.service.metrics_server is not None
+        return f"http://127.0.0.1:{self.service.metrics_server.port}/metrics"
+
+    def assert_valid(self, claims: list[dict[str, Any]], response: pb.AllocateResponse | pb.ScheduleResponse, node: str) -> None:
+        """The returned allocation passes the independent validator on the server's inventory."""
+        assert_valid(self.objects, claims, response, node, extra=self.engine.reservations)
+
+
+def assert_valid(objects: list[o.TypedObject], claims: list[dict[str, Any]], response: Any, node: str, *, extra: ReservationStore | None = None) -> None:
+    from model.allocation import Inventory
+    from model.check import check_allocation
+    from model.decode import decode_object
+
+    decoded = tuple(decode_object(c) for c in claims)
+    assert all(isinstance(c, o.ResourceClaim) for c in decoded)
+    results = tuple(o.AllocationResult.model_validate(json.loads(a.allocation)) for a in response.claims)
+    inventory = Inventory.from_objects(objects)
+    node_obj = inventory.node(node)
+    request = AllocationRequest(claims=decoded, node=node_obj, inventory=inventory)  # type: ignore[arg-type]
+    outcome = AllocationOutcome(True, results, response.score, SolveStats("test", "GIVEN", 0.0))
+    problems = check_allocation(request, outcome, cel=cel())
+    assert not problems, problems
+
+
+def start(
+    source: InventorySource | None = None,
+    *,
+    reservations: ReservationStore | None = None,
+    allocate_fn: e.AllocateFn | None = None,
+    check_fn: e.CheckFn | None = None,
+    limits: e.Limits | None = None,
+    address: str = "127.0.0.1:0",
+    max_concurrent: int | None = 64,
+    max_message_bytes: int = 64 * 1024 * 1024,
+    credentials: Any = None,
+    metrics: bool = True,
+) -> Running:
+    objects = demo_objects()
+    src = source or StaticSource(objects, name="demo")
+    engine = e.Engine(
+        source=src,
+        reservations=reservations or ReservationStore(),
+        metrics=Metrics(),
+        cel=cel(),
+        allocate_fn=allocate_fn,
+        check_fn=check_fn,
+        limits=limits or e.Limits(),
+    )
+    deps = ServerDeps(engine=engine, max_concurrent_rpcs=max_concurrent, max_message_bytes=max_message_bytes, credentials=credentials)
+    service = Service(address, deps, metrics_address="127.0.0.1", metrics_port=0 if metrics else None).start()
+    target = address if address.startswith("unix:") else f"127.0.0.1:{service.port}"
+    client = Client(target, timeout=30) if credentials is None else Client.__new__(Client)
+    return Running(service, client, engine, objects)
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[Running]:
+    r = start()
+    yield r
+    r.client.close()
+    r.service.stop(1)
+
+
+@pytest.fixture
+def fresh() -> Iterator[Callable[..., Running]]:
+    """Start servers with custom dependencies; all are stopped after the test."""
+    made: list[Running] = []
+
+    def make(*args: Any, **kwargs: Any) -> Running:
+        r = start(*args, **kwargs)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        if r.client.__dict__:
+            r.client.close()
+        r.service.stop(0)

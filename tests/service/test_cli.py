@@ -1,0 +1,101 @@
+"""The command line: ``serve`` (first line, SIGTERM, refusals), the ``schedule``/``explain``
+clients, and the end-to-end ``demo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.client import Client
+from tests.service.conftest import DEMO, ROOT, gpu_claim, workload
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline().strip()
+    fields = dict(part.split("=", 1) for part in first.split())
+    assert set(fields) == {"grpc", "metrics"}, first
+    yield fields["grpc"], fields["metrics"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, "SIGTERM drains and exits cleanly"
+
+
+def test_serve_prints_the_bound_ports_first(served: tuple[str, str]) -> None:
+    grpc_addr, metrics_addr = served
+    assert grpc_addr.startswith("127.0.0.1:") and int(grpc_addr.split(":")[1]) > 0
+    assert metrics_addr.startswith("127.0.0.1:") and int(metrics_addr.split(":")[1]) > 0
+    with Client(grpc_addr, timeout=10) as client:
+        assert client.health() == "SERVING"
+        assert client.inventory().source.startswith("file:")
+
+
+def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) -> None:
+    grpc_addr, _ = served
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump(gpu_claim("cli-one")))
+    r = _cli("schedule", "--server", grpc_addr, str(one))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("node: ")
+    r = _cli("schedule", "--server", grpc_addr, "-o", "json", str(one))
+    assert json.loads(r.stdout)["node"]
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump(workload()["big-training"]))
+    r = _cli("schedule", "--server", grpc_addr, str(big))
+    assert r.returncode == 1 and "0/3 nodes are available" in r.stdout
+    r = _cli("explain", "--server", grpc_addr, "--node", "node-a", str(big))
+    assert r.returncode == 0, r.stderr
+    assert "reasons" in r.stdout and "numa" in r.stdout
+    r = _cli("explain", "--server", grpc_addr, "--node", "node-z", str(big))
+    assert r.returncode == 2 and "NOT_FOUND" in r.stderr
+
+
+def test_client_commands_report_an_unreachable_service(tmp_path: Path) -> None:
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump(gpu_claim("x")))
+    r = _cli("schedule", "--server", "127.0.0.1:1", "--timeout", "2", str(one))
+    assert r.returncode == 4 and "UNAVAILABLE" in r.stderr
+
+
+def test_serve_refuses_plaintext_beyond_loopback() -> None:
+    r = _cli("serve", "--inventory", str(DEMO / "cluster.yaml"), "--address", "0.0.0.0", "--port", "0")
+    assert r.returncode == 2 and "--insecure" in r.stderr
+
+
+def test_serve_reports_a_bad_inventory(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: 3}\n")
+    r = _cli("serve", "--inventory", str(bad), "--port", "0", "--metrics-port", "-1")
+    assert r.returncode == 2 and str(bad) in r.stderr and "spec.driver" in r.stderr
+
+
+def test_demo_runs_end_to_end() -> None:
+    start = time.monotonic()
+    r = _cli("demo", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    for section in ("1. Allocate", "2. Schedule", "3. A claim that fits nowhere", "4. CP-SAT vs", "5. Metrics"):
+        assert section in out
+    assert "0/3 nodes are available" in out
+    assert "dra_solver_grpc_requests_total" in out
+    assert "service stopped on SIGTERM (exit status 0)" in out
+    assert time.monotonic() - start < 60

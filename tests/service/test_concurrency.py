@@ -1,0 +1,81 @@
+"""Many callers at once: no device is ever handed out twice while reservations are tracked, and
+the same test run without tracking does hand devices out twice (so the test has teeth)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+import grpc
+
+from service.client import Client
+from service.reservations import ReservationStore
+from tests.service.conftest import Running, gpu_claim
+
+FREE_GPUS = 13
+"""Demo cluster: node-a 4 (2 in use), node-b 4, node-c 8 (1 tainted)."""
+CALLERS = 16
+
+
+def _race(r: Running, *, two_step: bool) -> list[str]:
+    """CALLERS threads each try to get one GPU (retrying on conflicts); devices handed out."""
+    barrier = threading.Barrier(CALLERS)
+    got: list[str] = []
+    lock = threading.Lock()
+
+    def caller(i: int) -> None:
+        claim = gpu_claim(f"racer-{i}")
+        with Client(r.target, timeout=30) as client:
+            barrier.wait()
+            for _attempt in range(20):
+                try:
+                    if two_step:
+                        s = client.schedule([claim])
+                        if not s.node:
+                            return
+                        client.reserve(Client.with_allocations([claim], s), s.node, ttl=60)
+                    else:
+                        s = client.schedule([claim], reserve=True, ttl=60)
+                        if not s.node:
+                            return
+                except grpc.RpcError as err:
+                    if err.code() == grpc.StatusCode.ABORTED:  # type: ignore[attr-defined]
+                        continue
+                    raise
+                devices = [f"{d['pool']}/{d['device']}" for d in json.loads(s.claims[0].allocation)["devices"]["results"]]
+                with lock:
+                    got.extend(devices)
+                return
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(CALLERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return got
+
+
+def _duplicates(devices: list[str]) -> list[str]:
+    return [d for d, n in Counter(devices).items() if n > 1]
+
+
+def test_concurrent_schedule_and_reserve_never_double_allocates(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    got = _race(r, two_step=False)
+    assert not _duplicates(got)
+    assert len(got) == FREE_GPUS, "every free GPU is handed out exactly once; the rest find no node"
+
+
+def test_concurrent_two_step_reserve_never_double_allocates(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    got = _race(r, two_step=True)
+    assert not _duplicates(got)
+    assert len(got) == FREE_GPUS
+
+
+def test_without_reservation_tracking_devices_are_handed_out_twice(fresh: Callable[..., Running]) -> None:
+    r = fresh(reservations=ReservationStore(enabled=False))
+    got = _race(r, two_step=False)
+    assert _duplicates(got), "without tracking, concurrent callers get the same device"

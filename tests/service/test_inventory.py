@@ -1,0 +1,60 @@
+"""File inventory: loading, reload on change, a broken edit keeps the last good snapshot, and
+shared device objects; node fingerprints that let Schedule solve once per group."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from model.errors import InvalidInput
+from service.inventory import FileSource, NodeIndex, ObjectDecoder, decode_documents, load_objects
+from tests.service.conftest import DEMO
+
+
+def test_file_source_reloads_on_change(tmp_path: Path) -> None:
+    shutil.copy(DEMO / "cluster.yaml", tmp_path / "cluster.yaml")
+    src = FileSource(str(tmp_path), poll_interval=3600)
+    src.load()
+    first = src.snapshot()
+    assert first.ready and first.counts()["Node"] == 3
+    assert not src.check(), "nothing changed"
+    extra = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-d"}}
+    (tmp_path / "more.yaml").write_text(yaml.safe_dump(extra))
+    assert src.check()
+    second = src.snapshot()
+    assert second.generation == first.generation + 1 and second.counts()["Node"] == 4
+    assert first.counts()["Node"] == 3, "the earlier snapshot is unchanged"
+    (tmp_path / "more.yaml").write_text("kind: Node\nmetadata: [broken\n")
+    assert not src.check()
+    assert src.snapshot() is second and src.reload_errors == 1 and "more.yaml" in src.last_error
+
+
+def test_file_source_rejects_invalid_objects(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: Bad_Name}\nspec: {}\n"
+    )
+    with pytest.raises(InvalidInput):
+        FileSource(str(tmp_path)).load()
+
+
+def test_decoder_shares_identical_devices() -> None:
+    docs = []
+    for n in ("n1", "n2"):
+        docs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{n}-s"},
+                     "spec": {"driver": "d.example.com", "nodeName": n, "pool": {"name": n, "resourceSliceCount": 1},
+                              "devices": [{"name": "gpu-0", "attributes": {"x": {"int": 1}}}]}})
+    s1, s2 = decode_documents(docs, decoder=ObjectDecoder())
+    assert s1.spec.devices[0] is s2.spec.devices[0]  # type: ignore[attr-defined]
+    assert s1.spec.node_name == "n1" and s2.spec.node_name == "n2"  # type: ignore[attr-defined]
+
+
+def test_identical_nodes_share_a_fingerprint() -> None:
+    from model.allocation import Inventory
+
+    index = NodeIndex(Inventory.from_objects(load_objects([str(DEMO / "cluster.yaml")])))
+    assert index.node_names == ("node-a", "node-b", "node-c")
+    assert len({index.views[n].shape for n in index.node_names}) == 3, "the demo nodes differ"
+    assert index.inuse_key("node-a") != b"" and index.inuse_key("node-b") == b""

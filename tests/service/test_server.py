@@ -1,0 +1,367 @@
+"""The gRPC service on loopback, driven by the real client: every RPC and every status code."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from model.allocation import AllocationOutcome, AllocationRequest
+from service import engine as e
+from service.client import Client
+from service.gen.drasolver.v1 import allocation_pb2 as pb
+from service.inventory import InventorySource
+from service.server import SERVICE_NAME
+from tests.service.conftest import ROOT, Running, gpu_claim, workload
+
+
+def _code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as info:
+        call()
+    err = info.value
+    return err.code(), err.details()  # type: ignore[attr-defined]
+
+
+# --- Allocate ---------------------------------------------------------------------------------
+
+
+def test_allocate_first_available_prefers_the_first_subrequest(running: Running) -> None:
+    claim = workload()["inference"]
+    a = running.client.allocate([claim], "node-a")
+    assert a.allocated and a.node == "node-a"
+    assert a.score == 8, "node-a has a free 80Gi GPU: the first subrequest"
+    assert [c.status for c in a.claims] == [pb.CLAIM_STATUS_ALLOCATED]
+    result = json.loads(a.claims[0].allocation)
+    assert [r["request"] for r in result["devices"]["results"]] == ["gpu/big"]
+    assert a.stats.allocator == "cpsat" and a.stats.status in ("OPTIMAL", "TRIVIAL")
+    running.assert_valid([claim], a, "node-a")
+
+    b = running.client.allocate([claim], "node-b")
+    assert b.allocated and b.score == 7, "node-b only has 24Gi GPUs: the second subrequest"
+    running.assert_valid([claim], b, "node-b")
+
+
+def test_allocate_unsatisfiable_is_an_answer_not_an_error(running: Running) -> None:
+    a = running.client.allocate([workload()["big-training"]], "node-a")
+    assert not a.allocated
+    assert a.reason
+    assert [c.status for c in a.claims] == [pb.CLAIM_STATUS_UNSATISFIABLE]
+    assert not a.claims[0].allocation
+
+
+def test_allocate_with_backtracking(running: Running) -> None:
+    claim = workload()["train"]
+    a = running.client.allocate([claim], "node-c", allocator="backtracking")
+    assert a.allocated and a.stats.allocator == "backtracking" and a.stats.steps > 0
+    running.assert_valid([claim], a, "node-c")
+
+
+def test_allocate_against_an_inline_inventory(running: Running) -> None:
+    objects = [x.to_api() for x in running.objects if x.kind != "ResourceClaim"]
+    claim = gpu_claim("inline", 4)
+    a = running.client.allocate([claim], "node-a", objects=objects)
+    assert a.allocated, "inline inventory has no claims in use: all four GPUs of node-a are free"
+    code, details = _code(lambda: running.client.allocate([claim], "node-a", objects=objects, reserve=True))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "reserve" in details
+
+
+def test_allocated_devices_skip_devices_in_use_and_tainted(running: Running) -> None:
+    a = running.client.allocate([gpu_claim("two", 2)], "node-a")
+    devices = {r["device"] for r in json.loads(a.claims[0].allocation)["devices"]["results"]}
+    assert devices == {"gpu-2", "gpu-3"}, "gpu-0 and gpu-1 are held by team-a/existing-training"
+    c = running.client.allocate([gpu_claim("eight", 8)], "node-c")
+    assert not c.allocated, "gpu-7 of node-c carries an untolerated NoSchedule taint"
+
+
+# --- Schedule ---------------------------------------------------------------------------------
+
+
+def test_schedule_picks_a_node_and_reports_verdicts(running: Running) -> None:
+    claim = workload()["train"]
+    s = running.client.schedule([claim], feasible_nodes_wanted=3)
+    assert s.node in ("node-a", "node-c")
+    verdicts = {v.node: v for v in s.nodes}
+    assert verdicts["node-b"].verdict == pb.VERDICT_UNSCHEDULABLE and verdicts["node-b"].reason
+    assert verdicts["node-c"].verdict == pb.VERDICT_FEASIBLE
+    assert s.schedule_stats.nodes_total == 3
+    running.assert_valid([claim], s, s.node)
+
+
+def test_schedule_candidates_and_unknown_nodes(running: Running) -> None:
+    s = running.client.schedule([gpu_claim("one")], ["node-b", "no-such-node"])
+    assert s.node == "node-b"
+    unknown = next(v for v in s.nodes if v.node == "no-such-node")
+    assert unknown.verdict == pb.VERDICT_UNSCHEDULABLE and "not found" in unknown.reason
+
+
+def test_schedule_stops_when_the_best_score_is_found(running: Running) -> None:
+    s = running.client.schedule([workload()["inference"]])
+    assert s.node == "node-a" and s.score == 8
+    assert s.schedule_stats.nodes_evaluated == 1, "node-a already reaches the best possible score"
+
+
+def test_schedule_nowhere_summarizes_like_the_scheduler(running: Running) -> None:
+    s = running.client.schedule([workload()["big-training"]])
+    assert s.node == ""
+    assert s.reason.startswith("0/3 nodes are available")
+    assert all(v.verdict == pb.VERDICT_UNSCHEDULABLE for v in s.nodes)
+
+
+# --- Reserve / Unreserve ----------------------------------------------------------------------
+
+
+def test_reserve_holds_devices_until_released(running: Running) -> None:
+    client = running.client
+    claim = gpu_claim("held", 2)
+    a = client.allocate([claim], "node-a")
+    held = Client.with_allocations([claim], a)
+    r = client.reserve(held, "node-a", ttl=60)
+    assert r.id and r.claims == ["test/held"] and 0 < r.expires_in_seconds <= 60
+    assert client.reserve(held, "node-a", ttl=60).id == r.id, "reserving the same allocation again is idempotent"
+    # Both free GPUs of node-a are now held: nobody else gets them.
+    other = client.allocate([gpu_claim("other")], "node-a")
+    assert not other.allocated
+    # Reserving the same devices for another claim conflicts.
+    thief = dict(held[0], metadata={"name": "thief", "namespace": "test", "uid": "uid-thief"})
+    code, details = _code(lambda: client.reserve([thief], "node-a"))
+    assert code == grpc.StatusCode.ABORTED and "reserved" in details
+    assert client.inventory().reservations >= 1
+    assert client.unreserve(r.id) == 1
+    assert client.allocate([gpu_claim("other")], "node-a").allocated
+    code, _ = _code(lambda: client.unreserve(r.id))
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+def test_schedule_with_reserve_and_unreserve_by_claim(running: Running) -> None:
+    s = running.client.schedule([gpu_claim("sched-held")], reserve=True, ttl=30)
+    assert s.reservation.id and s.reservation.node == s.node
+    assert running.client.unreserve(claims=["test/sched-held"]) == 1
+
+
+def test_reservations_expire(fresh: Callable[..., Running]) -> None:
+    from service.reservations import ReservationStore
+
+    now = [1000.0]
+    r = fresh(reservations=ReservationStore(clock=lambda: now[0]))
+    s = r.client.allocate([gpu_claim("a", 2)], "node-a", reserve=True, ttl=5)
+    assert s.reservation.id
+    assert not r.client.allocate([gpu_claim("b")], "node-a").allocated
+    now[0] += 6
+    assert r.client.allocate([gpu_claim("b")], "node-a").allocated, "the reservation expired"
+    assert r.client.inventory().reservations == 0
+
+
+def test_reservation_ends_when_the_inventory_shows_the_claim_allocated(fresh: Callable[..., Running]) -> None:
+    from model.decode import decode_object
+
+    r = fresh()
+    claim = gpu_claim("soon-allocated")
+    s = r.client.schedule([claim], reserve=True)
+    assert r.client.inventory().reservations == 1
+    written = decode_object(Client.with_allocations([claim], s)[0])
+    r.engine.source.publish(type(r.engine.source.snapshot().inventory).from_objects([*r.objects, written]))
+    assert r.client.inventory().reservations == 0
+
+
+# --- Explain ----------------------------------------------------------------------------------
+
+
+def test_explain_names_the_smallest_set_of_reasons(running: Running) -> None:
+    claim = workload()["big-training"]
+    x = running.client.explain([claim], "node-a")
+    assert not x.allocatable and x.minimal
+    kinds = {r.kind for r in x.reasons}
+    assert "request" in kinds and "constraint" in kinds, x
+    assert "numa" in x.summary
+    assert x.fixes, "the solver also says what would make it fit"
+    b = running.client.explain([claim], "node-b")
+    assert any(r.kind == "selector" and "rejects" in r.message for r in b.reasons), b
+
+
+def test_explain_in_use_devices(running: Running) -> None:
+    x = running.client.explain([gpu_claim("three-a", 3)], "node-a")
+    assert not x.allocatable
+    in_use = [r for r in x.reasons if r.kind == "in-use"]
+    assert in_use and all("team-a/existing-training" in r.message for r in in_use)
+
+
+def test_explain_taint(running: Running) -> None:
+    x = running.client.explain([gpu_claim("all-c", 8)], "node-c")
+    assert any(r.kind == "taint" and "example.com/maintenance" in r.message for r in x.reasons), x
+
+
+def test_explain_when_the_claims_fit(running: Running) -> None:
+    x = running.client.explain([gpu_claim("fits")], "node-b")
+    assert x.allocatable and not x.reasons
+
+
+# --- Inventory, health, reflection ------------------------------------------------------------
+
+
+def test_get_inventory(running: Running) -> None:
+    inv = running.client.inventory()
+    assert inv.ready and inv.nodes == 3 and inv.objects["Node"] == 3 and inv.objects["ResourceSlice"] == 3
+    assert inv.source == "demo" and inv.generation >= 1
+
+
+def test_health(running: Running) -> None:
+    assert running.client.health() == "SERVING"
+    assert running.client.health(SERVICE_NAME) == "SERVING"
+
+
+def test_reflection_lists_the_service(running: Running) -> None:
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    db = ProtoReflectionDescriptorDatabase(running.client.channel)
+    services = set(db.get_services())
+    assert {SERVICE_NAME, "grpc.health.v1.Health"} <= services
+    file = db.FindFileContainingSymbol(SERVICE_NAME)
+    assert file.name == "drasolver/v1/allocation.proto"
+    assert [m.name for m in file.service[0].method] == ["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory"]
+
+
+# --- status codes -----------------------------------------------------------------------------
+
+
+def test_invalid_argument_names_object_and_field(running: Running) -> None:
+    bad = gpu_claim("bad", 0)
+    with pytest.raises(grpc.RpcError) as info:
+        running.client.allocate([bad], "node-a")
+    err = info.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "ResourceClaim test/bad" in err.details() and "spec.devices.requests[0].exactly.count" in err.details()  # type: ignore[attr-defined]
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    assert status is not None
+    detail = error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(detail)
+    assert "spec.devices.requests[0].exactly.count" in detail.field_violations[0].field
+
+
+@pytest.mark.parametrize(
+    ("claims", "fragment"),
+    [
+        ([b"{not json"], "claims[0]"),
+        ([json.dumps({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "x"}}).encode()], "ResourceClaim"),
+        ([], "at least one"),
+    ],
+    ids=["not-json", "wrong-kind", "no-claims"],
+)
+def test_invalid_argument_for_bad_claims(running: Running, claims: list[bytes], fragment: str) -> None:
+    code, details = _code(lambda: running.client.allocate(claims, "node-a"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and fragment in details
+
+
+def test_invalid_argument_for_unknown_allocator(running: Running) -> None:
+    code, details = _code(lambda: running.client.allocate([gpu_claim("x")], "node-a", allocator="greedy"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "options.allocator" in details
+
+
+def test_too_many_claims(running: Running) -> None:
+    claims = [gpu_claim(f"c{i}") for i in range(33)]
+    code, details = _code(lambda: running.client.allocate(claims, "node-a"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "at most 32" in details
+
+
+def test_not_found_for_unknown_node(running: Running) -> None:
+    for call in (lambda: running.client.allocate([gpu_claim("x")], "node-z"), lambda: running.client.explain([gpu_claim("x")], "node-z")):
+        code, details = _code(call)
+        assert code == grpc.StatusCode.NOT_FOUND and "node-z" in details
+
+
+def test_failed_precondition_for_unknown_device_class(running: Running) -> None:
+    code, details = _code(lambda: running.client.allocate([gpu_claim("x", cls="no-such-class")], "node-a"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "no-such-class" in details
+
+
+def test_deadline_exceeded(running: Running) -> None:
+    path = ROOT / "examples" / "compare" / "backtracking-explodes.yaml"
+    from service.files import read_objects
+
+    objs = [x.to_api() for x in read_objects([str(path)])]
+    claims = [x for x in objs if x["kind"] == "ResourceClaim"]
+    rest = [x for x in objs if x["kind"] != "ResourceClaim"]
+    node = next(x["spec"]["nodeName"] for x in rest if x["kind"] == "ResourceSlice")
+    start = time.monotonic()
+    code, _ = _code(lambda: running.client.allocate(claims, node, objects=rest, allocator="backtracking", timeout=0.5))
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - start < 5
+    # The server stays healthy and answers the next call.
+    assert running.client.allocate(claims, node, objects=rest).stats.allocator == "cpsat"
+
+
+def _blocking_allocator(gate: threading.Event, entered: threading.Event) -> e.AllocateFn:
+    from model.allocate import allocate
+    from tests.service.conftest import cel
+
+    env = cel()
+
+    def run(request: AllocationRequest) -> AllocationOutcome:
+        entered.set()
+        gate.wait(10)
+        return allocate(request, cel=env)
+
+    return run
+
+
+def test_resource_exhausted_when_overloaded(fresh: Callable[..., Running]) -> None:
+    gate, entered = threading.Event(), threading.Event()
+    r = fresh(allocate_fn=_blocking_allocator(gate, entered), max_concurrent=1)
+    results: list[Any] = []
+    t = threading.Thread(target=lambda: results.append(r.client.allocate([gpu_claim("slow")], "node-b")))
+    t.start()
+    assert entered.wait(10)
+    code, _ = _code(lambda: r.client.allocate([gpu_claim("second")], "node-b"))
+    gate.set()
+    t.join(10)
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert results and results[0].allocated, "the call in flight was not affected"
+
+
+def test_resource_exhausted_for_oversized_messages(fresh: Callable[..., Running]) -> None:
+    r = fresh(max_message_bytes=16 * 1024)
+    huge = gpu_claim("huge", selectors=["true" + " || true" * 3000])
+    code, _ = _code(lambda: r.client.allocate([huge], "node-a"))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert r.client.allocate([gpu_claim("small")], "node-a").allocated
+
+
+def test_unavailable_until_the_inventory_is_ready(fresh: Callable[..., Running]) -> None:
+    class Never(InventorySource):
+        name = "never"
+
+    r = fresh(source=Never())
+    assert r.client.health() == "NOT_SERVING"
+    code, details = _code(lambda: r.client.allocate([gpu_claim("x")], "node-a"))
+    assert code == grpc.StatusCode.UNAVAILABLE and "not loaded" in details
+
+
+def test_internal_and_no_answer_when_validation_fails(fresh: Callable[..., Running]) -> None:
+    def reject(request: AllocationRequest, outcome: AllocationOutcome) -> None:
+        raise e.CheckFailed("device counted twice")
+
+    r = fresh(check_fn=reject)
+    code, details = _code(lambda: r.client.allocate([gpu_claim("x")], "node-a"))
+    assert code == grpc.StatusCode.INTERNAL and "withheld" in details
+
+
+def test_graceful_shutdown_drains_in_flight_calls(fresh: Callable[..., Running]) -> None:
+    gate, entered = threading.Event(), threading.Event()
+    r = fresh(allocate_fn=_blocking_allocator(gate, entered))
+    results: list[Any] = []
+    t = threading.Thread(target=lambda: results.append(r.client.allocate([gpu_claim("draining")], "node-b")))
+    t.start()
+    assert entered.wait(10)
+    stopper = threading.Thread(target=lambda: r.service.stop(10))
+    stopper.start()
+    time.sleep(0.2)
+    gate.set()
+    t.join(10)
+    stopper.join(10)
+    assert results and results[0].allocated

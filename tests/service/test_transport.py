@@ -1,0 +1,57 @@
+"""Listeners and security: unix sockets, TLS, mutual TLS (a client without a valid certificate
+is refused), and the loopback-only plaintext default of ``serve``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import pytest
+
+from service.client import Client
+from service.tls import is_loopback, server_credentials
+from tests.service.conftest import Running, gpu_claim
+from tests.service.pki import make_pki
+
+
+def test_unix_socket_listener(fresh: Callable[..., Running], tmp_path: Path) -> None:
+    sock = tmp_path / "solver.sock"
+    r = fresh(address=f"unix:{sock}")
+    assert sock.exists()
+    with Client(f"unix:{sock}", timeout=10) as client:
+        assert client.health() == "SERVING"
+        assert client.allocate([gpu_claim("over-unix")], "node-b").allocated
+
+
+def test_tls(fresh: Callable[..., Running], tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    r = fresh(credentials=server_credentials(cert=str(pki.server_cert), key=str(pki.server_key)))
+    target = f"localhost:{r.service.port}"
+    with Client(target, tls_ca=str(pki.ca), timeout=10) as client:
+        assert client.allocate([gpu_claim("tls")], "node-b").allocated
+    with Client(target, timeout=3) as plain, pytest.raises(grpc.RpcError) as info:
+        plain.inventory()
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+
+
+def test_mutual_tls_refuses_clients_without_a_valid_certificate(fresh: Callable[..., Running], tmp_path: Path) -> None:
+    pki = make_pki(tmp_path)
+    r = fresh(credentials=server_credentials(cert=str(pki.server_cert), key=str(pki.server_key), client_ca=str(pki.ca)))
+    target = f"localhost:{r.service.port}"
+    with Client(target, tls_ca=str(pki.ca), tls_cert=str(pki.client_cert), tls_key=str(pki.client_key), timeout=10) as client:
+        assert client.inventory().ready
+    for cert, key in ((None, None), (pki.rogue_cert, pki.rogue_key)):
+        with Client(target, tls_ca=str(pki.ca), tls_cert=str(cert) if cert else None, tls_key=str(key) if key else None, timeout=3) as c:
+            with pytest.raises(grpc.RpcError) as info:
+                c.inventory()
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [("127.0.0.1", True), ("::1", True), ("[::1]", True), ("localhost", True), ("unix:/tmp/s", True),
+     ("0.0.0.0", False), ("10.0.0.1", False), ("::", False), ("example.com", False)],
+)
+def test_loopback_detection(host: str, local: bool) -> None:
+    assert is_loopback(host) is local
