@@ -119,15 +119,18 @@ class KubeClaimSource:
         self._api = client.ResourceV1Api(api_client)
 
     def get(self, namespace: str, name: str, uid: str) -> o.ResourceClaim:
+        import urllib3
         from kubernetes.client.exceptions import ApiException
 
         try:
-            resp = self._api.read_namespaced_resource_claim(name, namespace, _preload_content=False)
+            resp: Any = self._api.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False
+            )
             doc = json.loads(resp.data)
         except ApiException as err:
             reason = "not found" if err.status == 404 else f"{err.status} {err.reason}"
             raise ClaimLookupError(f"retrieve claim {namespace}/{name}: {reason}") from None
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:
             raise ClaimLookupError(f"retrieve claim {namespace}/{name}: {err}") from None
         if not isinstance(doc, dict):
             raise ClaimLookupError(f"retrieve claim {namespace}/{name}: unexpected response")

@@ -28,6 +28,7 @@ and order every time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -823,14 +824,11 @@ class SimulatedProfile:
 
     def unprepare_device(self, claim_uid: str, device: str, *, share_id: str | None) -> None:
         marker = self.marker_path(claim_uid, device, share_id=share_id)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             marker.unlink()
-        except FileNotFoundError:
-            pass
-        try:
+        # Fails while other devices of the claim are still prepared; that is fine.
+        with contextlib.suppress(OSError):
             marker.parent.rmdir()
-        except OSError:
-            pass  # other devices of the claim are still prepared, or it is already gone
 
     def check_health(self) -> dict[str, HealthReport]:
         """Re-reads the health file when it changed; a broken file keeps the last good state."""

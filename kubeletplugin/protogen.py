@@ -24,9 +24,10 @@ GEN_PACKAGE = "kubeletplugin.gen"
 DEFAULT_OUT = ROOT / "kubeletplugin" / "gen"
 
 # ``from k8s.io.kubelet... import`` and ``'k8s.io.kubelet....api_pb2'`` (the module name given
-# to the descriptor builder) both become ``kubeletplugin.gen.k8s.io...``.
+# to the descriptor builder) both become ``kubeletplugin.gen.k8s.io...``. Nothing else may
+# change: service names such as 'k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin' are the wire format.
 _IMPORT = re.compile(r"^from k8s\.io\.", re.MULTILINE)
-_MODULE_NAME = re.compile(r"'k8s\.io\.kubelet\.")
+_MODULE_NAME = re.compile(r"'k8s\.io\.(kubelet\.[\w.]+\.api_pb2)'")
 _INIT_TEXT = '"""Generated code; regenerate with ``python -m kubeletplugin.protogen``."""\n'
 
 
@@ -36,7 +37,7 @@ def proto_files() -> list[Path]:
 
 def generate(out: Path) -> list[Path]:
     """Run protoc (grpcio-tools) on every kubelet proto; returns the files written."""
-    from grpc_tools import protoc  # local: only needed when regenerating
+    from grpc_tools import protoc  # type: ignore[import-untyped]  # only needed when regenerating
 
     out.mkdir(parents=True, exist_ok=True)
     files = [p.relative_to(PROTO_ROOT).as_posix() for p in proto_files()]
@@ -56,7 +57,7 @@ def generate(out: Path) -> list[Path]:
             continue
         text = path.read_text(encoding="utf-8")
         text = _IMPORT.sub(f"from {GEN_PACKAGE}.k8s.io.", text)
-        text = _MODULE_NAME.sub(f"'{GEN_PACKAGE}.k8s.io.kubelet.", text)
+        text = _MODULE_NAME.sub(rf"'{GEN_PACKAGE}.k8s.io.\1'", text)
         path.write_text(text, encoding="utf-8")
         written.append(path)
     # Packages all the way down, so ``kubeletplugin.gen.k8s.io.kubelet...`` imports normally.

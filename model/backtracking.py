@@ -176,7 +176,11 @@ def allocate_backtracking(
 
 
 class _recursion_room:
-    """Make sure deep (but bounded) searches do not hit Python's recursion limit."""
+    """Make sure deep (but bounded) searches do not hit Python's recursion limit.
+
+    The limit is only ever raised, never lowered again: lowering it while another thread is
+    deep in its own search would break that search.
+    """
 
     def __init__(self, plans: list[ClaimPlan]) -> None:
         depth = 50
@@ -185,15 +189,13 @@ class _recursion_room:
             for req in plan.requests:
                 depth += 3 + max((v.num_devices for v in req.options), default=0)
         self._needed = depth * 2 + 200
-        self._old = sys.getrecursionlimit()
 
     def __enter__(self) -> None:
-        if self._needed > self._old:
+        if self._needed > sys.getrecursionlimit():
             sys.setrecursionlimit(self._needed)
 
     def __exit__(self, *exc: object) -> None:
-        if sys.getrecursionlimit() != self._old:
-            sys.setrecursionlimit(self._old)
+        return None
 
 
 # --- constraints ------------------------------------------------------------------------------
@@ -363,7 +365,11 @@ _Counters = dict[str, dict[str, Quantity]]
 
 
 class _Search:
-    """Per-attempt scratch state of the search (upstream's ``allocator`` struct)."""
+    """Per-attempt scratch state of the search (upstream's ``allocator`` struct).
+
+    Devices are addressed by their position ("slot") in the search order so that the hot path
+    works on lists and small ints instead of hashing device IDs.
+    """
 
     def __init__(
         self,
@@ -384,13 +390,19 @@ class _Search:
         self.deadline = deadline
         self.steps = 0
         self.candidates: list[PoolDevice] = []
-        self.pool_of: dict[int, Pool] = {}
+        self.pool_of: list[Pool] = []
         for pool in pools:
             if not pool.usable:
                 continue
             for device in pool.devices:
                 self.candidates.append(device)
-                self.pool_of[id(device)] = pool
+                self.pool_of.append(pool)
+        self.slot_of = {id(device): slot for slot, device in enumerate(self.candidates)}
+        self.committed = [device.id in allocated.devices for device in self.candidates]
+        self.committed_capacity = [allocated.capacity.get(device.id) for device in self.candidates]
+        self.allocating: list[set[int]] = [set() for _ in self.candidates]
+        self.allocating_capacity: dict[int, dict[str, Quantity]] = {}
+        self.selectable_cache: dict[int, list[int]] = {}
         self.constraints: list[list[_Constraint]] = [
             [
                 _MatchAttribute(spec, list_types=gates.list_type_attributes)
@@ -402,8 +414,6 @@ class _Search:
         ]
         self.results: list[list[_Pick]] = [[] for _ in plans]
         self.selected: dict[tuple[int, int], int] = {}
-        self.allocating: dict[DeviceID, set[int]] = {}
-        self.allocating_capacity: dict[DeviceID, dict[str, Quantity]] = {}
         self.available_counters: dict[str, _Counters] = {}
         self.consumed_counters: dict[str, _Counters] = {}
         self.shared_ids = {dev for dev, _ in allocated.shared}
@@ -451,8 +461,8 @@ class _Search:
 
         if view.is_all:
             assert view.all_devices is not None
-            device = view.all_devices[d]
-            undo = self.allocate_device(c, view, device, must=True)
+            slot = self.slot_of[id(view.all_devices[d])]
+            undo = self.allocate_device(c, view, slot, must=True)
             if undo is None:
                 return False
             try:
@@ -465,22 +475,30 @@ class _Search:
             return done
 
         admin = view.admin_access
-        for index in range(start, len(self.candidates)):
-            device = self.candidates[index]
+        capacity = self.gates.consumable_capacity
+        allocating = self.allocating
+        committed = self.committed
+        cache = self.selectable_cache.get(id(view))
+        if cache is None:
+            cache = self.selectable_cache[id(view)] = [-1] * len(self.candidates)
+        for slot in range(start, len(self.candidates)):
             if admin:
-                if c in self.allocating.get(device.id, ()):
+                if c in allocating[slot]:
                     continue
-            elif self.in_use(device.id):
+            elif committed[slot] or allocating[slot]:
                 continue
-            if not self.matcher.selectable(view, device):
+            known = cache[slot]
+            if known < 0:
+                known = cache[slot] = int(self.matcher.selectable(view, self.candidates[slot]))
+            if not known:
                 continue
-            if self.gates.consumable_capacity and not self.capacity_ok(view, device):
+            if capacity and not self.capacity_ok(view, slot):
                 continue
-            undo = self.allocate_device(c, view, device, must=False)
+            undo = self.allocate_device(c, view, slot, must=False)
             if undo is None:
                 continue
             try:
-                done = self.allocate_one(c, r, s, d + 1, in_sub, index + 1)
+                done = self.allocate_one(c, r, s, d + 1, in_sub, slot + 1)
             except BaseException:
                 undo()
                 raise
@@ -489,35 +507,40 @@ class _Search:
             undo()
         return False
 
-    def in_use(self, device: DeviceID) -> bool:
-        return device in self.allocated.devices or bool(self.allocating.get(device))
+    def in_use(self, slot: int) -> bool:
+        return self.committed[slot] or bool(self.allocating[slot])
 
-    def capacity_in_use(self, device: DeviceID) -> bool:
-        return device in self.allocated.capacity or device in self.allocating_capacity
+    def capacity_in_use(self, slot: int) -> bool:
+        return self.committed_capacity[slot] is not None or slot in self.allocating_capacity
 
-    def capacity_ok(self, view: RequestView, device: PoolDevice) -> bool:
+    def capacity_ok(self, view: RequestView, slot: int) -> bool:
+        device = self.candidates[slot]
+        if not device.capacity and not view.capacity_requests:
+            return True
         return capacity_fits(
             view.capacity_requests,
             device.capacity,
-            allocated=self.allocated.capacity.get(device.id),
-            allocating=self.allocating_capacity.get(device.id),
+            allocated=self.committed_capacity[slot],
+            allocating=self.allocating_capacity.get(slot),
         )
 
     def allocate_device(
-        self, c: int, view: RequestView, device: PoolDevice, *, must: bool
+        self, c: int, view: RequestView, slot: int, *, must: bool
     ) -> Callable[[], None] | None:
         """Tentatively allocate; returns the undo function, or None if the device cannot be used."""
         gates = self.gates
+        device = self.candidates[slot]
         multi = gates.consumable_capacity and device.allow_multiple_allocations
         admin = view.admin_access
-        if not multi and admin and c in self.allocating.get(device.id, ()):
+        holders = self.allocating[slot]
+        if not multi and admin and c in holders:
             return None
-        if not admin and self.in_use(device.id):
+        if not admin and self.in_use(slot):
             return None
         if not gates.partitionable_devices and device.counters:
             return None
-        skip_counters = multi and self.capacity_in_use(device.id)
-        if not skip_counters and device.counters and not self.take_counters(device):
+        skip_counters = multi and self.capacity_in_use(slot)
+        if not skip_counters and device.counters and not self.take_counters(slot):
             return None
         base, sub = view.base_name, view.sub_name
         # From here on a failure does not give the counters back (as upstream).
@@ -536,20 +559,19 @@ class _Search:
                 earlier.remove(base, sub, device)
             return None
 
-        holders = self.allocating.setdefault(device.id, set())
         if not multi:
             holders.add(c)
         consumed: dict[str, Quantity] = {}
         if gates.consumable_capacity:
-            if not self.capacity_ok(view, device):
+            if not self.capacity_ok(view, slot):
                 # Cannot happen after the caller's check except for "All" devices listed before
                 # other allocations used capacity; upstream then leaves its state as is.
                 return None
             if multi:
                 consumed = consumed_capacity(view.capacity_requests, device.capacity)
-                mine = self.allocating_capacity.get(device.id)
+                mine = self.allocating_capacity.get(slot)
                 if mine is None:
-                    self.allocating_capacity[device.id] = dict(consumed)
+                    self.allocating_capacity[slot] = dict(consumed)
                 else:
                     for name, amount in consumed.items():
                         mine[name] = mine[name].add(amount) if name in mine else amount
@@ -564,15 +586,15 @@ class _Search:
             holders.discard(c)
             if multi:
                 if pick.consumed is not None:
-                    mine = self.allocating_capacity.get(device.id)
+                    mine = self.allocating_capacity.get(slot)
                     if mine is not None:
                         for name, amount in pick.consumed.items():
                             if name in mine:
                                 mine[name] = mine[name].sub(amount)
                         if all_zero(mine):
-                            del self.allocating_capacity[device.id]
+                            del self.allocating_capacity[slot]
             elif gates.partitionable_devices and device.counters:
-                self.give_back_counters(device)
+                self.give_back_counters(slot)
             del results[previous:]
 
         return undo
@@ -605,8 +627,9 @@ class _Search:
         self.available_counters[pool.name] = available
         return available
 
-    def take_counters(self, device: PoolDevice) -> bool:
-        pool = self.pool_of[id(device)]
+    def take_counters(self, slot: int) -> bool:
+        device = self.candidates[slot]
+        pool = self.pool_of[slot]
         available = self._available(pool)
         consumed = self.consumed_counters.setdefault(pool.name, {})
         for consumption in device.counters:
@@ -617,12 +640,13 @@ class _Search:
             used = consumed.get(set_name, {})
             for name, amount in counters.items():
                 if amount.cmp(used.get(name, zero())) < 0:
-                    self.give_back_counters(device)
+                    self.give_back_counters(slot)
                     return False
         return True
 
-    def give_back_counters(self, device: PoolDevice) -> None:
-        pool = self.pool_of[id(device)]
+    def give_back_counters(self, slot: int) -> None:
+        device = self.candidates[slot]
+        pool = self.pool_of[slot]
         consumed = self.consumed_counters.setdefault(pool.name, {})
         for consumption in device.counters:
             counter_set = consumed.setdefault(consumption.counter_set, {})

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
-from math import ceil
 
 from model import objects as o
-from model.quantity import Quantity, parse_quantity
+from model.quantity import Format, Quantity, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,71 +73,22 @@ def _opt(text: str | None) -> Quantity | None:
     return parse_quantity(text) if text is not None else None
 
 
-_ZERO: Quantity | None = None
+_ZERO = Quantity.from_int(0)
 
 
 def zero() -> Quantity:
-    global _ZERO
-    if _ZERO is None:
-        _ZERO = parse_quantity("0")
+    """The quantity 0 (shared; quantities are immutable)."""
     return _ZERO
 
 
 def integer_value(q: Quantity) -> int:
     """Go's ``Quantity.Value()``: the value rounded up (away from zero) to an integer."""
-    exact = exact_value(q)
-    return ceil(exact) if exact >= 0 else -ceil(-exact)
-
-
-_SUFFIXES: dict[str, Fraction] = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
-
-
-def exact_value(q: Quantity) -> Fraction:
-    """The exact numeric value of a quantity, read from its canonical text."""
-    text = str(q)
-    num_end = len(text)
-    while num_end > 0 and not (text[num_end - 1].isdigit() or text[num_end - 1] == "."):
-        num_end -= 1
-    number, suffix = text[:num_end], text[num_end:]
-    if suffix.startswith(("e", "E")) and suffix[1:].lstrip("+-").isdigit():
-        return Fraction(number) * Fraction(10) ** int(suffix[1:])
-    if suffix and suffix[0] in "eE" and suffix not in _SUFFIXES:
-        return Fraction(number) * Fraction(10) ** int(suffix[1:])
-    return Fraction(number) * _SUFFIXES[suffix]
+    return q.value()
 
 
 def binary_si_quantity(value: int) -> Quantity:
-    """``resource.NewQuantity(value, BinarySI)``: an integer printed with binary suffixes."""
-    if value != 0:
-        for exponent, suffix in (
-            (60, "Ei"),
-            (50, "Pi"),
-            (40, "Ti"),
-            (30, "Gi"),
-            (20, "Mi"),
-            (10, "Ki"),
-        ):
-            unit = 1 << exponent
-            if value % unit == 0:
-                return parse_quantity(f"{value // unit}{suffix}")
-    return parse_quantity(str(value))
+    """``resource.NewQuantity(value, BinarySI)``: printed with binary suffixes when exact."""
+    return Quantity.from_int(value, Format.BINARY_SI)
 
 
 def consumed_amount(requested: Quantity | None, spec: CapacitySpec) -> Quantity:
@@ -268,4 +217,4 @@ def sub_amounts(into: dict[str, Quantity], amounts: Mapping[str, Quantity]) -> N
 
 
 def all_zero(amounts: Mapping[str, Quantity]) -> bool:
-    return all(q.cmp(zero()) == 0 for q in amounts.values())
+    return all(q.is_zero() for q in amounts.values())

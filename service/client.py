@@ -78,7 +78,7 @@ class Client:
             else:
                 channel = grpc.insecure_channel(target, options=options)
         self.channel = channel
-        self.stub = pb_grpc.AllocationServiceStub(channel)
+        self.stub = pb_grpc.AllocationServiceStub(channel)  # type: ignore[no-untyped-call]
         self._health = health_pb2_grpc.HealthStub(channel)
 
     def __enter__(self) -> Client:

@@ -24,8 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model import objects as o
-from model.allocation import AllocatedState, AllocationOutcome, AllocationRequest, AllocatorName, DeviceID, Inventory, SolveStats
-from model.decode import decode_object, parse_documents
+from model.allocation import (
+    AllocatedState,
+    AllocationOutcome,
+    AllocationRequest,
+    AllocatorName,
+    DeviceID,
+    SolveStats,
+)
+from model.decode import parse_documents
 from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
 from model.features import FeatureGates
 from service.inventory import InventorySource, NodeIndex, ObjectDecoder, Snapshot, StaticSource
@@ -533,10 +540,7 @@ class Engine:
                 verdicts.append(NodeVerdict(name, "feasible", score=verdict.score))
                 if best is None or verdict.score > best[0]:
                     best = (verdict.score, name)
-                if wanted > 0:
-                    stopped = stats.nodes_feasible >= wanted
-                else:
-                    stopped = best[0] >= best_possible
+                stopped = stats.nodes_feasible >= wanted if wanted > 0 else best[0] >= best_possible
             else:
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=verdict.reason))
         stats.groups = len(groups)

@@ -108,9 +108,10 @@ def _list(devs: Sequence[str], limit: int = 6) -> str:
 
 def build_problem(request: AllocationRequest, *, cel: Any, holders: Mapping[DeviceID, str]) -> Problem:
     """The relaxed problem of ``request`` (see ``model.explain``)."""
+    from model.quantity import parse_quantity
+
     from model.capacity import consumed_amount, integer_value
     from model.pools import gather_pools
-    from model.quantity import parse_quantity
     from model.taints import BLOCKING_EFFECTS, tolerates
 
     inv = request.inventory
@@ -329,7 +330,7 @@ def _add_capacity(
     wants: dict[str, dict[str, Any]] = {}
     for claim in request.claims:
         for req in claim.spec.devices.requests or []:
-            specs = [(req.name, req.exactly)] if req.exactly is not None else []
+            specs: list[tuple[str, Any]] = [(req.name, req.exactly)] if req.exactly is not None else []
             specs += [(f"{req.name}/{s.name}", s) for s in req.first_available or []]
             for name, spec in specs:
                 caps = spec.capacity.requests if spec and spec.capacity and spec.capacity.requests else None
@@ -341,8 +342,6 @@ def _add_capacity(
         for cap_name, spec in sorted(d.capacity.items()):
             demand = []
             for rk, asked in wants.items():
-                if (rk, str(d.id)) in p.blocks and False:
-                    continue
                 amount = consumed_amount(asked.get(cap_name), spec)
                 demand.append((rk, integer_value(amount)))
             used = integer_value(already[cap_name]) if cap_name in already else 0

@@ -65,7 +65,7 @@ class ObjectDecoder:
             return decode_object(doc, source=source)
         assert isinstance(spec, dict)
         try:
-            keys = [json.dumps(d, sort_keys=True, separators=(",", ":")) for d in devices]
+            keys = [repr(d) for d in devices]  # equal repr => equal content; key order only costs a miss
         except (TypeError, ValueError):
             return decode_object(doc, source=source)
         if any(k not in self._devices for k in keys):
@@ -176,8 +176,8 @@ class NodeIndex:
                     devs.append(fp)
                 head = s.spec.model_copy(update={"devices": None, "node_name": None})
                 parts.append((_placeholder(s.name, name), _placeholder(_canonical(head), name), tuple(devs)))
-            node = self.nodes_by_name.get(name)
-            labels = (node.metadata.labels or {}) if node else {}
+            node_obj = self.nodes_by_name.get(name)
+            labels = (node_obj.metadata.labels or {}) if node_obj else {}
             parts.append(tuple(sorted((k, labels.get(k)) for k in selector_keys)))
             if selector_keys & {"metadata.name", "\x00name"}:
                 parts.append(name)
@@ -592,7 +592,7 @@ class KubeSource(InventorySource):
 
     # each kind: list, then watch until error/410, forever
     def _run_kind(self, kind: KubeKind) -> None:
-        from kubernetes.client.rest import ApiException  # local: only this source needs it
+        from kubernetes.client.exceptions import ApiException  # local: only this source needs it
 
         while not self._stop.is_set():
             try:
@@ -644,8 +644,9 @@ class KubeSource(InventorySource):
         self._dirty.set()
 
     def _watch(self, kind: KubeKind) -> None:
-        from kubernetes import watch
+        from kubernetes import watch as kwatch
 
+        watch: Any = kwatch  # untyped module
         func, args, _ = self._call(kind)
         w = watch.Watch()
         with self._state_lock:
@@ -697,8 +698,10 @@ class KubeSource(InventorySource):
 
 def kube_api_client(*, kubeconfig: str | None, in_cluster: bool) -> Any:
     """A configured ``kubernetes.client.ApiClient``."""
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kconfig
 
+    config: Any = kconfig  # untyped module
     if in_cluster:
         config.load_incluster_config()
         return client.ApiClient()

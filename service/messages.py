@@ -7,7 +7,7 @@ exactly what a client in any language decodes with its own resource.k8s.io/v1 ty
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from model import objects as o
 from model.allocation import ALLOCATORS, AllocatorName, SolveStats
@@ -22,11 +22,14 @@ def to_json(model: o.K8sModel) -> bytes:
 
 
 def solve_options(msg: pb.SolveOptions) -> e.SolveOptions:
-    allocator = msg.allocator or "cpsat"
-    if allocator not in ALLOCATORS:
+    allocator = _ALLOCATORS.get(msg.allocator or "cpsat")
+    if allocator is None:
         supported = ", ".join(f'"{a}"' for a in ALLOCATORS)
-        raise InvalidInput("", ("options", "allocator"), f'Unsupported value: "{allocator}": supported values: {supported}')
-    return e.SolveOptions(allocator=cast(AllocatorName, allocator), policy=msg.policy, feature_gates=msg.feature_gates)
+        raise InvalidInput("", ("options", "allocator"), f'Unsupported value: "{msg.allocator}": supported values: {supported}')
+    return e.SolveOptions(allocator=allocator, policy=msg.policy, feature_gates=msg.feature_gates)
+
+
+_ALLOCATORS: dict[str, AllocatorName] = {a: a for a in ALLOCATORS}
 
 
 def stats(s: SolveStats | None) -> pb.SolverStats:

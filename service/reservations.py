@@ -17,7 +17,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from model.allocation import AllocatedState, DeviceID
@@ -294,9 +294,9 @@ def _restrict(state: AllocatedState, pool: PoolKey) -> AllocatedState:
     def mine(d: DeviceID) -> bool:
         return (d.driver, d.pool) == pool
 
-    capacity: Mapping[DeviceID, Mapping[str, object]] = {d: a for d, a in state.capacity.items() if mine(d)}
+    capacity = {d: a for d, a in state.capacity.items() if mine(d)}
     return AllocatedState(
         frozenset(d for d in state.devices if mine(d)),
         frozenset((d, s) for d, s in state.shared if mine(d)),
-        capacity,  # type: ignore[arg-type]
+        capacity,
     )

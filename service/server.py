@@ -188,7 +188,7 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
         options=options,
         maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
     )
-    pb_grpc.add_AllocationServiceServicer_to_server(AllocationServicer(deps.engine), server)
+    pb_grpc.add_AllocationServiceServicer_to_server(AllocationServicer(deps.engine), server)  # type: ignore[no-untyped-call]
     health_pb2_grpc.add_HealthServicer_to_server(deps.health, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server

@@ -75,6 +75,7 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 @contextmanager
 def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
     from model.cel import CelEnvironment
+
     from service import engine as e
     from service.inventory import FileSource
     from service.metrics import Metrics

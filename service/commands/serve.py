@@ -18,8 +18,12 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from model.errors import DraSolverError
+
+if TYPE_CHECKING:
+    from service.server import Service
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build(args: argparse.Namespace) -> object:
+def build(args: argparse.Namespace) -> Service:
     from model.features import FeatureGates
     from service import engine as e
     from service.inventory import FileSource, InventorySource, KubeSource, kube_api_client

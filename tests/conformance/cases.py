@@ -172,6 +172,26 @@ def error_substring(case: Case) -> str:
     return ""
 
 
+def error_matches(case: Case, message: str) -> bool:
+    """Whether our error says what upstream's did.
+
+    Conformance cases: upstream's own assertion (the substring in ``index.tsv``). Real-world
+    cases: the object path (claim/class, selector, device) must be identical and the reason
+    must start like upstream's; CEL engines word the hint after a runtime error differently.
+    """
+    if case.kind == "conformance":
+        return error_substring(case) in message
+    want = case.error
+    marker = ": CEL runtime error: "
+    if marker in want:
+        want_where, want_why = want.split(marker, 1)
+        if marker not in message:
+            return False
+        got_where, got_why = message.split(marker, 1)
+        return want_where == got_where and got_why.startswith(want_why.split(". consider")[0])
+    return message == want
+
+
 # --- comparing ------------------------------------------------------------------------------
 
 
@@ -246,3 +266,30 @@ def _normalize(result: dict[str, Any], *, unordered: bool) -> dict[str, Any]:
             terms.append(norm_term)
         normalized["nodeSelector"] = terms
     return normalized
+
+
+# --- CEL --------------------------------------------------------------------------------------
+
+
+def cel_environment(gates: FeatureGates) -> Any:
+    """A ``model.cel.CelEnvironment`` with the CEL features the gates imply (as upstream's test
+    runner builds its cache: consumable capacity and list-type attributes follow the gates)."""
+    import dataclasses
+
+    from model import cel
+
+    features_type: Any = getattr(cel, "CelFeatures", None)
+    if features_type is None or not dataclasses.is_dataclass(features_type):
+        return cel.CelEnvironment()
+    wanted = {
+        "consumable_capacity": gates.consumable_capacity,
+        "list_type_attributes": gates.list_type_attributes,
+    }
+    names = {f.name for f in dataclasses.fields(features_type)}
+    kwargs = {}
+    for name in names:
+        for key, value in wanted.items():
+            if key in name:
+                kwargs[name] = value
+    factory: Any = features_type
+    return cel.CelEnvironment(features=factory(**kwargs))

@@ -119,21 +119,34 @@ def test_kubelet_plugin_paths_and_config(name: str) -> None:
         assert hits, f"{path} is not on any mounted volume"
         return str(max(hits, key=len))
 
+    plugin_dir = str(args.plugin_dir or f"/var/lib/kubelet/plugins/{args.driver}")
+    checkpoint_dir = str(args.checkpoint_dir or plugin_dir)
     # The sockets must be where the kubelet looks: the plugin dir for the driver, the registry.
-    assert under_mount(args.plugin_dir) == "/var/lib/kubelet/plugins"
-    assert args.plugin_dir.rstrip("/").endswith(f"/{args.driver}")
-    assert args.registry_dir.rstrip("/") == "/var/lib/kubelet/plugins_registry"
-    assert args.cdi_dir.rstrip("/") == "/var/run/cdi"
-    assert under_mount(args.checkpoint_dir) == "/var/lib/kubelet/plugins", (
+    assert under_mount(plugin_dir) == "/var/lib/kubelet/plugins"
+    assert plugin_dir.rstrip("/").endswith(f"/{args.driver}")
+    assert str(args.registry_dir).rstrip("/") == "/var/lib/kubelet/plugins_registry"
+    assert str(args.cdi_dir).rstrip("/") == "/var/run/cdi"
+    assert under_mount(checkpoint_dir) == "/var/lib/kubelet/plugins", (
         "the checkpoint must survive pod restarts"
     )
     # The simulated device config comes from the ConfigMap, under the key the flag names.
-    config_mount = under_mount(args.config)
+    config = str(args.config)
+    config_mount = under_mount(config)
     volume = volumes[mounts[config_mount]["name"]]
     config_map = find(objects, "ConfigMap", volume["configMap"]["name"])
-    key = args.config[len(config_mount) :].lstrip("/")
+    key = config[len(config_mount) :].lstrip("/")
     assert key in config_map["data"]
     assert args.publish == "kube" and args.claim_source == "kube"
+    # The probes look for the sockets where the plugin creates them.
+    from kubeletplugin import driver
+
+    sockets = {
+        f"{plugin_dir.rstrip('/')}/{driver.DRA_SOCKET_NAME}",
+        f"{str(args.registry_dir).rstrip('/')}/{driver.registration_socket_name(args.driver)}",
+    }
+    for probe in ("readinessProbe", "livenessProbe"):
+        script = " ".join(container[probe]["exec"]["command"])
+        assert set(re.findall(r"test -S (\S+)", script)) == sockets, probe
 
 
 @pytest.mark.parametrize("name", OVERLAYS)

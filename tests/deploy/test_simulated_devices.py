@@ -22,7 +22,7 @@ SLICE_LIMIT = 64  # devices per slice when any device consumes counters (API lim
 def _driver() -> str:
     daemonset = find(overlay("production"), "DaemonSet", "dra-solver-kubelet-plugin")
     args = daemonset["spec"]["template"]["spec"]["containers"][0]["args"]
-    (driver,) = [a.split("=", 1)[1] for a in args if a.startswith("--driver=")]
+    (driver,) = [str(a).split("=", 1)[1] for a in args if str(a).startswith("--driver=")]
     return driver
 
 
@@ -100,10 +100,11 @@ def test_config_map_is_a_valid_simulated_device_config() -> None:
 
 @pytest.mark.parametrize(("name", "claim"), _claims(), ids=[n for n, _ in _claims()])
 def test_example_claim_allocates_on_a_simulated_node(name: str, claim: dict[str, Any]) -> None:
-    from model import decode
     from model.allocate import allocate
-    from model.allocation import AllocationRequest, Inventory
     from model.cel import CelEnvironment
+
+    from model import decode
+    from model.allocation import AllocationRequest, Inventory
 
     driver = _driver()
     classes = [o for o in overlay("production") if o["kind"] == "DeviceClass"]

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from model.allocate import allocate
+
 from model.allocation import AllocationRequest, Inventory
 from model.decode import decode_object
 from service import engine as e

@@ -217,7 +217,9 @@ def test_health(running: Running) -> None:
 
 
 def test_reflection_lists_the_service(running: Running) -> None:
-    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
 
     db = ProtoReflectionDescriptorDatabase(running.client.channel)
     services = set(db.get_services())
@@ -298,6 +300,7 @@ def test_deadline_exceeded(running: Running) -> None:
 
 def _blocking_allocator(gate: threading.Event, entered: threading.Event) -> e.AllocateFn:
     from model.allocate import allocate
+
     from tests.service.conftest import cel
 
     env = cel()

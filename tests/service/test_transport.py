@@ -17,7 +17,7 @@ from tests.service.pki import make_pki
 
 def test_unix_socket_listener(fresh: Callable[..., Running], tmp_path: Path) -> None:
     sock = tmp_path / "solver.sock"
-    r = fresh(address=f"unix:{sock}")
+    fresh(address=f"unix:{sock}")
     assert sock.exists()
     with Client(f"unix:{sock}", timeout=10) as client:
         assert client.health() == "SERVING"

@@ -79,9 +79,9 @@ def add_DRAPluginServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
+            'k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
+    server.add_registered_method_handlers('k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.

@@ -1,0 +1,238 @@
+"""Read-only helpers over Kubernetes objects in their JSON form (what the API server sends).
+
+The controllers keep objects exactly as the API returns them (plain dicts), so what they write
+back never loses a field the kubernetes client's models do not know, and the reconcile
+functions can be tested with literal dicts. This module names the fields they read and the
+few conventions they share with upstream (the pod-claim annotation, the delete-protection
+finalizer, how a pod names its claims), so that every controller answers those questions the
+same way. Nothing here does I/O or mutates its arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+"""One API object as decoded JSON."""
+
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+"""Generated ResourceClaims carry the pod.spec.resourceClaims[].name they were made for."""
+
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+"""Set by whoever writes an allocation; removed once the claim is deallocated."""
+
+SCHEDULER_NAME = "dra-solver"
+
+MAX_RESERVED_FOR = 256
+"""resource.k8s.io/v1 ResourceClaimReservedForMaxSize."""
+
+
+def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def name(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def namespace(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("namespace") or "")
+
+
+def uid(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def resource_version(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("resourceVersion") or "")
+
+
+def key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` (or ``name`` for cluster-scoped objects): work-queue and cache key."""
+    ns = namespace(obj)
+    return f"{ns}/{name(obj)}" if ns else name(obj)
+
+
+def split_key(k: str) -> tuple[str, str]:
+    ns, _, n = k.rpartition("/")
+    return ns, n
+
+
+def deleting(obj: Mapping[str, Any]) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def finalizers(obj: Mapping[str, Any]) -> list[str]:
+    return [str(f) for f in meta(obj).get("finalizers") or []]
+
+
+def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    a = meta(obj).get("annotations")
+    return a if isinstance(a, Mapping) else {}
+
+
+def spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    s = obj.get("spec")
+    return s if isinstance(s, Mapping) else {}
+
+
+def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    s = obj.get("status")
+    return s if isinstance(s, Mapping) else {}
+
+
+def deep_copy(obj: Obj) -> Obj:
+    return copy.deepcopy(obj)
+
+
+def rv_int(obj: Mapping[str, Any] | None) -> int:
+    """The resourceVersion as a number for "which copy is newer" (0 when absent or opaque)."""
+    if obj is None:
+        return 0
+    try:
+        return int(resource_version(obj))
+    except ValueError:
+        return 0
+
+
+# --- time ---------------------------------------------------------------------------------------
+
+
+def parse_time(text: str | None) -> float | None:
+    """RFC 3339 (as metav1.Time prints it) -> seconds since the epoch; None when unparsable."""
+    if not text:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.timestamp()
+
+
+def format_time(seconds: float) -> str:
+    """Seconds since the epoch -> RFC 3339 with second precision, as metav1.Time does."""
+    return dt.datetime.fromtimestamp(int(seconds), tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- pods ---------------------------------------------------------------------------------------
+
+
+def pod_phase(pod: Mapping[str, Any]) -> str:
+    return str(status(pod).get("phase") or "")
+
+
+def pod_terminal(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: no container will run again."""
+    return pod_phase(pod) in ("Succeeded", "Failed")
+
+
+def pod_done(pod: Mapping[str, Any]) -> bool:
+    """Upstream ``isPodDone``: terminal, or deleted before it was ever scheduled."""
+    return pod_terminal(pod) or (deleting(pod) and not spec(pod).get("nodeName"))
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    return str(spec(pod).get("nodeName") or "")
+
+
+def pod_claims(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """pod.spec.resourceClaims, in spec order."""
+    return [c for c in spec(pod).get("resourceClaims") or [] if isinstance(c, Mapping)]
+
+
+class ClaimNameError(Exception):
+    """The pod's claim entry cannot be resolved to a ResourceClaim name (yet)."""
+
+
+class ClaimNotCreated(ClaimNameError):
+    """A template claim whose ResourceClaim has not been recorded in the pod status yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimName:
+    """What a pod's claim entry refers to (upstream ``resourceclaim.Name``)."""
+
+    name: str | None
+    """The ResourceClaim's name; None when the pod status says no claim is needed."""
+    check_owner: bool
+    """True for claims generated from a template: they must be owned by the pod."""
+
+
+def claim_name(pod: Mapping[str, Any], pod_claim: Mapping[str, Any]) -> ClaimName:
+    """Resolve one pod.spec.resourceClaims entry; raises ClaimNameError (ClaimNotCreated)."""
+    if pod_claim.get("resourceClaimName"):
+        return ClaimName(str(pod_claim["resourceClaimName"]), False)
+    if pod_claim.get("resourceClaimTemplateName"):
+        for entry in status(pod).get("resourceClaimStatuses") or []:
+            if entry.get("name") == pod_claim.get("name"):
+                generated = entry.get("resourceClaimName")
+                return ClaimName(str(generated) if generated else None, True)
+        raise ClaimNotCreated(f"pod {key(pod)}, resourceClaim {pod_claim.get('name')}: ResourceClaim not created yet")
+    raise ClaimNameError(
+        f"pod {key(pod)}, spec.resourceClaims[{pod_claim.get('name')}]: none of the supported fields are set"
+    )
+
+
+def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for ref in meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref  # type: ignore[no-any-return]
+    return None
+
+
+def owning_pod(claim: Mapping[str, Any]) -> tuple[str, str]:
+    """(name, uid) of the Pod controlling the claim, or ("", "")."""
+    ref = controller_ref(claim)
+    if ref is not None and ref.get("apiVersion") == "v1" and ref.get("kind") == "Pod":
+        return str(ref.get("name") or ""), str(ref.get("uid") or "")
+    return "", ""
+
+
+def is_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> str | None:
+    """None when the pod controls the claim, else why not (upstream ``IsForPod``)."""
+    if namespace(claim) != namespace(pod):
+        return f"ResourceClaim {key(claim)} is not in the same namespace as Pod {key(pod)}"
+    ref = controller_ref(claim)
+    if ref is None or ref.get("uid") != uid(pod):
+        return f"ResourceClaim {key(claim)} was not created for Pod {key(pod)} (Pod is not owner)"
+    return None
+
+
+def reserved_for(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [r for r in status(claim).get("reservedFor") or [] if isinstance(r, Mapping)]
+
+
+def is_reserved_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
+    return any(r.get("uid") == uid(pod) for r in reserved_for(claim))
+
+
+def allocation(claim: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    a = status(claim).get("allocation")
+    return a if isinstance(a, Mapping) else None
+
+
+def allocated_devices(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """status.allocation.devices.results of an allocated claim (empty otherwise)."""
+    alloc = allocation(claim)
+    if alloc is None:
+        return []
+    devices = alloc.get("devices")
+    if not isinstance(devices, Mapping):
+        return []
+    return [r for r in devices.get("results") or [] if isinstance(r, Mapping)]
+
+
+def device_id(result: Mapping[str, Any]) -> tuple[str, str, str]:
+    return str(result.get("driver") or ""), str(result.get("pool") or ""), str(result.get("device") or "")
+
+
+def pod_reference(pod: Mapping[str, Any]) -> Obj:
+    """The reservedFor entry naming ``pod``."""
+    return {"resource": "pods", "name": name(pod), "uid": uid(pod)}

@@ -1,0 +1,28 @@
+"""``python -m kubeletplugin``: the kubelet plugin without the ``dra-solver`` dispatcher.
+
+Same flags as ``dra-solver kubelet-plugin``; tests use it to run the plugin as a real process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kubeletplugin import cli
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m kubeletplugin", description="Run the dra-solver DRA kubelet plugin."
+    )
+    cli.add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return cli.run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

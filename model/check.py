@@ -1,0 +1,1031 @@
+"""The reference checker: does a set of allocation results obey every DRA rule?
+
+API:
+- ``check_allocation(request, results, *, cel) -> list[Violation]``: every rule broken by
+  ``results`` (one ``AllocationResult`` per claim of ``request``, in claim order, or an
+  ``AllocationOutcome``; an outcome that did not allocate is trivially valid). Empty = valid.
+- ``assert_valid(request, results, *, cel)``: the same, raising :class:`InvalidAllocation`.
+- ``Violation(rule, claim, message, result=None)``: one broken rule; ``rule`` is a short id
+  (``device``, ``selector``, ``count``, ``first-available``, ``exclusive``, ``counters``,
+  ``capacity``, ``constraint``, ``taint``, ``binding``, ``node-selector``, ``config``,
+  ``limit``, ``request``, ``admin-access``, ``gate``, ``score``, ``shape``).
+
+Why it exists: it is the specification in executable form, written separately from every
+allocator. It re-derives pools, eligibility, rounding and constraints from the API objects in
+plain Python and never imports the allocators or their helpers (``model.pools``,
+``model.matching``, ``model.capacity``, ``model.taints``, ``model.results``), so a bug shared by
+both allocators through those helpers still shows up here. Tests run it on every allocation
+they produce; the service runs it on every answer before returning it.
+
+Where upstream's implementation deviates from its own documented semantics, this checker
+follows the documentation (README "Upstream quirks"): distinctAttribute means distinct values
+across *all* devices of the constraint; an adminAccess allocation never makes a device busy
+for other claims; counters of an allowMultipleAllocations device are consumed once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from model import objects as o
+from model.allocation import AllocatedState, AllocationOutcome, AllocationRequest, DeviceID
+from model.errors import DraSolverError
+from model.features import FeatureGates
+from model.quantity import Format, Quantity, QuantityError, parse_quantity
+
+if TYPE_CHECKING:
+    from model.cel import CelEnvironment
+
+RESULTS_MAX = 32
+"""``AllocationResultsMaxSize``: devices per claim."""
+SUBREQUEST_WEIGHT_BASE = 8
+"""``FirstAvailableDeviceRequestMaxSize``: the scheduler scores subrequest i with 8 - i."""
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    rule: str
+    claim: str
+    message: str
+    result: int | None = None
+    """Index in the claim's ``devices.results`` the violation is about, if one."""
+
+    def __str__(self) -> str:
+        where = f"claim {self.claim}" if self.claim else "allocation"
+        if self.result is not None:
+            where += f", result #{self.result}"
+        return f"{where}: {self.rule}: {self.message}"
+
+
+class InvalidAllocation(DraSolverError, AssertionError):
+    """Raised by :func:`assert_valid`; ``violations`` lists every broken rule."""
+
+    def __init__(self, violations: Sequence[Violation]) -> None:
+        self.violations = tuple(violations)
+        super().__init__("; ".join(str(v) for v in violations))
+
+
+def assert_valid(
+    request: AllocationRequest,
+    results: Sequence[o.AllocationResult] | AllocationOutcome,
+    *,
+    cel: CelEnvironment,
+) -> None:
+    violations = check_allocation(request, results, cel=cel)
+    if violations:
+        raise InvalidAllocation(violations)
+
+
+def check_allocation(
+    request: AllocationRequest,
+    results: Sequence[o.AllocationResult] | AllocationOutcome,
+    *,
+    cel: CelEnvironment,
+) -> list[Violation]:
+    """Every DRA rule that ``results`` break for ``request`` (empty: the allocation is valid)."""
+    outcome: AllocationOutcome | None = None
+    if isinstance(results, AllocationOutcome):
+        outcome = results
+        if not outcome.allocated:
+            return []
+        results = outcome.results
+    checker = _Checker(request, list(results), cel=cel)
+    checker.run()
+    if outcome is not None and not checker.violations:
+        score = _score(request.claims, checker.results)
+        if score != outcome.score:
+            checker.add("score", "", f"outcome reports score {outcome.score}, the results score {score}")
+    return checker.violations
+
+
+# --- the inventory as one node sees it ------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Device:
+    """One device of the newest generation of its pool."""
+
+    id: DeviceID
+    device: o.Device
+    slice: o.ResourceSlice
+    reachable: bool
+    """The node may use it (slice-level or per-device node selection)."""
+    selector_error: str = ""
+    cel_device: Any = None
+    cel_error: str = ""
+    taints: tuple[o.DeviceTaint, ...] = ()
+
+
+@dataclass(slots=True)
+class _Pool:
+    driver: str
+    name: str
+    complete: bool
+    invalid: str
+    devices: dict[str, _Device] = field(default_factory=dict)
+    """Every device of the newest generation, by name (all slices, not only the node's)."""
+    counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+
+
+def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
+    node = request.node
+    gates = request.gates
+    by_pool: dict[tuple[str, str], list[o.ResourceSlice]] = defaultdict(list)
+    for slice_ in request.inventory.slices:
+        by_pool[(slice_.spec.driver, slice_.spec.pool.name)].append(slice_)
+    pools: dict[tuple[str, str], _Pool] = {}
+    for (driver, name), slices in sorted(by_pool.items()):
+        newest = max(s.spec.pool.generation for s in slices)
+        current = sorted((s for s in slices if s.spec.pool.generation == newest), key=lambda s: s.name)
+        complete = len(current) == current[0].spec.pool.resource_slice_count
+        pool = _Pool(driver, name, complete, "")
+        seen_sets: set[str] = set()
+        for slice_ in current:
+            for counter_set in slice_.spec.shared_counters or []:
+                if counter_set.name in seen_sets:
+                    pool.invalid = f"duplicate counter set {counter_set.name}"
+                seen_sets.add(counter_set.name)
+                pool.counters[counter_set.name] = {
+                    c: parse_quantity(v.value) for c, v in counter_set.counters.items()
+                }
+        for slice_ in current:
+            for device in slice_.spec.devices or []:
+                if device.name in pool.devices:
+                    pool.invalid = f"duplicate device name {device.name}"
+                    continue
+                reachable, error = _reachable(slice_, device, node)
+                if not gates.partitionable_devices and (
+                    slice_.spec.per_device_node_selection is not None or slice_.spec.shared_counters
+                ):
+                    reachable = False
+                entry = _Device(DeviceID(driver, name, device.name), device, slice_, reachable, error)
+                entry.taints = _taints(entry, request.inventory.taint_rules, gates=gates)
+                pool.devices[device.name] = entry
+                for consumption in device.consumes_counters or []:
+                    have = pool.counters.get(consumption.counter_set)
+                    if have is None:
+                        pool.invalid = f"counter set {consumption.counter_set} not found"
+                    elif any(c not in have for c in consumption.counters):
+                        pool.invalid = f"unknown counter in counter set {consumption.counter_set}"
+        pools[(driver, name)] = pool
+    return pools
+
+
+def _reachable(slice_: o.ResourceSlice, device: o.Device, node: o.Node) -> tuple[bool, str]:
+    spec = slice_.spec
+    if spec.per_device_node_selection:
+        return _node_ok(node, device.node_name, device.all_nodes, device.node_selector)
+    return _node_ok(node, spec.node_name, spec.all_nodes, spec.node_selector)
+
+
+def _node_ok(
+    node: o.Node, node_name: str | None, all_nodes: bool | None, selector: o.NodeSelector | None
+) -> tuple[bool, str]:
+    if node_name:
+        return node_name == node.name, ""
+    if all_nodes:
+        return True, ""
+    if selector is None:
+        return False, ""
+    labels = node.metadata.labels or {}
+    for term in selector.node_selector_terms:
+        if not term.match_expressions and not term.match_fields:
+            continue
+        try:
+            if all(_label_ok(r, labels) for r in term.match_expressions or []) and all(
+                _field_ok(r, node.name) for r in term.match_fields or []
+            ):
+                return True, ""
+        except ValueError as err:
+            return False, str(err)
+    return False, ""
+
+
+def _label_ok(req: o.NodeSelectorRequirement, labels: Mapping[str, str]) -> bool:
+    values = req.values or []
+    value = labels.get(req.key)
+    if req.operator == "In":
+        return value is not None and value in values
+    if req.operator == "NotIn":
+        return value is None or value not in values
+    if req.operator == "Exists":
+        return value is not None
+    if req.operator == "DoesNotExist":
+        return value is None
+    if req.operator in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise ValueError(f"operator {req.operator} needs exactly one value")
+        if value is None:
+            return False
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if req.operator == "Gt" else have < want
+    raise ValueError(f"unknown node selector operator {req.operator!r}")
+
+
+def _field_ok(req: o.NodeSelectorRequirement, node_name: str) -> bool:
+    if req.key != "metadata.name" or req.operator not in ("In", "NotIn"):
+        raise ValueError(f"unsupported field selector {req.key} {req.operator}")
+    hit = node_name in (req.values or [])
+    return hit if req.operator == "In" else not hit
+
+
+def _taints(
+    dev: _Device, rules: Sequence[o.DeviceTaintRule], *, gates: FeatureGates
+) -> tuple[o.DeviceTaint, ...]:
+    taints = list(dev.device.taints or [])
+    if gates.device_taints:
+        for rule in rules:
+            sel = rule.spec.device_selector
+            if sel is not None and (
+                (sel.driver is not None and sel.driver != dev.id.driver)
+                or (sel.pool is not None and sel.pool != dev.id.pool)
+                or (sel.device is not None and sel.device != dev.id.device)
+            ):
+                continue
+            taints.append(rule.spec.taint)
+    return tuple(taints)
+
+
+def _tolerated(taint: o.DeviceTaint, tolerations: Sequence[o.DeviceToleration]) -> bool:
+    for tol in tolerations:
+        if tol.effect and tol.effect != taint.effect:
+            continue
+        if tol.key and tol.key != taint.key:
+            continue
+        op = tol.operator or "Equal"
+        if op == "Exists" or (op == "Equal" and (tol.value or "") == (taint.value or "")):
+            return True
+    return False
+
+
+# --- attributes -------------------------------------------------------------------------------
+
+
+def _lookup(dev: _Device, name: str) -> o.DeviceAttribute | None:
+    """A constraint's fully qualified attribute; ``driver/x`` also finds the bare ``x``."""
+    attrs = dev.device.attributes or {}
+    if name in attrs:
+        return attrs[name]
+    domain, _, ident = name.partition("/")
+    if ident and domain == dev.id.driver:
+        return attrs.get(ident)
+    return None
+
+
+def _as_set(attr: o.DeviceAttribute) -> tuple[str, frozenset[Any]] | None:
+    """Typed value set: a non-empty list, else the scalar; None when there is no value."""
+    for kind, values in (
+        ("int", attr.ints),
+        ("bool", attr.bools),
+        ("string", attr.strings),
+        ("version", attr.versions),
+    ):
+        if values:
+            return kind, frozenset(values)
+    for kind, value in (
+        ("int", attr.int_),
+        ("bool", attr.bool_),
+        ("string", attr.string),
+        ("version", attr.version),
+    ):
+        if value is not None:
+            return kind, frozenset((value,))
+    return None
+
+
+def _scalar(attr: o.DeviceAttribute) -> tuple[str, Any] | None:
+    for kind, value in (
+        ("string", attr.string),
+        ("int", attr.int_),
+        ("bool", attr.bool_),
+        ("version", attr.version),
+    ):
+        if value is not None:
+            return kind, value
+    return None
+
+
+# --- capacity ---------------------------------------------------------------------------------
+
+
+def _q(text: str | None) -> Quantity | None:
+    return parse_quantity(text) if text is not None else None
+
+
+def _consumed(requested: Quantity | None, cap: o.DeviceCapacity) -> Quantity:
+    """What one allocation consumes of a capacity under its request policy."""
+    policy = cap.request_policy
+    if requested is None:
+        default = _q(policy.default) if policy is not None else None
+        return default if default is not None else parse_quantity(cap.value)
+    if policy is None:
+        return requested
+    rng = policy.valid_range
+    if rng is not None and rng.min is not None:
+        low = parse_quantity(rng.min)
+        if requested < low:
+            return low
+        if rng.step is None:
+            return requested
+        step = parse_quantity(rng.step).value()
+        added = requested.value() - low.value()
+        steps = -(-added // step) if added >= 0 else -((-added) // step)
+        return Quantity.from_int(low.value() + step * steps, Format.BINARY_SI)
+    if policy.valid_values is not None:
+        for text in policy.valid_values:
+            candidate = parse_quantity(text)
+            if requested <= candidate:
+                return candidate
+    return requested
+
+
+def _breaks_policy(amount: Quantity, cap: o.DeviceCapacity) -> bool:
+    policy = cap.request_policy
+    if policy is None:
+        return False
+    if policy.default is not None and amount == parse_quantity(policy.default):
+        return False
+    rng = policy.valid_range
+    if rng is not None:
+        if rng.max is not None and amount > parse_quantity(rng.max):
+            return True
+        if rng.step is not None:
+            low = parse_quantity(rng.min).value() if rng.min is not None else 0
+            diff = amount.value() - low
+            step = parse_quantity(rng.step).value()
+            remainder = abs(diff) % abs(step)
+            return remainder != 0
+        return False
+    if policy.valid_values:
+        return all(amount != parse_quantity(v) for v in policy.valid_values)
+    return False
+
+
+# --- the checker ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Option:
+    """The request or subrequest a result names."""
+
+    request_index: int
+    request: o.DeviceRequest
+    sub_index: int | None
+    ref: str
+    class_name: str
+    selectors: Sequence[o.DeviceSelector]
+    mode: str
+    count: int
+    admin: bool
+    tolerations: Sequence[o.DeviceToleration]
+    capacity: Mapping[str, str] | None
+
+
+def _options(request: o.DeviceRequest, index: int) -> list[_Option]:
+    if request.exactly is not None:
+        ex = request.exactly
+        return [
+            _Option(
+                index,
+                request,
+                None,
+                request.name,
+                ex.device_class_name,
+                ex.selectors or [],
+                ex.allocation_mode or "ExactCount",
+                ex.count if ex.count is not None else 1,
+                bool(ex.admin_access),
+                ex.tolerations or [],
+                (ex.capacity.requests or {}) if ex.capacity is not None else None,
+            )
+        ]
+    return [
+        _Option(
+            index,
+            request,
+            i,
+            f"{request.name}/{sub.name}",
+            sub.device_class_name,
+            sub.selectors or [],
+            sub.allocation_mode or "ExactCount",
+            sub.count if sub.count is not None else 1,
+            False,
+            sub.tolerations or [],
+            (sub.capacity.requests or {}) if sub.capacity is not None else None,
+        )
+        for i, sub in enumerate(request.first_available or [])
+    ]
+
+
+@dataclass(slots=True)
+class _Use:
+    claim: int
+    index: int
+    option: _Option
+    device: _Device
+    result: o.DeviceRequestAllocationResult
+
+
+class _Checker:
+    def __init__(
+        self, request: AllocationRequest, results: list[o.AllocationResult], *, cel: CelEnvironment
+    ) -> None:
+        self.request = request
+        self.results = results
+        self.cel = cel
+        self.gates = request.gates
+        self.violations: list[Violation] = []
+        self.pools = _gather(request)
+        self.allocated: AllocatedState = request.inventory.allocated_state()
+        self.classes = {c.name: c for c in request.inventory.classes}
+        self._compiled: dict[str, Any] = {}
+        self._match_cache: dict[tuple[int, str, DeviceID], bool | str] = {}
+        self.uses: list[_Use] = []
+        self._claim = ""
+
+    def add(self, rule: str, claim: str, message: str, result: int | None = None) -> None:
+        self.violations.append(Violation(rule, claim, message, result))
+
+    # -- driver -------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        claims = self.request.claims
+        if len(self.results) != len(claims):
+            self.add("shape", "", f"{len(claims)} claims but {len(self.results)} results")
+            return
+        for c, (claim, result) in enumerate(zip(claims, self.results, strict=True)):
+            self._check_claim(c, claim, result)
+        self._check_exclusive()
+        self._check_counters()
+        self._check_capacity()
+
+    def _label(self, claim: o.ResourceClaim) -> str:
+        return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
+
+    def _check_claim(self, c: int, claim: o.ResourceClaim, result: o.AllocationResult) -> None:
+        label = self._label(claim)
+        items = list(result.devices.results or []) if result.devices is not None else []
+        if len(items) > RESULTS_MAX:
+            self.add("limit", label, f"{len(items)} devices exceed the limit of {RESULTS_MAX}")
+        requests = claim.spec.devices.requests or []
+        options: dict[str, _Option] = {}
+        for i, req in enumerate(requests):
+            for opt in _options(req, i):
+                options[opt.ref] = opt
+        by_option: dict[str, list[_Use]] = defaultdict(list)
+        for k, item in enumerate(items):
+            use = self._check_item(c, label, k, item, options)
+            if use is not None:
+                by_option[use.option.ref].append(use)
+                self.uses.append(use)
+
+        selected: dict[int, _Option] = {}
+        for i, req in enumerate(requests):
+            opts = _options(req, i)
+            used = [opt for opt in opts if by_option.get(opt.ref)]
+            if req.first_available and not self.gates.prioritized_list:
+                self.add("gate", label, f"request {req.name} has subrequests but PrioritizedList is off")
+            if len(used) != 1:
+                names = ", ".join(opt.ref for opt in used) or "none"
+                rule = "first-available" if req.first_available else "count"
+                self.add(rule, label, f"request {req.name}: exactly one option must be allocated, got {names}")
+                continue
+            opt = used[0]
+            selected[i] = opt
+            self._check_count(c, label, opt, by_option[opt.ref])
+        self._check_constraints(label, claim, self.uses_of(c))
+        if len(selected) == len(requests):
+            self._check_config(label, claim, result, selected)
+        self._check_node_selector(label, result, [u.device for u in self.uses_of(c)])
+
+    def uses_of(self, c: int) -> list[_Use]:
+        return [u for u in self.uses if u.claim == c]
+
+    # -- one result -----------------------------------------------------------------------
+
+    def _check_item(
+        self,
+        c: int,
+        label: str,
+        k: int,
+        item: o.DeviceRequestAllocationResult,
+        options: Mapping[str, _Option],
+    ) -> _Use | None:
+        opt = options.get(item.request)
+        if opt is None:
+            self.add("request", label, f"names unknown request {item.request!r}", k)
+            return None
+        pool = self.pools.get((item.driver, item.pool))
+        dev = pool.devices.get(item.device) if pool is not None else None
+        if pool is None or dev is None:
+            self.add("device", label, f"device {item.driver}/{item.pool}/{item.device} does not exist", k)
+            return None
+        if not pool.complete:
+            self.add("device", label, f"pool {item.driver}/{item.pool} is incomplete", k)
+        if pool.invalid:
+            self.add("device", label, f"pool {item.driver}/{item.pool} is invalid: {pool.invalid}", k)
+        if not dev.reachable:
+            why = f" ({dev.selector_error})" if dev.selector_error else ""
+            self.add("device", label, f"device {dev.id} is not available on node {self.request.node.name}{why}", k)
+        gates = self.gates
+        if not gates.partitionable_devices and dev.device.consumes_counters:
+            self.add("gate", label, f"device {dev.id} consumes counters but PartitionableDevices is off", k)
+        if opt.admin and not gates.admin_access:
+            self.add("gate", label, f"request {opt.ref} uses adminAccess but AdminAccess is off", k)
+        if opt.capacity is not None and not gates.consumable_capacity:
+            self.add("gate", label, f"request {opt.ref} requests capacity but ConsumableCapacity is off", k)
+
+        # Selected by the class and the request.
+        verdict = self._selectable(c, opt, dev)
+        if isinstance(verdict, str):
+            self.add("selector", label, f"device {dev.id}: {verdict}", k)
+        elif not verdict:
+            self.add("selector", label, f"device {dev.id} does not match the selectors of {opt.ref}", k)
+
+        # Result fields copied from the request and the device.
+        if bool(item.admin_access) != opt.admin:
+            self.add("admin-access", label, f"adminAccess is {item.admin_access}, request says {opt.admin}", k)
+        want_tol = [t.to_api() for t in opt.tolerations]
+        got_tol = [t.to_api() for t in item.tolerations or []]
+        if want_tol != got_tol:
+            self.add("taint", label, f"tolerations {got_tol} differ from the request's {want_tol}", k)
+        if gates.device_taints:
+            for taint in dev.taints:
+                if taint.effect in _BLOCKING_EFFECTS and not _tolerated(taint, opt.tolerations):
+                    self.add("taint", label, f"device {dev.id} has untolerated taint {taint.key}={taint.value or ''}:{taint.effect}", k)
+        conditions = list(dev.device.binding_conditions or [])
+        failures = list(dev.device.binding_failure_conditions or [])
+        if gates.device_binding_and_status:
+            if list(item.binding_conditions or []) != conditions:
+                self.add("binding", label, f"bindingConditions {item.binding_conditions} differ from the device's {conditions}", k)
+            if list(item.binding_failure_conditions or []) != failures:
+                self.add("binding", label, f"bindingFailureConditions {item.binding_failure_conditions} differ from the device's {failures}", k)
+        else:
+            if conditions:
+                self.add("binding", label, f"device {dev.id} has binding conditions but DeviceBindingAndStatus is off", k)
+            if item.binding_conditions or item.binding_failure_conditions:
+                self.add("binding", label, "binding conditions set while DeviceBindingAndStatus is off", k)
+        return _Use(c, k, opt, dev, item)
+
+    def _selectable(self, c: int, opt: _Option, dev: _Device) -> bool | str:
+        """True/False, or why the selectors could not be evaluated (upstream: an error)."""
+        key = (c, opt.ref, dev.id)
+        cached = self._match_cache.get(key)
+        if cached is not None:
+            return cached
+        verdict = self._evaluate(opt, dev)
+        self._match_cache[key] = verdict
+        return verdict
+
+    def _evaluate(self, opt: _Option, dev: _Device) -> bool | str:
+        if not self.gates.device_binding_and_status and dev.device.binding_conditions:
+            return False
+        cls = self.classes.get(opt.class_name)
+        if cls is None:
+            return f"device class {opt.class_name!r} does not exist"
+        for owner, selectors in (
+            (f"class {cls.name}", cls.spec.selectors or []),
+            (f"request {opt.ref}", opt.selectors),
+        ):
+            for i, selector in enumerate(selectors):
+                verdict = self._cel_match(dev, selector)
+                if isinstance(verdict, str):
+                    return f"{owner}: selector #{i}: {verdict}"
+                if not verdict:
+                    return False
+        return True
+
+    def _cel_match(self, dev: _Device, selector: o.DeviceSelector) -> bool | str:
+        from model.cel import CelCompileError, CelRuntimeError
+
+        if selector.cel is None:
+            return "selector without a CEL expression"
+        expression = selector.cel.expression
+        compiled = self._compiled.get(expression)
+        if compiled is None:
+            try:
+                compiled = self.cel.compile(expression)
+            except CelCompileError as err:
+                return f"CEL compile error: {err}"
+            self._compiled[expression] = compiled
+        cel_device = self._cel_device(dev)
+        if cel_device is None:
+            return f"CEL runtime error: {dev.cel_error}"
+        try:
+            return bool(self.cel.matches(compiled, cel_device))
+        except CelRuntimeError as err:
+            return f"CEL runtime error: {err}"
+
+    def _cel_device(self, dev: _Device) -> Any:
+        if dev.cel_device is not None or dev.cel_error:
+            return dev.cel_device
+        from model.cel import CelDevice
+        from model.semver import parse_semver
+
+        attributes: dict[str, Any] = {}
+        for name, attr in sorted((dev.device.attributes or {}).items()):
+            try:
+                if attr.ints is not None:
+                    value: Any = tuple(attr.ints)
+                elif attr.bools is not None:
+                    value = tuple(attr.bools)
+                elif attr.strings is not None:
+                    value = tuple(attr.strings)
+                elif attr.versions is not None:
+                    value = tuple(parse_semver(v) for v in attr.versions)
+                elif attr.int_ is not None:
+                    value = attr.int_
+                elif attr.bool_ is not None:
+                    value = attr.bool_
+                elif attr.string is not None:
+                    value = attr.string
+                elif attr.version is not None:
+                    value = parse_semver(attr.version)
+                else:
+                    dev.cel_error = f"attribute {name} has no value"
+                    return None
+            except ValueError as err:
+                dev.cel_error = f"attribute {name}: {err}"
+                return None
+            attributes[name] = value
+        capacity = {n: parse_quantity(c.value) for n, c in (dev.device.capacity or {}).items()}
+        dev.cel_device = CelDevice(
+            driver=dev.id.driver,
+            attributes=attributes,
+            capacity=capacity,
+            allow_multiple_allocations=bool(dev.device.allow_multiple_allocations),
+        )
+        return dev.cel_device
+
+    # -- counts --------------------------------------------------------------------------------
+
+    def _check_count(self, c: int, label: str, opt: _Option, uses: list[_Use]) -> None:
+        got = {u.device.id for u in uses}
+        if len(got) != len(uses):
+            self.add("count", label, f"{opt.ref}: a device is listed twice")
+        if opt.mode == "ExactCount":
+            if len(uses) != opt.count:
+                self.add("count", label, f"{opt.ref}: {len(uses)} devices, want exactly {opt.count}")
+            return
+        if opt.mode != "All":
+            self.add("count", label, f"{opt.ref}: unknown allocation mode {opt.mode!r}")
+            return
+        # All: every device on the node that the request selects (and whose capacity fits).
+        want: set[DeviceID] = set()
+        for pool in self.pools.values():
+            for dev in pool.devices.values():
+                if not dev.reachable:
+                    continue
+                if not self._all_member(c, opt, dev):
+                    continue
+                if not pool.complete or pool.invalid:
+                    self.add("count", label, f"{opt.ref}: asks for all devices, but pool {pool.driver}/{pool.name} is not usable")
+                want.add(dev.id)
+        if not want:
+            self.add("count", label, f"{opt.ref}: asks for all devices, but none match")
+        if got != want:
+            missing = sorted(str(d) for d in want - got)
+            extra = sorted(str(d) for d in got - want)
+            self.add("count", label, f"{opt.ref}: all matching devices must be allocated (missing {missing}, unexpected {extra})")
+
+    def _all_member(self, c: int, opt: _Option, dev: _Device) -> bool:
+        if self._selectable(c, opt, dev) is not True:
+            return False
+        if not self.gates.consumable_capacity:
+            return True
+        caps = dev.device.capacity or {}
+        requests = opt.capacity or {}
+        if any(name not in caps for name in requests):
+            return False
+        already = self.allocated.capacity.get(dev.id, {})
+        for name, cap in caps.items():
+            amount = _consumed(_q(requests.get(name)), cap)
+            if _breaks_policy(amount, cap):
+                return False
+            total = amount.add(already[name]) if name in already else amount
+            if total > parse_quantity(cap.value):
+                return False
+        return True
+
+    # -- exclusive use -------------------------------------------------------------------------
+
+    def _check_exclusive(self) -> None:
+        by_device: dict[DeviceID, list[_Use]] = defaultdict(list)
+        for use in self.uses:
+            by_device[use.device.id].append(use)
+        shared_ids: dict[DeviceID, set[str]] = defaultdict(set)
+        for dev_id, share in self.allocated.shared:
+            shared_ids[dev_id].add(share)
+        for dev_id, uses in sorted(by_device.items()):
+            device = uses[0].device
+            multi = self.gates.consumable_capacity and bool(device.device.allow_multiple_allocations)
+            for use in uses:
+                label = self._label(self.request.claims[use.claim])
+                share = use.result.share_id
+                if multi and not share:
+                    self.add("exclusive", label, f"device {dev_id} allows multiple allocations: shareID required", use.index)
+                if not multi and share:
+                    self.add("exclusive", label, f"device {dev_id} is not shareable but has shareID {share}", use.index)
+                if not use.option.admin and dev_id in self.allocated.devices:
+                    self.add("exclusive", label, f"device {dev_id} is already allocated", use.index)
+            if multi:
+                shares = [u.result.share_id for u in uses if u.result.share_id]
+                if len(set(shares)) != len(shares):
+                    self.add("exclusive", "", f"device {dev_id}: shareIDs repeat")
+                reused = set(shares) & shared_ids[dev_id]
+                if reused:
+                    self.add("exclusive", "", f"device {dev_id}: shareIDs {sorted(reused)} already in use")
+                continue
+            exclusive = [u for u in uses if not u.option.admin]
+            if len(exclusive) > 1:
+                who = ", ".join(f"{self._label(self.request.claims[u.claim])}#{u.index}" for u in exclusive)
+                self.add("exclusive", "", f"device {dev_id} allocated more than once ({who})")
+            per_claim: dict[int, int] = defaultdict(int)
+            for use in uses:
+                per_claim[use.claim] += 1
+            for claim_index, count in sorted(per_claim.items()):
+                if count > 1:
+                    label = self._label(self.request.claims[claim_index])
+                    self.add("exclusive", label, f"device {dev_id} allocated {count} times in one claim")
+
+    # -- shared counters -----------------------------------------------------------------------
+
+    def _in_use_before(self, dev_id: DeviceID) -> bool:
+        return (
+            dev_id in self.allocated.devices
+            or dev_id in self.allocated.capacity
+            or any(d == dev_id for d, _ in self.allocated.shared)
+        )
+
+    def _check_counters(self) -> None:
+        if not self.gates.partitionable_devices:
+            return
+        fresh: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for use in self.uses:
+            if use.option.admin or not use.device.device.consumes_counters:
+                continue
+            if self._in_use_before(use.device.id):
+                continue  # its counters are already counted as in use
+            fresh[(use.device.id.driver, use.device.id.pool)].add(use.device.id.device)
+        for key, names in sorted(fresh.items()):
+            pool = self.pools[key]
+            used: dict[tuple[str, str], Quantity] = {}
+            touched: set[tuple[str, str]] = set()
+            for dev in pool.devices.values():
+                new = dev.id.device in names
+                if not new and not self._in_use_before(dev.id):
+                    continue
+                for consumption in dev.device.consumes_counters or []:
+                    for counter, amount in consumption.counters.items():
+                        slot = (consumption.counter_set, counter)
+                        value = parse_quantity(amount.value)
+                        used[slot] = used[slot].add(value) if slot in used else value
+                        if new:
+                            touched.add(slot)
+            for slot in sorted(touched):
+                limit = pool.counters.get(slot[0], {}).get(slot[1])
+                if limit is None:
+                    self.add("counters", "", f"pool {key[0]}/{key[1]}: counter {slot[1]} of set {slot[0]} does not exist")
+                elif used[slot] > limit:
+                    self.add("counters", "", f"pool {key[0]}/{key[1]}: counter {slot[0]}/{slot[1]} needs {used[slot]}, has {limit}")
+
+    # -- consumable capacity -------------------------------------------------------------------
+
+    def _check_capacity(self) -> None:
+        if not self.gates.consumable_capacity:
+            for use in self.uses:
+                if use.result.consumed_capacity:
+                    label = self._label(self.request.claims[use.claim])
+                    self.add("capacity", label, "consumedCapacity set while ConsumableCapacity is off", use.index)
+            return
+        totals: dict[DeviceID, dict[str, Quantity]] = {}
+        for use in self.uses:
+            label = self._label(self.request.claims[use.claim])
+            caps = use.device.device.capacity or {}
+            requests = use.option.capacity or {}
+            multi = bool(use.device.device.allow_multiple_allocations)
+            for name in sorted(requests):
+                if name not in caps:
+                    self.add("capacity", label, f"request {use.option.ref} asks for capacity {name} that device {use.device.id} does not have", use.index)
+            consumed: dict[str, Quantity] = {}
+            for name, cap in sorted(caps.items()):
+                try:
+                    amount = _consumed(_q(requests.get(name)), cap)
+                except QuantityError as err:
+                    self.add("capacity", label, f"capacity {name}: {err}", use.index)
+                    continue
+                if _breaks_policy(amount, cap):
+                    self.add("capacity", label, f"device {use.device.id}: {amount} of {name} breaks its request policy", use.index)
+                consumed[name] = amount
+            given = {n: parse_quantity(v) for n, v in (use.result.consumed_capacity or {}).items()}
+            want = consumed if multi else {}
+            if {n: q for n, q in want.items()} != given and not (not want and not given):
+                shown = {n: str(q) for n, q in sorted(want.items())}
+                self.add("capacity", label, f"consumedCapacity {use.result.consumed_capacity} should be {shown}", use.index)
+            if not multi:
+                totals_for = self.allocated.capacity.get(use.device.id, {})
+                for name, amount in consumed.items():
+                    total = amount.add(totals_for[name]) if name in totals_for else amount
+                    if total > parse_quantity(caps[name].value):
+                        self.add("capacity", label, f"device {use.device.id}: {name} needs {total}, has {caps[name].value}", use.index)
+                continue
+            mine = totals.setdefault(use.device.id, dict(self.allocated.capacity.get(use.device.id, {})))
+            for name, amount in consumed.items():
+                mine[name] = mine[name].add(amount) if name in mine else amount
+        for dev_id, amounts in sorted(totals.items()):
+            caps = self.pools[(dev_id.driver, dev_id.pool)].devices[dev_id.device].device.capacity or {}
+            for name, total in sorted(amounts.items()):
+                if name in caps and total > parse_quantity(caps[name].value):
+                    self.add("capacity", "", f"device {dev_id}: shares need {total} of {name}, has {caps[name].value}")
+
+    # -- constraints ---------------------------------------------------------------------------
+
+    def _check_constraints(self, label: str, claim: o.ResourceClaim, uses: list[_Use]) -> None:
+        list_types = self.gates.list_type_attributes
+        for i, constraint in enumerate(claim.spec.devices.constraints or []):
+            names = set(constraint.requests or [])
+            members = [
+                u
+                for u in uses
+                if not names
+                or u.option.request.name in names
+                or (u.option.sub_index is not None and u.option.ref in names)
+            ]
+            attribute = constraint.match_attribute or constraint.distinct_attribute
+            if attribute is None:
+                self.add("constraint", label, f"constraint #{i} has no type")
+                continue
+            values: list[tuple[_Use, o.DeviceAttribute]] = []
+            for use in members:
+                attr = _lookup(use.device, attribute)
+                if attr is None:
+                    self.add("constraint", label, f"constraint #{i}: device {use.device.id} lacks attribute {attribute}", use.index)
+                else:
+                    values.append((use, attr))
+            if len(values) < 2:
+                if values and list_types and _as_set(values[0][1]) is None:
+                    self.add("constraint", label, f"constraint #{i}: attribute {attribute} of device {values[0][0].device.id} has no value", values[0][0].index)
+                continue
+            if constraint.match_attribute is not None:
+                self._check_match(label, i, attribute, values, list_types=list_types)
+            else:
+                self._check_distinct(label, i, attribute, values, list_types=list_types)
+
+    def _check_match(
+        self,
+        label: str,
+        i: int,
+        attribute: str,
+        values: list[tuple[_Use, o.DeviceAttribute]],
+        *,
+        list_types: bool,
+    ) -> None:
+        if list_types:
+            sets = [_as_set(a) for _, a in values]
+            kinds = {s[0] for s in sets if s is not None}
+            if any(s is None for s in sets) or len(kinds) != 1:
+                self.add("constraint", label, f"constraint #{i}: {attribute} values have different types")
+                return
+            common = frozenset.intersection(*(s[1] for s in sets if s is not None))
+            if not common:
+                self.add("constraint", label, f"constraint #{i}: {attribute} values have nothing in common")
+            return
+        scalars = [_scalar(a) for _, a in values]
+        if any(s is None for s in scalars) or len(set(scalars)) != 1:
+            shown = ", ".join(f"{u.device.id}={_shown(a)}" for u, a in values)
+            self.add("constraint", label, f"constraint #{i}: {attribute} differs ({shown})")
+
+    def _check_distinct(
+        self,
+        label: str,
+        i: int,
+        attribute: str,
+        values: list[tuple[_Use, o.DeviceAttribute]],
+        *,
+        list_types: bool,
+    ) -> None:
+        for a in range(len(values)):
+            for b in range(a + 1, len(values)):
+                (ua, va), (ub, vb) = values[a], values[b]
+                if list_types:
+                    sa, sb = _as_set(va), _as_set(vb)
+                    clash = sa is None or sb is None or (sa[0] == sb[0] and bool(sa[1] & sb[1]))
+                else:
+                    xa, xb = _scalar(va), _scalar(vb)
+                    clash = xa is None or xb is None or xa == xb
+                if clash:
+                    self.add("constraint", label, f"constraint #{i}: devices {ua.device.id} and {ub.device.id} share {attribute} ({_shown(va)})")
+
+    # -- configuration and node selector -------------------------------------------------------
+
+    def _check_config(
+        self,
+        label: str,
+        claim: o.ResourceClaim,
+        result: o.AllocationResult,
+        selected: Mapping[int, _Option],
+    ) -> None:
+        want: list[dict[str, Any]] = []
+        class_slots: dict[str, list[int]] = {}
+        for i in sorted(selected):
+            opt = selected[i]
+            cls = self.classes.get(opt.class_name)
+            if cls is None:
+                continue
+            if cls.name in class_slots:
+                for slot in class_slots[cls.name]:
+                    want[slot]["requests"].append(opt.ref)
+                continue
+            class_slots[cls.name] = []
+            for config in cls.spec.config or []:
+                class_slots[cls.name].append(len(want))
+                want.append({**_config_body(config.to_api()), "source": "FromClass", "requests": [opt.ref]})
+        for config in claim.spec.devices.config or []:
+            names = list(config.requests or [])
+            body = {**_config_body(config.to_api()), "source": "FromClaim"}
+            if not names:
+                want.append(body)
+            elif any(opt.request.name in names or opt.ref in names for opt in selected.values()):
+                want.append({**body, "requests": names})
+        for entry in want:
+            names = entry.get("requests") or []
+            if names and all(opt.request.name in names or opt.ref in names for opt in selected.values()):
+                entry.pop("requests")
+        got = [
+            {k: v for k, v in c.to_api().items() if not (k == "requests" and not v)}
+            for c in (result.devices.config or [] if result.devices is not None else [])
+        ]
+        if got != want:
+            self.add("config", label, f"config {json.dumps(got, sort_keys=True)} should be {json.dumps(want, sort_keys=True)}")
+
+    def _check_node_selector(self, label: str, result: o.AllocationResult, devices: Iterable[_Device]) -> None:
+        want = _node_selector(list(devices), self.request.node.name)
+        got = _normalize_selector(result.node_selector)
+        if isinstance(want, str):
+            self.add("node-selector", label, want)
+        elif got != want:
+            self.add("node-selector", label, f"nodeSelector {got} should be {want}")
+
+
+def _config_body(api: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in api.items() if k not in ("requests", "source")}
+
+
+_Selector = list[tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[tuple[str, str, tuple[str, ...]], ...]]]
+
+
+def _normalize_selector(selector: o.NodeSelector | None) -> _Selector | None:
+    if selector is None or not selector.node_selector_terms:
+        return None
+
+    def reqs(items: Sequence[o.NodeSelectorRequirement] | None) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+        return tuple(sorted({(r.key, r.operator, tuple(sorted(set(r.values or [])))) for r in items or []}))
+
+    return [(reqs(t.match_fields), reqs(t.match_expressions)) for t in selector.node_selector_terms]
+
+
+def _node_selector(devices: list[_Device], node_name: str) -> _Selector | None | str:
+    """The nodeSelector the results must carry: node-local → this node; else the slices'."""
+    fields: list[o.NodeSelectorRequirement] = []
+    expressions: list[o.NodeSelectorRequirement] = []
+    for dev in devices:
+        per_device = bool(dev.slice.spec.per_device_node_selection)
+        name = dev.device.node_name if per_device else dev.slice.spec.node_name
+        selector = dev.device.node_selector if per_device else dev.slice.spec.node_selector
+        if name is not None or dev.device.binds_to_node:
+            local = o.NodeSelectorRequirement(key="metadata.name", operator="In", values=[node_name])
+            return _normalize_selector(o.NodeSelector(node_selector_terms=[o.NodeSelectorTerm(match_fields=[local])]))
+        if selector is None or not selector.node_selector_terms:
+            continue
+        if len(selector.node_selector_terms) > 1:
+            return f"device {dev.id}: a node selector with several terms cannot be combined"
+        fields.extend(selector.node_selector_terms[0].match_fields or [])
+        expressions.extend(selector.node_selector_terms[0].match_expressions or [])
+    if not fields and not expressions:
+        return None
+    term = o.NodeSelectorTerm(match_fields=fields or None, match_expressions=expressions or None)
+    return _normalize_selector(o.NodeSelector(node_selector_terms=[term]))
+
+
+def _shown(attr: o.DeviceAttribute) -> str:
+    return json.dumps(attr.to_api(), sort_keys=True)
+
+
+def _score(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> int:
+    """The scheduler's FirstAvailable score: 8 - i for each subrequest i that got devices."""
+    score = 0
+    for claim, result in zip(claims, results, strict=False):
+        names = {r.request for r in (result.devices.results or [] if result.devices else [])}
+        for req in claim.spec.devices.requests or []:
+            for i, sub in enumerate(req.first_available or []):
+                if f"{req.name}/{sub.name}" in names:
+                    score += SUBREQUEST_WEIGHT_BASE - i
+    return score
