@@ -7,9 +7,9 @@ table reports backtracking time / CP-SAT time (the ratio measured in this run, n
 absolute target), backtracking steps, and where backtracking hits its deadline.
 
 Families:
-- distinct-unsat: ``v`` NUMA values, 4 GPUs per value, one request for ``v+1`` GPUs with a
-  distinctAttribute constraint. Unsatisfiable; first-fit tries every combination of GPUs with
-  pairwise different values (about 5^v) before giving up.
+- distinct-unsat: 4 NUMA values, ``size`` GPUs per value, 5 one-GPU requests with a
+  distinctAttribute constraint. Unsatisfiable; first-fit tries every assignment of GPUs with
+  pairwise different values (about (4·size)^4) before giving up.
 - counters-unsat: one GPU split into ``n`` 1/8th partitions on a shared memory counter, a claim
   for 9 partitions. Unsatisfiable; first-fit enumerates every 8-subset of partitions.
 - match-pairs: ``v`` values with 3 GPUs each and a claim with two requests of 2 GPUs each
@@ -65,9 +65,11 @@ def _req(name: str, count: int) -> dict[str, Any]:
     return {"name": name, "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count}}
 
 
-def distinct_unsat(v: int) -> list[dict[str, Any]]:
-    devices = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i % v}}} for i in range(4 * v)]
-    return [_cls(), _slice(devices), _claim([_req("gpus", v + 1)], [{"distinctAttribute": f"{DRIVER}/numa"}])]
+def distinct_unsat(d: int, v: int = 4) -> list[dict[str, Any]]:
+    devices = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i % v}}} for i in range(d * v)]
+    # One request per GPU: upstream only checks distinctness between requests (README quirks).
+    requests = [_req(f"gpu-{r}", 1) for r in range(v + 1)]
+    return [_cls(), _slice(devices), _claim(requests, [{"distinctAttribute": f"{DRIVER}/numa"}])]
 
 
 def counters_unsat(n: int) -> list[dict[str, Any]]:
@@ -87,9 +89,9 @@ def match_pairs(v: int) -> list[dict[str, Any]]:
 
 
 FAMILIES: dict[str, tuple[Callable[[int], list[dict[str, Any]]], list[int]]] = {
-    "distinct-unsat": (distinct_unsat, [2, 3, 4, 5, 6, 7, 8, 9, 10]),
+    "distinct-unsat": (distinct_unsat, [2, 3, 4, 5, 6, 7, 8, 9, 10, 12]),
     "counters-unsat": (counters_unsat, [10, 12, 14, 16, 18, 20, 22, 24]),
-    "match-pairs": (match_pairs, [2, 4, 8, 16, 32, 64]),
+    "match-pairs": (match_pairs, [2, 4, 8, 16, 32, 42]),
 }
 
 

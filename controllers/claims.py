@@ -144,7 +144,7 @@ def find_generated(pod: Mapping[str, Any], pod_claim: str, owned: Sequence[Mappi
     for claim in sorted(owned, key=ob.name):
         if ob.owning_pod(claim)[1] != ob.uid(pod):
             continue
-        if ob.annotations(claim).get(ob.POD_CLAIM_ANNOTATION) == pod_claim:
+        if ob.annotations_of(claim).get(ob.POD_CLAIM_ANNOTATION) == pod_claim:
             return claim
     return None
 

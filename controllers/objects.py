@@ -71,7 +71,7 @@ def finalizers(obj: Mapping[str, Any]) -> list[str]:
     return [str(f) for f in meta(obj).get("finalizers") or []]
 
 
-def annotations(obj: Mapping[str, Any]) -> Mapping[str, str]:
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
     a = meta(obj).get("annotations")
     return a if isinstance(a, Mapping) else {}
 

@@ -204,12 +204,23 @@ def scenario_higher_score() -> list[dict[str, Any]]:
 
 
 def scenario_explodes(*, devices: int = 24, values: int = 4, count: int = 5) -> list[dict[str, Any]]:
-    """A claim for ``count`` devices with pairwise distinct NUMA nodes on a node that has only
-    ``values`` NUMA nodes: unsatisfiable, and first-fit backtracking tries every combination of
-    devices with distinct values before giving up; CP-SAT proves it at once."""
+    """A claim for ``count`` GPUs (one request each) with pairwise distinct NUMA nodes on a node
+    that has only ``values`` NUMA nodes: unsatisfiable, and first-fit backtracking tries every
+    combination of GPUs with different values before giving up; CP-SAT proves it at once.
+
+    (One request per GPU, not one request for ``count`` GPUs: upstream checks distinctness
+    between requests only, see the README's upstream quirks.)"""
     devs = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i % values}}} for i in range(devices)]
-    claim = memory_claim("distinct-numa", 0, count=count)
-    claim["spec"]["devices"]["constraints"] = [{"distinctAttribute": f"{DRIVER}/numa"}]
+    requests = [
+        {"name": f"gpu-{r}", "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}
+        for r in range(count)
+    ]
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "distinct-numa", "namespace": "default"},
+        "spec": {"devices": {"requests": requests, "constraints": [{"distinctAttribute": f"{DRIVER}/numa"}]}},
+    }
     return [gpu_class(), node("worker-1"), _slice("worker-1-gpus", "worker-1", devs), claim]
 
 

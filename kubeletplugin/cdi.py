@@ -55,15 +55,15 @@ class CdiHandler:
     def spec_path(self, claim_uid: str) -> Path:
         return self.cdi_dir / f"{self._prefix}{_UNSAFE.sub('-', claim_uid)}.json"
 
-    def spec(self, claim_uid: str, claim_ref: str, devices: Sequence[PreparedDevice]) -> dict[str, Any]:
+    def spec(
+        self, claim_uid: str, claim_ref: str, devices: Sequence[PreparedDevice]
+    ) -> dict[str, Any]:
         """The spec document for one claim (pure)."""
         return {
             "cdiVersion": CDI_VERSION,
             "kind": self.kind,
             "annotations": {CLAIM_ANNOTATION: f"{claim_ref}:{claim_uid}"},
-            "devices": [
-                {"name": d.cdi_name, "containerEdits": d.edits.to_cdi()} for d in devices
-            ],
+            "devices": [{"name": d.cdi_name, "containerEdits": d.edits.to_cdi()} for d in devices],
         }
 
     # -- files ------------------------------------------------------------------------------

@@ -39,13 +39,17 @@ class ClaimSource(Protocol):
 
 def check_claim(claim: o.ResourceClaim, *, namespace: str, name: str, uid: str) -> o.ResourceClaim:
     if (claim.metadata.uid or "") != uid:
-        raise ClaimLookupError(f"claim {namespace}/{name} got replaced (UID {claim.metadata.uid}, expected {uid})")
+        raise ClaimLookupError(
+            f"claim {namespace}/{name} got replaced (UID {claim.metadata.uid}, expected {uid})"
+        )
     if not claim.allocated:
         raise ClaimLookupError(f"claim {namespace}/{name} not allocated")
     return claim
 
 
-def _decode_claim(doc: dict[str, Any], *, source: str, namespace: str, name: str) -> o.ResourceClaim:
+def _decode_claim(
+    doc: dict[str, Any], *, source: str, namespace: str, name: str
+) -> o.ResourceClaim:
     try:
         obj = decode_object(doc, source=source)
     except InvalidInput as err:

@@ -49,15 +49,59 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--driver", required=True, metavar="NAME", help="DRA driver name (a DNS subdomain, e.g. gpu.sim.dra-solver.dev)")
-    parser.add_argument("--node", required=True, metavar="NAME", help="this node's name: pool name and spec.nodeName of the slices")
-    parser.add_argument("--config", metavar="FILE", type=Path, help="simulated devices (default: 8 GPUs)")
-    parser.add_argument("--plugin-dir", metavar="DIR", type=Path, help=f"where dra.sock goes (default {KUBELET_PLUGINS_DIR}/<driver>)")
-    parser.add_argument("--registry-dir", metavar="DIR", type=Path, default=Path(KUBELET_REGISTRY_DIR), help=f"the kubelet's plugin registration directory (default {KUBELET_REGISTRY_DIR})")
-    parser.add_argument("--cdi-dir", metavar="DIR", type=Path, default=Path(CDI_DIR), help=f"where CDI spec files go (default {CDI_DIR})")
-    parser.add_argument("--checkpoint-dir", metavar="DIR", type=Path, help="checkpoint, lock and backend state (default: the plugin dir)")
-    parser.add_argument("--publish", metavar="kube|DIR", default=KUBE, help="publish ResourceSlices through the API (kube, default) or as YAML files in DIR")
-    parser.add_argument("--claim-source", metavar="kube|DIR", default=KUBE, help="read ResourceClaims from the API (kube, default) or from YAML/JSON files in DIR")
+    parser.add_argument(
+        "--driver",
+        required=True,
+        metavar="NAME",
+        help="DRA driver name (a DNS subdomain, e.g. gpu.sim.dra-solver.dev)",
+    )
+    parser.add_argument(
+        "--node",
+        required=True,
+        metavar="NAME",
+        help="this node's name: pool name and spec.nodeName of the slices",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", type=Path, help="simulated devices (default: 8 GPUs)"
+    )
+    parser.add_argument(
+        "--plugin-dir",
+        metavar="DIR",
+        type=Path,
+        help=f"where dra.sock goes (default {KUBELET_PLUGINS_DIR}/<driver>)",
+    )
+    parser.add_argument(
+        "--registry-dir",
+        metavar="DIR",
+        type=Path,
+        default=Path(KUBELET_REGISTRY_DIR),
+        help=f"the kubelet's plugin registration directory (default {KUBELET_REGISTRY_DIR})",
+    )
+    parser.add_argument(
+        "--cdi-dir",
+        metavar="DIR",
+        type=Path,
+        default=Path(CDI_DIR),
+        help=f"where CDI spec files go (default {CDI_DIR})",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        type=Path,
+        help="checkpoint, lock and backend state (default: the plugin dir)",
+    )
+    parser.add_argument(
+        "--publish",
+        metavar="kube|DIR",
+        default=KUBE,
+        help="publish ResourceSlices through the API (kube, default) or as YAML files in DIR",
+    )
+    parser.add_argument(
+        "--claim-source",
+        metavar="kube|DIR",
+        default=KUBE,
+        help="read ResourceClaims from the API (kube, default) or from YAML/JSON files in DIR",
+    )
 
 
 class _UsageError(Exception):
@@ -82,7 +126,9 @@ def _kube_client() -> Any:
         try:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         except (ConfigException, OSError) as err:
-            raise _UsageError(f"no Kubernetes configuration (in-cluster or kubeconfig): {err}") from None
+            raise _UsageError(
+                f"no Kubernetes configuration (in-cluster or kubeconfig): {err}"
+            ) from None
     return client.ApiClient()
 
 
@@ -121,8 +167,12 @@ class Plugin:
     def start(self) -> None:
         self.server.start()
         self.threads = [
-            threading.Thread(target=self.monitor.run, args=(self.stop_event,), name="health", daemon=True),
-            threading.Thread(target=self.loop.run, args=(self.stop_event,), name="publish", daemon=True),
+            threading.Thread(
+                target=self.monitor.run, args=(self.stop_event,), name="health", daemon=True
+            ),
+            threading.Thread(
+                target=self.loop.run, args=(self.stop_event,), name="publish", daemon=True
+            ),
         ]
         for t in self.threads:
             t.start()
@@ -144,12 +194,16 @@ def build(args: argparse.Namespace) -> Plugin:
     _check_name("--node", node)
     faults = FaultInjection.from_env(os.environ)
 
-    plugin_dir: Path = args.plugin_dir or Path(KUBELET_PLUGINS_DIR) / driver
-    checkpoint_dir: Path = args.checkpoint_dir or plugin_dir
+    # Absolute paths throughout: the kubelet gets the socket path as the endpoint, and gRPC
+    # reads "unix://relative/path" as an authority.
+    plugin_dir = (args.plugin_dir or Path(KUBELET_PLUGINS_DIR) / driver).absolute()
+    checkpoint_dir = (args.checkpoint_dir or plugin_dir).absolute()
+    registry_dir: Path = args.registry_dir.absolute()
+    cdi_dir: Path = args.cdi_dir.absolute()
     config = discovery.load_config(args.config)
-    health_file = config.health.file or checkpoint_dir / "health.yaml"
+    health_file = (config.health.file or checkpoint_dir / "health.yaml").absolute()
     fsutil.ensure_dir(checkpoint_dir, mode=0o700, enforce=True)
-    args.cdi_dir.mkdir(parents=True, exist_ok=True)
+    cdi_dir.mkdir(parents=True, exist_ok=True)
 
     profile = discovery.SimulatedProfile(
         config, node=node, state_dir=checkpoint_dir / "simulated-devices", health_file=health_file
@@ -157,11 +211,13 @@ def build(args: argparse.Namespace) -> Plugin:
     devices = profile.enumerate_devices()
     log.info(
         "driver %s on node %s: %d device(s) (%s), %d shared counter set(s)",
-        driver, node, len(devices.devices),
+        driver,
+        node,
+        len(devices.devices),
         ", ".join(f"{n} {k}" for k, n in sorted(_kinds(devices).items())) or "none",
         len(devices.counter_sets),
     )
-    cdi = CdiHandler(args.cdi_dir, driver=driver, cdi_class=config.cdi_class)
+    cdi = CdiHandler(cdi_dir, driver=driver, cdi_class=config.cdi_class)
     state = DeviceState(
         driver=driver,
         node=node,
@@ -180,19 +236,23 @@ def build(args: argparse.Namespace) -> Plugin:
         claims = KubeClaimSource(api_client)
         log.info("reading ResourceClaims from the Kubernetes API")
     else:
-        claims = DirectoryClaimSource(Path(args.claim_source))
+        claims = DirectoryClaimSource(Path(args.claim_source).absolute())
         log.info("reading ResourceClaims from %s", args.claim_source)
     sink: SliceSink
     if args.publish == KUBE:
         sink = KubeSliceSink(api_client, driver=driver, node=node)
         log.info("publishing ResourceSlices through the Kubernetes API")
     else:
-        sink = DirectorySink(Path(args.publish), driver=driver, node=node)
+        sink = DirectorySink(Path(args.publish).absolute(), driver=driver, node=node)
         log.info("publishing ResourceSlices to %s", args.publish)
 
     monitor = HealthMonitor(profile, driver=driver, node=node, config=config.health)
     monitor.poll()
-    log.info("health from %s (polled every %.1fs, SIGUSR1 re-reads)", health_file, config.health.poll_seconds)
+    log.info(
+        "health from %s (polled every %.1fs, SIGUSR1 re-reads)",
+        health_file,
+        config.health.poll_seconds,
+    )
     loop = PublishLoop(
         Publisher(sink, driver=driver, node=node),
         profile.enumerate_devices,
@@ -203,7 +263,7 @@ def build(args: argparse.Namespace) -> Plugin:
     server = PluginServer(
         driver=driver,
         plugin_dir=plugin_dir,
-        registry_dir=args.registry_dir,
+        registry_dir=registry_dir,
         core=PluginCore(driver=driver, state=state, claims=claims),
         health=monitor,
     )

@@ -369,7 +369,9 @@ class _Reader:
     ) -> int:
         value = data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail((*path, key), f"Invalid value: {value!r}: must be an integer >= {minimum}")
+            raise self.fail(
+                (*path, key), f"Invalid value: {value!r}: must be an integer >= {minimum}"
+            )
         return value
 
     def number(self, data: Mapping[str, Any], key: str, default: float, path: FieldPath) -> float:
@@ -432,13 +434,24 @@ def load_config(path: Path | None) -> SimConfig:
     return parse_config(data, source=source, base_dir=path.parent)
 
 
-def parse_config(data: Mapping[str, Any], *, source: str = "", base_dir: Path | None = None) -> SimConfig:
+def parse_config(
+    data: Mapping[str, Any], *, source: str = "", base_dir: Path | None = None
+) -> SimConfig:
     r = _Reader(source)
     r.known(data, ("gpus", "nics", "health", "cdiClass", "resyncSeconds", "simulate"), ())
+    # Shorthand: ``gpus: 8`` means ``gpus: {count: 8}`` (likewise for nics).
+    data = {
+        k: {"count": v}
+        if k in ("gpus", "nics") and isinstance(v, int) and not isinstance(v, bool)
+        else v
+        for k, v in data.items()
+    }
     gpus = _parse_gpus(r, r.section(data, "gpus", ()), ("gpus",))
     nics = _parse_nics(r, r.section(data, "nics", ()), ("nics",))
     hsec = r.section(data, "health", ())
-    r.known(hsec, ("file", "pollSeconds", "noExecuteSeverities", "checkTimeoutSeconds"), ("health",))
+    r.known(
+        hsec, ("file", "pollSeconds", "noExecuteSeverities", "checkTimeoutSeconds"), ("health",)
+    )
     health_file: Path | None = None
     if "file" in hsec:
         raw = r.string(hsec, "file", "", ("health",), max_len=4096)
@@ -449,7 +462,8 @@ def parse_config(data: Mapping[str, Any], *, source: str = "", base_dir: Path | 
         file=health_file,
         poll_seconds=r.number(hsec, "pollSeconds", 2.0, ("health",)),
         no_execute_severities=tuple(
-            s.lower() for s in (r.strings(hsec, "noExecuteSeverities", ("health",)) or ("critical",))
+            s.lower()
+            for s in (r.strings(hsec, "noExecuteSeverities", ("health",)) or ("critical",))
         ),
         check_timeout_seconds=r.integer(hsec, "checkTimeoutSeconds", 0, ("health",)),
     )
@@ -472,8 +486,16 @@ def _parse_gpus(r: _Reader, sec: Mapping[str, Any], path: FieldPath) -> GpuConfi
     r.known(
         sec,
         (
-            "count", "model", "memory", "driverVersion", "numaNodes", "nvlinkDomains",
-            "pcieRoots", "deviceNodes", "mounts", "partitions",
+            "count",
+            "model",
+            "memory",
+            "driverVersion",
+            "numaNodes",
+            "nvlinkDomains",
+            "pcieRoots",
+            "deviceNodes",
+            "mounts",
+            "partitions",
         ),
         path,
     )
@@ -496,7 +518,9 @@ def _parse_gpus(r: _Reader, sec: Mapping[str, Any], path: FieldPath) -> GpuConfi
         )
     version = r.string(sec, "driverVersion", d.driver_version, path)
     if not re.match(r"^[0-9]+\.[0-9]+\.[0-9]+$", version):
-        raise r.fail((*path, "driverVersion"), f"Invalid value: {version!r}: must be MAJOR.MINOR.PATCH")
+        raise r.fail(
+            (*path, "driverVersion"), f"Invalid value: {version!r}: must be MAJOR.MINOR.PATCH"
+        )
     psec = r.section(sec, "partitions", path)
     ppath = (*path, "partitions")
     r.known(psec, ("computeSlices", "memorySlices", "profiles"), ppath)
@@ -573,9 +597,7 @@ def _parse_nics(r: _Reader, sec: Mapping[str, Any], path: FieldPath) -> NicConfi
     )
     if config.bandwidth_step.value == 0:
         raise r.fail((*path, "bandwidthStep"), "Invalid value: must be greater than zero")
-    if not (
-        config.min_bandwidth.value <= config.default_bandwidth.value <= config.bandwidth.value
-    ):
+    if not (config.min_bandwidth.value <= config.default_bandwidth.value <= config.bandwidth.value):
         raise r.fail(path, "Invalid value: need minBandwidth <= defaultBandwidth <= bandwidth")
     return config
 
@@ -757,7 +779,9 @@ def build_devices(config: SimConfig, *, node: str) -> NodeDevices:
     return NodeDevices(devices=tuple(devices), counter_sets=tuple(counter_sets))
 
 
-def parse_health_file(text: str, *, source: str, devices: Mapping[str, DeviceInfo]) -> dict[str, HealthReport]:
+def parse_health_file(
+    text: str, *, source: str, devices: Mapping[str, DeviceInfo]
+) -> dict[str, HealthReport]:
     """Reports for the devices a health file names (see examples/kubeletplugin/health.yaml).
 
     Format: a mapping from device name to either a bare status (``Unhealthy``) or
@@ -778,12 +802,16 @@ def parse_health_file(text: str, *, source: str, devices: Mapping[str, DeviceInf
         if isinstance(entry, str):
             entry = {"health": entry}
         if not isinstance(entry, Mapping):
-            raise InvalidInput("", path, "must be a status or {health, severity, message}", source=source)
+            raise InvalidInput(
+                "", path, "must be a status or {health, severity, message}", source=source
+            )
         health = entry.get("health", UNHEALTHY)
         if health not in HEALTH_VALUES:
             shown = ", ".join(f'"{v}"' for v in HEALTH_VALUES)
             raise InvalidInput(
-                "", (*path, "health"), f"Unsupported value: {health!r}: supported values: {shown}",
+                "",
+                (*path, "health"),
+                f"Unsupported value: {health!r}: supported values: {shown}",
                 source=source,
             )
         severity = entry.get("severity", "")
@@ -797,7 +825,9 @@ def parse_health_file(text: str, *, source: str, devices: Mapping[str, DeviceInf
 class SimulatedProfile:
     """The bundled backend: devices from a :class:`SimConfig`, side effects as marker files."""
 
-    def __init__(self, config: SimConfig, *, node: str, state_dir: Path, health_file: Path | None) -> None:
+    def __init__(
+        self, config: SimConfig, *, node: str, state_dir: Path, health_file: Path | None
+    ) -> None:
         self.config = config
         self.node = node
         self.state_dir = state_dir
@@ -879,5 +909,7 @@ class SimulatedProfile:
             return out
         for claim_dir in sorted(self.state_dir.iterdir()):
             if claim_dir.is_dir():
-                out[claim_dir.name] = {p.name for p in claim_dir.iterdir() if not p.name.startswith(".")}
+                out[claim_dir.name] = {
+                    p.name for p in claim_dir.iterdir() if not p.name.startswith(".")
+                }
         return out

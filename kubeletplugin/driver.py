@@ -122,7 +122,9 @@ class DraServicer:
 
     def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = _refs(request)
-        log.info("NodePrepareResources: %s", ", ".join(f"{r} ({r.uid})" for r in refs) or "no claims")
+        log.info(
+            "NodePrepareResources: %s", ", ".join(f"{r} ({r.uid})" for r in refs) or "no claims"
+        )
         results = self.core.prepare(refs)
         response = self.pb.NodePrepareResourcesResponse()
         for ref in refs:
@@ -145,7 +147,9 @@ class DraServicer:
 
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         refs = _refs(request)
-        log.info("NodeUnprepareResources: %s", ", ".join(f"{r} ({r.uid})" for r in refs) or "no claims")
+        log.info(
+            "NodeUnprepareResources: %s", ", ".join(f"{r} ({r.uid})" for r in refs) or "no claims"
+        )
         errors = self.core.unprepare(refs)
         response = self.pb.NodeUnprepareResourcesResponse()
         for ref in refs:
@@ -166,7 +170,9 @@ class RegistrationStatus:
 
 
 class RegistrationServicer:
-    def __init__(self, *, driver: str, endpoint: str, supported: Sequence[str], status: RegistrationStatus) -> None:
+    def __init__(
+        self, *, driver: str, endpoint: str, supported: Sequence[str], status: RegistrationStatus
+    ) -> None:
         self.driver = driver
         self.endpoint = endpoint
         self.supported = list(supported)
@@ -199,10 +205,24 @@ class SocketError(Exception):
     """A socket or its directory cannot be set up; the plugin cannot start."""
 
 
+def socket_target(path: Path) -> str:
+    """The gRPC address for a unix socket path, within the kernel's 107-byte limit.
+
+    The absolute path when it fits (what the kubelet uses); otherwise the path relative to the
+    working directory when that fits (deep scratch directories in tests and demos).
+    """
+    absolute = path.absolute()
+    if len(str(absolute).encode()) <= UNIX_PATH_MAX:
+        return f"unix://{absolute}"
+    relative = os.path.relpath(absolute)
+    if len(relative.encode()) <= UNIX_PATH_MAX:
+        return f"unix:{relative}"
+    raise SocketError(f"{absolute}: socket path longer than {UNIX_PATH_MAX} bytes")
+
+
 def prepare_socket_path(path: Path, *, own_dir: bool) -> None:
     """Directory ready (0700 if ours), stale socket from an earlier run removed."""
-    if len(str(path).encode()) > UNIX_PATH_MAX:
-        raise SocketError(f"{path}: socket path longer than {UNIX_PATH_MAX} bytes")
+    socket_target(path)  # fail early on an impossible path
     try:
         fsutil.ensure_dir(path.parent, mode=0o700, enforce=own_dir)
     except OSError as err:
@@ -230,7 +250,7 @@ def _private_umask() -> Any:
 def _serve_unix(server: grpc.Server, path: Path) -> None:
     with _private_umask():
         try:
-            server.add_insecure_port(f"unix://{path}")
+            server.add_insecure_port(socket_target(path))
         except RuntimeError as err:
             raise SocketError(f"{path}: cannot listen: {err}") from None
     os.chmod(path, 0o600)
@@ -253,17 +273,19 @@ class PluginServer:
 
     @property
     def dra_socket(self) -> Path:
-        return self.plugin_dir / DRA_SOCKET_NAME
+        return self.plugin_dir.absolute() / DRA_SOCKET_NAME
 
     @property
     def registration_socket(self) -> Path:
-        return self.registry_dir / registration_socket_name(self.driver)
+        return self.registry_dir.absolute() / registration_socket_name(self.driver)
 
     def start(self) -> None:
         prepare_socket_path(self.dra_socket, own_dir=True)
         prepare_socket_path(self.registration_socket, own_dir=False)
 
-        dra = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dra"))
+        dra = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dra")
+        )
         protos.dra_v1_grpc.add_DRAPluginServicer_to_server(  # type: ignore[no-untyped-call]
             DraServicer(protos.dra_v1, self.core), dra
         )
@@ -301,4 +323,3 @@ class PluginServer:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         self._reg = self._dra = None
-

@@ -102,7 +102,9 @@ class HealthMonitor:
         except (InvalidInput, OSError, ValueError) as err:
             text = str(err)
             if text != self._last_error:  # say it once, not every poll
-                log.error("health: cannot read device health, keeping the last known state: %s", text)
+                log.error(
+                    "health: cannot read device health, keeping the last known state: %s", text
+                )
                 self._last_error = text
             return False
         self._last_error = ""
@@ -117,14 +119,18 @@ class HealthMonitor:
                 r = reports[name]
                 old = states.get(name)
                 if old is not None and (old.health, old.severity, old.message) == (
-                    r.health, r.severity, r.message,
+                    r.health,
+                    r.severity,
+                    r.message,
                 ):
                     continue
                 states[name] = DeviceHealthState(r.health, r.severity, r.message, now)
                 changed.append(name)
                 if old is not None or r.health != HEALTHY:
                     log.info(
-                        "health: device %s is %s%s%s", name, r.health,
+                        "health: device %s is %s%s%s",
+                        name,
+                        r.health,
                         f" (severity {r.severity})" if r.severity else "",
                         f": {r.message}" if r.message else "",
                     )
@@ -217,7 +223,9 @@ def health_response(pb: ModuleType, monitor: HealthMonitor) -> Any:
 class HealthServicer:
     """``DRAResourceHealth.NodeWatchResources`` for one API version (module ``pb``)."""
 
-    def __init__(self, pb: ModuleType, monitor: HealthMonitor, *, wake_seconds: float = 1.0) -> None:
+    def __init__(
+        self, pb: ModuleType, monitor: HealthMonitor, *, wake_seconds: float = 1.0
+    ) -> None:
         self.pb = pb
         self.monitor = monitor
         self.wake_seconds = wake_seconds

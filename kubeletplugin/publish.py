@@ -78,7 +78,9 @@ def _chunks(items: Sequence[Json], size: int) -> list[tuple[Json, ...]]:
     return [tuple(items[i : i + size]) for i in range(0, len(items), size)]
 
 
-def split_pool(node_devices: NodeDevices, *, taints: Mapping[str, Sequence[Json]]) -> list[SliceContent]:
+def split_pool(
+    node_devices: NodeDevices, *, taints: Mapping[str, Sequence[Json]]
+) -> list[SliceContent]:
     """The pool's slices in order: counter-set slices first, then device slices (pure)."""
     devices: list[Json] = []
     for info in node_devices.devices:
@@ -161,7 +163,9 @@ def _canonical_time(value: Any) -> Any:
 def _prune(value: Any) -> Any:
     # The API server omits empty lists/maps (omitempty); compare without them.
     if isinstance(value, dict):
-        pruned = {k: _canonical_time(v) if k == "timeAdded" else _prune(v) for k, v in value.items()}
+        pruned = {
+            k: _canonical_time(v) if k == "timeAdded" else _prune(v) for k, v in value.items()
+        }
         return {k: v for k, v in pruned.items() if v not in (None, [], {})}
     if isinstance(value, list):
         return [_prune(v) for v in value]
@@ -173,14 +177,21 @@ def spec_key(obj: Mapping[str, Any]) -> str:
     return json.dumps(_prune(obj.get("spec") or {}), sort_keys=True)
 
 
-def carry_taint_times(taints: Mapping[str, Sequence[Json]], existing: Sequence[Mapping[str, Any]]) -> dict[str, list[Json]]:
+def carry_taint_times(
+    taints: Mapping[str, Sequence[Json]], existing: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Json]]:
     """Keep ``timeAdded`` of taints that are already published unchanged (pure)."""
     published: dict[tuple[str, str, str | None, str], str] = {}
     for obj in existing:
         for device in (obj.get("spec") or {}).get("devices") or []:
             for t in device.get("taints") or []:
                 if t.get("timeAdded"):
-                    key = (device.get("name", ""), t.get("key", ""), t.get("value"), t.get("effect", ""))
+                    key = (
+                        device.get("name", ""),
+                        t.get("key", ""),
+                        t.get("value"),
+                        t.get("effect", ""),
+                    )
                     published[key] = t["timeAdded"]
     out: dict[str, list[Json]] = {}
     for name, device_taints in taints.items():
@@ -188,7 +199,9 @@ def carry_taint_times(taints: Mapping[str, Sequence[Json]], existing: Sequence[M
         for t in device_taints:
             key = (name, t.get("key", ""), t.get("value"), t.get("effect", ""))
             kept = published.get(key)
-            out[name].append({**t, "timeAdded": _canonical_time(kept) if kept else t.get("timeAdded")})
+            out[name].append(
+                {**t, "timeAdded": _canonical_time(kept) if kept else t.get("timeAdded")}
+            )
     return out
 
 
@@ -301,7 +314,9 @@ class KubeSliceSink:
 
     def list(self) -> list[Json]:
         selector = f"spec.nodeName={self.node},spec.driver={self.driver}"
-        data = self._call("list resourceslices", self._api.list_resource_slice, field_selector=selector)
+        data = self._call(
+            "list resourceslices", self._api.list_resource_slice, field_selector=selector
+        )
         items = data.get("items") or []
         for item in items:  # list items come without kind/apiVersion
             item.setdefault("apiVersion", API_VERSION)
@@ -309,7 +324,9 @@ class KubeSliceSink:
         return [i for i in items if (i.get("spec") or {}).get("nodeName") == self.node]
 
     def create(self, obj: Json) -> None:
-        self._call(f"create resourceslice {obj['metadata']['name']}", self._api.create_resource_slice, obj)
+        self._call(
+            f"create resourceslice {obj['metadata']['name']}", self._api.create_resource_slice, obj
+        )
 
     def update(self, obj: Json) -> None:
         name = obj["metadata"]["name"]
@@ -323,7 +340,9 @@ class KubeSliceSink:
             self._api.delete_resource_slice(name, _preload_content=False)
         except ApiException as err:
             if err.status != 404:  # already gone is what we wanted
-                raise PublishError(f"delete resourceslice {name}: {err.status} {err.reason}") from None
+                raise PublishError(
+                    f"delete resourceslice {name}: {err.status} {err.reason}"
+                ) from None
 
     def owner(self) -> Json | None:
         if self._owner is None:
@@ -371,27 +390,39 @@ class Publisher:
         self.driver = driver
         self.node = node
 
-    def sync(self, node_devices: NodeDevices, *, taints: Mapping[str, Sequence[Json]]) -> SyncResult:
+    def sync(
+        self, node_devices: NodeDevices, *, taints: Mapping[str, Sequence[Json]]
+    ) -> SyncResult:
         existing = [
-            s for s in self.sink.list() if ((s.get("spec") or {}).get("pool") or {}).get("name") == self.node
+            s
+            for s in self.sink.list()
+            if ((s.get("spec") or {}).get("pool") or {}).get("name") == self.node
         ]
         generation = max(
-            (int(((s.get("spec") or {}).get("pool") or {}).get("generation") or 0) for s in existing),
+            (
+                int(((s.get("spec") or {}).get("pool") or {}).get("generation") or 0)
+                for s in existing
+            ),
             default=0,
         )
         contents = split_pool(node_devices, taints=carry_taint_times(taints, existing))
         owner = self.sink.owner()
         by_name = {s["metadata"]["name"]: s for s in existing}
 
-        current = build_slices(contents, driver=self.driver, node=self.node, generation=generation, owner=owner)
+        current = build_slices(
+            contents, driver=self.driver, node=self.node, generation=generation, owner=owner
+        )
         if len(existing) == len(current) and all(
-            d["metadata"]["name"] in by_name and spec_key(by_name[d["metadata"]["name"]]) == spec_key(d)
+            d["metadata"]["name"] in by_name
+            and spec_key(by_name[d["metadata"]["name"]]) == spec_key(d)
             for d in current
         ):
             return SyncResult(generation=generation, changed=False)
 
         generation += 1
-        desired = build_slices(contents, driver=self.driver, node=self.node, generation=generation, owner=owner)
+        desired = build_slices(
+            contents, driver=self.driver, node=self.node, generation=generation, owner=owner
+        )
         wanted = {d["metadata"]["name"] for d in desired}
         deleted: list[str] = []
         for name in sorted(set(by_name) - wanted):
@@ -415,8 +446,13 @@ class Publisher:
                 updated.append(name)
         log.info(
             "published pool %s generation %d: %d slice(s), %d device(s) (created %d, updated %d, deleted %d)",
-            self.node, generation, len(desired), len(node_devices.devices),
-            len(created), len(updated), len(deleted),
+            self.node,
+            generation,
+            len(desired),
+            len(node_devices.devices),
+            len(created),
+            len(updated),
+            len(deleted),
         )
         return SyncResult(
             generation=generation,

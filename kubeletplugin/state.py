@@ -37,7 +37,6 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import filelock
 
@@ -267,13 +266,18 @@ class DeviceState:
             for entry in cp.in_state(ClaimState.PREPARE_STARTED, ClaimState.UNPREPARE_STARTED):
                 log.info(
                     "recovering claim %s (%s) left in %s: undoing %d device(s)",
-                    entry.ref, entry.uid, entry.state.value, len(entry.devices),
+                    entry.ref,
+                    entry.uid,
+                    entry.state.value,
+                    len(entry.devices),
                 )
                 try:
                     cp = self._undo(cp, entry, phase=None)
                     handled.append(entry.uid)
                 except (DeviceBackendError, OSError) as err:
-                    log.error("recovering claim %s (%s) failed, will retry: %s", entry.ref, entry.uid, err)
+                    log.error(
+                        "recovering claim %s (%s) failed, will retry: %s", entry.ref, entry.uid, err
+                    )
             for uid, path in self.cdi.claim_spec_files().items():
                 if cp.get(uid) is None:
                     log.info("removing orphaned CDI spec %s", path)
@@ -309,7 +313,12 @@ class DeviceState:
         ref = claim.ref
         entry = cp.get(uid)
         if entry is not None and entry.state == ClaimState.PREPARE_COMPLETED:
-            log.info("claim %s (%s) already prepared, returning %d device(s)", ref, uid, len(entry.devices))
+            log.info(
+                "claim %s (%s) already prepared, returning %d device(s)",
+                ref,
+                uid,
+                len(entry.devices),
+            )
             return cp, entry.devices
         if entry is not None and not self.faults.skip_rollback:
             log.info("claim %s (%s) found in %s: undoing it first", ref, uid, entry.state.value)
@@ -322,7 +331,9 @@ class DeviceState:
             claim, driver=self.driver, node=self.node, devices=inventory, cdi=self.cdi
         )
         if not devices:
-            log.info("claim %s (%s) has no devices of driver %s: nothing to do", ref, uid, self.driver)
+            log.info(
+                "claim %s (%s) has no devices of driver %s: nothing to do", ref, uid, self.driver
+            )
             return cp, ()
 
         started = ClaimEntry(
@@ -332,9 +343,7 @@ class DeviceState:
             state=ClaimState.PREPARE_STARTED,
             devices=devices,
         )
-        log.info(
-            "preparing claim %s (%s): %s", ref, uid, ", ".join(d.device for d in devices)
-        )
+        log.info("preparing claim %s (%s): %s", ref, uid, ", ".join(d.device for d in devices))
         cp = cp.with_claim(started)
         try:
             self.store.write(cp)
@@ -387,7 +396,9 @@ class DeviceState:
             # Unknown: never prepared here, or already unprepared. Nothing of ours can exist,
             # but a stray spec would be an orphan, so make sure.
             if self.cdi.delete_claim_spec_file(ref.uid):
-                log.warning("claim %s (%s): removed a CDI spec without checkpoint entry", ref, ref.uid)
+                log.warning(
+                    "claim %s (%s): removed a CDI spec without checkpoint entry", ref, ref.uid
+                )
             log.info("claim %s (%s) not prepared: nothing to unprepare", ref, ref.uid)
             return cp
         if entry.state != ClaimState.UNPREPARE_STARTED:
@@ -395,7 +406,12 @@ class DeviceState:
             cp = cp.with_claim(entry)
             self.store.write(cp)
             self.faults.point("unprepare-started")
-        log.info("unpreparing claim %s (%s): %s", ref, ref.uid, ", ".join(d.device for d in entry.devices))
+        log.info(
+            "unpreparing claim %s (%s): %s",
+            ref,
+            ref.uid,
+            ", ".join(d.device for d in entry.devices),
+        )
         cp = self._undo(cp, entry, phase="unprepare")
         log.info("unprepared claim %s (%s)", ref, ref.uid)
         return cp
@@ -421,8 +437,3 @@ class DeviceState:
             self.faults.point(f"{phase}-completed")
         return cp
 
-
-def describe(results: Mapping[str, Any]) -> str:
-    """A short log summary of a batch's results."""
-    ok = sum(1 for r in results.values() if not (r.error if isinstance(r, PrepareResult) else r))
-    return f"{ok}/{len(results)} ok"

@@ -148,25 +148,16 @@ def allocate_backtracking(
             reason="cannot allocate all claims",
         )
 
-    results: list[o.AllocationResult] = []
-    for plan in plans:
-        try:
-            results.append(
-                build_result(
-                    plan,
-                    [
-                        ChosenDevice(p.view, p.device, p.shared, p.consumed)
-                        for p in search.results[plan.index]
-                    ],
-                    node_name=request.node.name,
-                    gates=gates,
-                    selected={r: s for (c, r), s in search.selected.items() if c == plan.index},
-                )
-            )
-        except AllocationError as err:
-            raise AllocationError(
-                f"create NodeSelector for claim {plan.claim.name}: {err}"
-            ) from err
+    results = [
+        build_result(
+            plan,
+            [ChosenDevice(p.view, p.device, p.shared, p.consumed) for p in search.results[plan.index]],
+            node_name=request.node.name,
+            gates=gates,
+            selected={r: s for (c, r), s in search.selected.items() if c == plan.index},
+        )
+        for plan in plans
+    ]
     return AllocationOutcome(
         allocated=True,
         results=tuple(results),

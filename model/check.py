@@ -20,7 +20,8 @@ they produce; the service runs it on every answer before returning it.
 Where upstream's implementation deviates from its own documented semantics, this checker
 follows the documentation (README "Upstream quirks"): distinctAttribute means distinct values
 across *all* devices of the constraint; an adminAccess allocation never makes a device busy
-for other claims; counters of an allowMultipleAllocations device are consumed once.
+for other claims (though, as in upstream's attempt, a device it uses draws on shared counters);
+counters of an allowMultipleAllocations device are consumed once.
 """
 
 from __future__ import annotations
@@ -133,6 +134,9 @@ class _Pool:
 
 
 def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
+    """Pools as the node sees them: the newest generation among the slices that target the
+    node; a pool is complete when that generation has all its slices (a newer generation
+    elsewhere makes it obsolete)."""
     node = request.node
     gates = request.gates
     by_pool: dict[tuple[str, str], list[o.ResourceSlice]] = defaultdict(list)
@@ -140,9 +144,19 @@ def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
         by_pool[(slice_.spec.driver, slice_.spec.pool.name)].append(slice_)
     pools: dict[tuple[str, str], _Pool] = {}
     for (driver, name), slices in sorted(by_pool.items()):
-        newest = max(s.spec.pool.generation for s in slices)
-        current = sorted((s for s in slices if s.spec.pool.generation == newest), key=lambda s: s.name)
-        complete = len(current) == current[0].spec.pool.resource_slice_count
+        relevant = [s for s in slices if _targets(s, node)]
+        if not relevant:
+            continue
+        generation = max(s.spec.pool.generation for s in relevant)
+        wanted = max(s.spec.pool.resource_slice_count for s in relevant if s.spec.pool.generation == generation)
+        current = sorted((s for s in slices if s.spec.pool.generation == generation), key=lambda s: s.name)
+        targeting = {id(s) for s in relevant if s.spec.pool.generation == generation}
+        if len(targeting) == wanted:
+            complete = True
+        elif any(s.spec.pool.generation > generation for s in slices):
+            continue  # obsolete: the pool has moved on
+        else:
+            complete = len(current) == wanted
         pool = _Pool(driver, name, complete, "")
         seen_sets: set[str] = set()
         for slice_ in current:
@@ -155,10 +169,12 @@ def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
                 }
         for slice_ in current:
             for device in slice_.spec.devices or []:
+                on_node = id(slice_) in targeting
                 if device.name in pool.devices:
-                    pool.invalid = f"duplicate device name {device.name}"
+                    if on_node or pool.devices[device.name].reachable:
+                        pool.invalid = f"duplicate device name {device.name}"
                     continue
-                reachable, error = _reachable(slice_, device, node)
+                reachable, error = _reachable(slice_, device, node) if on_node else (False, "")
                 if not gates.partitionable_devices and (
                     slice_.spec.per_device_node_selection is not None or slice_.spec.shared_counters
                 ):
@@ -174,6 +190,16 @@ def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
                         pool.invalid = f"unknown counter in counter set {consumption.counter_set}"
         pools[(driver, name)] = pool
     return pools
+
+
+def _targets(slice_: o.ResourceSlice, node: o.Node) -> bool:
+    """The slice has devices for the node (slice-level or any device's node selection)."""
+    spec = slice_.spec
+    if spec.per_device_node_selection:
+        return any(
+            _node_ok(node, d.node_name, d.all_nodes, d.node_selector)[0] for d in spec.devices or []
+        )
+    return _node_ok(node, spec.node_name, spec.all_nodes, spec.node_selector)[0]
 
 
 def _reachable(slice_: o.ResourceSlice, device: o.Device, node: o.Node) -> tuple[bool, str]:
@@ -337,7 +363,9 @@ def _consumed(requested: Quantity | None, cap: o.DeviceCapacity) -> Quantity:
             return requested
         step = parse_quantity(rng.step).value()
         added = requested.value() - low.value()
-        steps = -(-added // step) if added >= 0 else -((-added) // step)
+        if step <= 0:
+            return requested
+        steps = -(-added // step)  # ceil: requested >= min, so added >= 0
         return Quantity.from_int(low.value() + step * steps, Format.BINARY_SI)
     if policy.valid_values is not None:
         for text in policy.valid_values:
@@ -361,8 +389,7 @@ def _breaks_policy(amount: Quantity, cap: o.DeviceCapacity) -> bool:
             low = parse_quantity(rng.min).value() if rng.min is not None else 0
             diff = amount.value() - low
             step = parse_quantity(rng.step).value()
-            remainder = abs(diff) % abs(step)
-            return remainder != 0
+            return step != 0 and abs(diff) % abs(step) != 0
         return False
     if policy.valid_values:
         return all(amount != parse_quantity(v) for v in policy.valid_values)
@@ -479,7 +506,7 @@ class _Checker:
         options: dict[str, _Option] = {}
         for i, req in enumerate(requests):
             for opt in _options(req, i):
-                options[opt.ref] = opt
+                options.setdefault(opt.ref, opt)
         by_option: dict[str, list[_Use]] = defaultdict(list)
         for k, item in enumerate(items):
             use = self._check_item(c, label, k, item, options)
@@ -489,7 +516,7 @@ class _Checker:
 
         selected: dict[int, _Option] = {}
         for i, req in enumerate(requests):
-            opts = _options(req, i)
+            opts = list({opt.ref: opt for opt in reversed(_options(req, i))}.values())[::-1]
             used = [opt for opt in opts if by_option.get(opt.ref)]
             if req.first_available and not self.gates.prioritized_list:
                 self.add("gate", label, f"request {req.name} has subrequests but PrioritizedList is off")
@@ -681,14 +708,12 @@ class _Checker:
         # All: every device on the node that the request selects (and whose capacity fits).
         want: set[DeviceID] = set()
         for pool in self.pools.values():
-            for dev in pool.devices.values():
-                if not dev.reachable:
-                    continue
-                if not self._all_member(c, opt, dev):
-                    continue
-                if not pool.complete or pool.invalid:
-                    self.add("count", label, f"{opt.ref}: asks for all devices, but pool {pool.driver}/{pool.name} is not usable")
-                want.add(dev.id)
+            reachable = [dev for dev in pool.devices.values() if dev.reachable]
+            if reachable and (not pool.complete or pool.invalid):
+                # Upstream cannot know what "all" is while a pool is incomplete or broken.
+                self.add("count", label, f"{opt.ref}: asks for all devices, but pool {pool.driver}/{pool.name} is not usable")
+                continue
+            want.update(dev.id for dev in reachable if self._all_member(c, opt, dev))
         if not want:
             self.add("count", label, f"{opt.ref}: asks for all devices, but none match")
         if got != want:
@@ -722,8 +747,8 @@ class _Checker:
         for use in self.uses:
             by_device[use.device.id].append(use)
         shared_ids: dict[DeviceID, set[str]] = defaultdict(set)
-        for dev_id, share in self.allocated.shared:
-            shared_ids[dev_id].add(share)
+        for dev_id, taken in self.allocated.shared:
+            shared_ids[dev_id].add(taken)
         for dev_id, uses in sorted(by_device.items()):
             device = uses[0].device
             multi = self.gates.consumable_capacity and bool(device.device.allow_multiple_allocations)
@@ -770,7 +795,7 @@ class _Checker:
             return
         fresh: dict[tuple[str, str], set[str]] = defaultdict(set)
         for use in self.uses:
-            if use.option.admin or not use.device.device.consumes_counters:
+            if not use.device.device.consumes_counters:
                 continue
             if self._in_use_before(use.device.id):
                 continue  # its counters are already counted as in use
@@ -948,9 +973,9 @@ class _Checker:
             for config in cls.spec.config or []:
                 class_slots[cls.name].append(len(want))
                 want.append({**_config_body(config.to_api()), "source": "FromClass", "requests": [opt.ref]})
-        for config in claim.spec.devices.config or []:
-            names = list(config.requests or [])
-            body = {**_config_body(config.to_api()), "source": "FromClaim"}
+        for claim_config in claim.spec.devices.config or []:
+            names = list(claim_config.requests or [])
+            body = {**_config_body(claim_config.to_api()), "source": "FromClaim"}
             if not names:
                 want.append(body)
             elif any(opt.request.name in names or opt.ref in names for opt in selected.values()):
@@ -992,7 +1017,7 @@ def _normalize_selector(selector: o.NodeSelector | None) -> _Selector | None:
     return [(reqs(t.match_fields), reqs(t.match_expressions)) for t in selector.node_selector_terms]
 
 
-def _node_selector(devices: list[_Device], node_name: str) -> _Selector | None | str:
+def _node_selector(devices: list[_Device], node_name: str) -> _Selector | str | None:
     """The nodeSelector the results must carry: node-local → this node; else the slices'."""
     fields: list[o.NodeSelectorRequirement] = []
     expressions: list[o.NodeSelectorRequirement] = []

@@ -291,6 +291,14 @@ def explain(problem: Problem, *, time_limit: float = 5.0, budget: int = 400) -> 
     if ok:
         return Explanation(True, (), (), True, solves, "FEASIBLE")
     minimal = ok is False
+    # Prefer reasons about what the claims ask and what the node is over reasons about its
+    # current state: if the claims would not fit even on an empty, untainted node, say that.
+    for tier in _TIERS[:-1]:
+        subset = [k for k in keys if problem.restrictions[k].kind in tier]
+        ok_tier, core_tier = feasible_with(subset)
+        if ok_tier is False:
+            core = core_tier
+            break
     # Shrink the core: a restriction stays only if the rest is no longer infeasible without it.
     kept: list[str] = list(core)
     i = 0
@@ -327,6 +335,11 @@ def _minimum_fixes(relaxed: _Model, problem: Problem, *, time_limit: float) -> t
     off = [k for k in sorted(problem.restrictions) if problem.restrictions[k].fixable and not solver.boolean_value(relaxed.on[k])]
     return off, status == cp_model.OPTIMAL
 
+
+_STRUCTURAL = frozenset({"request", "pool", "class-selector", "selector", "constraint", "counter", "capacity"})
+_TIERS = (_STRUCTURAL, _STRUCTURAL | {"taint"}, None)
+"""Restriction kinds tried in order when looking for reasons: the claims and the hardware,
+then taints, then devices in use or reserved (the last tier, everything, is the full model)."""
 
 _KIND_ORDER = {k: i for i, k in enumerate(("request", "pool", "class-selector", "selector", "taint", "constraint", "counter", "capacity", "in-use", "reserved"))}
 

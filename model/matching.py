@@ -251,7 +251,7 @@ class Matcher:
         *,
         from_class: bool,
     ) -> bool:
-        from model.cel import CelCompileError, CelRuntimeError
+        from model.cel import CelCompileError, CelRuntimeError, enhance_runtime_error
 
         owner = (
             f"class {view.device_class.name}"
@@ -282,7 +282,8 @@ class Matcher:
                 matched = self._cel.matches(compiled, device.cel)
             except CelRuntimeError as err:
                 raise AllocationError(
-                    f"{owner}: selector #{i} on device {device.id}: CEL runtime error: {err}"
+                    f"{owner}: selector #{i} on device {device.id}: CEL runtime error: "
+                    f"{enhance_runtime_error(str(err))}"
                 ) from err
             if not matched:
                 return False

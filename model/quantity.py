@@ -182,6 +182,11 @@ class Quantity:
         """True for upstream's int64 form, which is what makes :meth:`as_int64` succeed."""
         return self._fixed
 
+    def identity(self) -> tuple[int, int, bool]:
+        """Value *and* internal form: equal only for quantities that behave identically in
+        every upstream operation (``1`` and ``1000m`` are equal but not identical)."""
+        return (self._mantissa, self._exponent, self._fixed)
+
     def sign(self) -> int:
         return (self._mantissa > 0) - (self._mantissa < 0)
 
@@ -246,7 +251,7 @@ class Quantity:
         if delta >= 0:
             if delta > _MAX_ALIGN:
                 raise QuantityError(f"quantity {self} is out of the supported range")
-            return self._mantissa * 10**delta
+            return int(self._mantissa * 10**delta)
         down = -delta
         if down > _digit_count(self._mantissa) + 1:
             return 1 if self._mantissa > 0 else -1
@@ -321,27 +326,27 @@ class Quantity:
 
     def __eq__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c == 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c == 0
 
     def __ne__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c != 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c != 0
 
     def __lt__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c < 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c < 0
 
     def __le__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c <= 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c <= 0
 
     def __gt__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c > 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c > 0
 
     def __ge__(self, other: object) -> bool:
         c = self._cmp_any(other)
-        return NotImplemented if c is None else c >= 0  # type: ignore[return-value]
+        return NotImplemented if c is None else c >= 0
 
     def __hash__(self) -> int:
         # CPython hashes a rational n/d as n * d^-1 modulo 2^61-1; computing that directly

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from model import objects as o
 from model.allocation import DeviceID
+from model.errors import AllocationError
 from model.features import FeatureGates
 from model.matching import ClaimPlan, RequestView
 from model.pools import PoolDevice
@@ -92,9 +93,13 @@ def build_result(
 
     chosen_option = _selected_options(plan, chosen, selected)
     configs = _configs(plan, chosen_option)
+    try:
+        node_selector = node_selector_for([c.device for c in chosen], node_name)
+    except AllocationError as err:
+        raise AllocationError(f"create NodeSelector for claim {claim.name}: {err}") from err
     return o.AllocationResult(
         devices=o.DeviceAllocationResult(results=results, config=configs or None),
-        node_selector=node_selector_for([c.device for c in chosen], node_name),
+        node_selector=node_selector,
     )
 
 
@@ -200,11 +205,8 @@ def node_selector_for(devices: Sequence[PoolDevice], node_name: str) -> o.NodeSe
             continue
         if len(selector.node_selector_terms) > 1:
             # API validation forbids this; upstream reports it as an error creating the selector.
-            from model.errors import AllocationError
-
             raise AllocationError(
-                f"create NodeSelector for claim: unsupported ResourceSlice.NodeSelector with "
-                f"{len(selector.node_selector_terms)} terms"
+                f"unsupported ResourceSlice.NodeSelector with {len(selector.node_selector_terms)} terms"
             )
         term = selector.node_selector_terms[0]
         _add_new(term.match_fields or [], fields)

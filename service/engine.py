@@ -30,6 +30,7 @@ from model.allocation import (
     AllocationRequest,
     AllocatorName,
     DeviceID,
+    Inventory,
     SolveStats,
 )
 from model.decode import parse_documents
@@ -153,20 +154,24 @@ CheckFn = Callable[[AllocationRequest, AllocationOutcome], None]
 """Raises (anything) when the outcome is not a valid allocation for the request."""
 
 
-def default_allocate_fn(cel: Any) -> AllocateFn:
+def default_allocate_fn(cel_for: Callable[[FeatureGates], Any]) -> AllocateFn:
     from model.allocate import allocate
 
     def run(request: AllocationRequest) -> AllocationOutcome:
-        return allocate(request, cel=cel)
+        # Objects were validated on the way in (claims per call, inventory when loaded).
+        return allocate(request, cel=cel_for(request.gates), validate=False)
 
     return run
 
 
-def default_check_fn(cel: Any) -> CheckFn:
+def default_check_fn(cel_for: Callable[[FeatureGates], Any]) -> CheckFn:
     from model import check
 
     def run(request: AllocationRequest, outcome: AllocationOutcome) -> None:
-        problems = check.check_allocation(request, outcome, cel=cel)
+        cel = cel_for(request.gates)
+        # Allocations a caller brings (Reserve) carry no score to check: check the results only.
+        given = outcome.results if outcome.stats.status == "GIVEN" else outcome
+        problems = check.check_allocation(request, given, cel=cel)
         if problems:
             raise CheckFailed("; ".join(str(p) for p in problems))
 
@@ -178,7 +183,6 @@ class Engine:
     source: InventorySource
     reservations: ReservationStore
     metrics: Metrics
-    cel: Any
     gates: FeatureGates = field(default_factory=FeatureGates)
     limits: Limits = field(default_factory=Limits)
     allocate_fn: AllocateFn | None = None
@@ -186,14 +190,33 @@ class Engine:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
+        self._cels: dict[tuple[FeatureGates, int], Any] = {}
+        self._cel_lock = threading.Lock()
         if self.allocate_fn is None:
-            self.allocate_fn = default_allocate_fn(self.cel)
+            self.allocate_fn = default_allocate_fn(self.cel_for)
         if self.check_fn is None:
-            self.check_fn = default_check_fn(self.cel)
+            self.check_fn = default_check_fn(self.cel_for)
         self._cache: OrderedDict[tuple[bytes, ...], _GroupVerdict] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._selector_check: Any = None
         self._selector_lock = threading.Lock()
+
+    def cel_for(self, gates: FeatureGates) -> Any:
+        """A CEL environment for these gates (its optional features follow them), one per
+        serving thread, kept for the server's lifetime so compile and match caches stay warm.
+
+        Per thread because cel-cpp device activations built on one thread cannot be evaluated
+        on another ("No PyCelArena found").
+        """
+        key = (gates, threading.get_ident())
+        with self._cel_lock:
+            env = self._cels.get(key)
+            if env is None:
+                from model.allocate import default_cel
+
+                env = default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory(), gates=gates))
+                self._cels[key] = env
+            return env
 
     # --- decoding ---------------------------------------------------------------------------
 
@@ -629,7 +652,7 @@ class Engine:
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:
             holders.update({d: f"a reservation in flight for claim {refs}" for d, refs in self.reservations.holders().items()})
-        return explain_on_node(request, cel=self.cel, holders=holders, solve=self._solve)
+        return explain_on_node(request, cel=self.cel_for(request.gates), holders=holders, solve=self._solve)
 
     # --- Inventory --------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from typing import Any
 from model import objects as o
 from model.allocation import AllocatedState, DeviceID, Inventory
 from model.decode import decode_object, parse_documents
-from model.errors import InvalidInput
+from model.errors import InvalidInput, InvalidInputs
 from service.files import expand_paths, read_text
 
 log = logging.getLogger(__name__)
@@ -420,15 +420,33 @@ class StaticSource(InventorySource):
             self.publish(Inventory.from_objects(self._objects))
 
 
-def load_objects(paths: Sequence[str], *, decoder: ObjectDecoder | None = None) -> list[o.TypedObject]:
-    """Objects of files/directories, one file at a time so peak memory stays one file's worth."""
+def load_objects(paths: Sequence[str], *, decoder: ObjectDecoder | None = None, validate: bool = False) -> list[o.TypedObject]:
+    """Objects of files/directories, one file at a time so peak memory stays one file's worth.
+
+    ``validate``: API-server validation of every object; all problems are raised together
+    (``InvalidInputs``), each naming its file, object and field.
+    """
     dec = decoder or ObjectDecoder()
     objects: list[o.TypedObject] = []
     files = expand_paths(paths)
     if not files:
         raise InvalidInput("", (), "no .yaml, .yml or .json files", source=", ".join(paths))
+    check: Any = None
+    errors: list[InvalidInput] = []
     for path in files:
-        objects.extend(dec.decode(doc, source=path) for doc in parse_documents(read_text(path), source=path))
+        loaded = [dec.decode(doc, source=path) for doc in parse_documents(read_text(path), source=path)]
+        if validate:
+            from model.validation import default_selector_check, validate_object
+
+            check = check or default_selector_check() or (lambda _expr: None)
+            for obj in loaded:
+                for err in validate_object(obj, selector_check=check):
+                    errors.append(InvalidInput(err.obj, err.field_path, err.detail, source=path))
+        objects.extend(loaded)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise InvalidInputs(errors)
     return objects
 
 
@@ -461,11 +479,7 @@ class FileSource(InventorySource):
     def load(self) -> Snapshot:
         """Load now; raises InvalidInput (naming file, object and field) on bad content."""
         stamp = self._stamps()
-        objects = load_objects([self.path])
-        if self.validate:
-            from model.validation import validate_objects
-
-            validate_objects(objects)
+        objects = load_objects([self.path], validate=self.validate)
         self._stamp = stamp
         return self.publish(Inventory.from_objects(objects))
 

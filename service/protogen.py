@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,11 +30,13 @@ def proto_files() -> list[Path]:
 
 def generate(out: Path) -> list[Path]:
     """Run protoc (grpcio-tools) on every proto file; returns the files written."""
-    from grpc_tools import protoc  # type: ignore[import-untyped]  # only needed when regenerating
-
     out.mkdir(parents=True, exist_ok=True)
     files = [str(p.relative_to(PROTO_ROOT)) for p in proto_files()]
+    # A subprocess: protoc's C++ runtime must not share a process with the protobuf runtime
+    # that has already loaded the generated code (it aborts when both are present).
     args = [
+        sys.executable,
+        "-m",
         "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
         f"--python_out={out}",
@@ -41,8 +44,9 @@ def generate(out: Path) -> list[Path]:
         f"--grpc_python_out={out}",
         *files,
     ]
-    if protoc.main(args) != 0:
-        raise RuntimeError(f"protoc failed on {', '.join(files)}")
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"protoc failed on {', '.join(files)}: {done.stderr.strip()}")
     written: list[Path] = []
     for path in sorted(out.rglob("*.py*")):
         if path.suffix not in (".py", ".pyi") or path.name == "__init__.py":

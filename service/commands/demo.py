@@ -82,7 +82,7 @@ def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
     from service.reservations import ReservationStore
     from service.server import ServerDeps, Service
 
-    engine = e.Engine(source=FileSource(cluster), reservations=ReservationStore(), metrics=Metrics(), cel=CelEnvironment())
+    engine = e.Engine(source=FileSource(cluster), reservations=ReservationStore(), metrics=Metrics())
     service = Service("127.0.0.1:0", ServerDeps(engine=engine), metrics_address="127.0.0.1", metrics_port=0).start()
     try:
         assert service.metrics_server is not None

@@ -116,13 +116,10 @@ def build(args: argparse.Namespace) -> Service:
         source.on_relist = lambda kind: metrics.inventory_updates.labels(status="relist").inc()
     if isinstance(source, FileSource):
         source.on_reload = lambda ok: metrics.inventory_updates.labels(status="success" if ok else "error").inc()
-    from model.cel import CelEnvironment
-
     engine = e.Engine(
         source=source,
         reservations=ReservationStore(default_ttl=args.reservation_ttl),
         metrics=metrics,
-        cel=CelEnvironment(),
         gates=FeatureGates.parse(args.feature_gates),
         limits=e.Limits(
             max_claims=args.max_claims,

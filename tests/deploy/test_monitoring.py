@@ -47,8 +47,9 @@ def _registries() -> list[CollectorRegistry]:
             if err.name == module_name:
                 continue
             raise
-        if hasattr(module, "Metrics"):
-            out.append(module.Metrics().registry)
+        factory = getattr(module, "Metrics", None) or getattr(module, "ControllerMetrics", None)
+        if factory is not None:
+            out.append(factory().registry)
         elif isinstance(getattr(module, "REGISTRY", None), CollectorRegistry):
             out.append(module.REGISTRY)
     return out

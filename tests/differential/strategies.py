@@ -238,6 +238,14 @@ def claim(draw: st.DrawFn, index: int, *, with_nics: bool) -> dict[str, Any]:
         which = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
         attr = draw(st.sampled_from([f"{GPU}/numa", f"{GPU}/model", f"{GPU}/index"]))
         devices["constraints"] = [{"requests": gpu_requests, which: attr}]
+        if which == "distinctAttribute":
+            # Upstream checks distinctness between requests only (a documented quirk the
+            # README lists), so keep one device per request where the allocators must agree.
+            for r in requests:
+                if r["name"] in gpu_requests:
+                    for body in [r["exactly"]] if "exactly" in r else r["firstAvailable"]:
+                        body["allocationMode"] = "ExactCount"
+                        body["count"] = 1
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",

@@ -26,7 +26,14 @@ _NODE = re.compile(r"^/api/v1/nodes/([^/]+)$")
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
 
 
 def _canonical(obj: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +83,12 @@ class FakeApi:
                 url = urlparse(self.path)
                 with api.lock:
                     api.requests.append((method, url.path))
-                    code, body = api.route(method, url.path, parse_qs(url.query), self._body if method in ("POST", "PUT") else None)
+                    code, body = api.route(
+                        method,
+                        url.path,
+                        parse_qs(url.query),
+                        self._body if method in ("POST", "PUT") else None,
+                    )
                 self._send(code, body)
 
             def do_GET(self) -> None:
@@ -127,21 +139,31 @@ class FakeApi:
 
     # -- routing ----------------------------------------------------------------------------
 
-    def route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, dict[str, Any]]:
+    def route(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, dict[str, Any]]:
         if path == SLICES and method == "GET":
             items = list(self.slices.values())
             for selector in query.get("fieldSelector", []):
                 for term in unquote(selector).split(","):
                     key, _, want = term.partition("=")
                     items = [s for s in items if _field(s, key) == want]
-            return 200, {"kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1", "metadata": {"resourceVersion": str(self._rv)}, "items": [
-                {k: v for k, v in copy.deepcopy(s).items() if k not in ("kind", "apiVersion")} for s in sorted(items, key=lambda s: s["metadata"]["name"])
-            ]}
+            return 200, {
+                "kind": "ResourceSliceList",
+                "apiVersion": "resource.k8s.io/v1",
+                "metadata": {"resourceVersion": str(self._rv)},
+                "items": [
+                    {k: v for k, v in copy.deepcopy(s).items() if k not in ("kind", "apiVersion")}
+                    for s in sorted(items, key=lambda s: s["metadata"]["name"])
+                ],
+            }
         if path == SLICES and method == "POST":
             obj = _canonical(body())
             name = obj["metadata"]["name"]
             if name in self.slices:
-                return 409, _status(409, "AlreadyExists", f'resourceslices.resource.k8s.io "{name}" already exists')
+                return 409, _status(
+                    409, "AlreadyExists", f'resourceslices.resource.k8s.io "{name}" already exists'
+                )
             obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._next_rv())
             self.slices[name] = obj
             return 201, obj
@@ -150,12 +172,16 @@ class FakeApi:
             name = match.group(1)
             current = self.slices.get(name)
             if current is None:
-                return 404, _status(404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found')
+                return 404, _status(
+                    404, "NotFound", f'resourceslices.resource.k8s.io "{name}" not found'
+                )
             if method == "PUT":
                 obj = _canonical(body())
                 if obj["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
                     return 409, _status(409, "Conflict", "the object has been modified")
-                obj["metadata"].update(uid=current["metadata"]["uid"], resourceVersion=self._next_rv())
+                obj["metadata"].update(
+                    uid=current["metadata"]["uid"], resourceVersion=self._next_rv()
+                )
                 self.slices[name] = obj
                 return 200, obj
             if method == "DELETE":
@@ -167,7 +193,9 @@ class FakeApi:
         if match and method == "GET":
             claim = self.claims.get((match.group(1), match.group(2)))
             if claim is None:
-                return 404, _status(404, "NotFound", f'resourceclaims.resource.k8s.io "{match.group(2)}" not found')
+                return 404, _status(
+                    404, "NotFound", f'resourceclaims.resource.k8s.io "{match.group(2)}" not found'
+                )
             return 200, claim
         match = _NODE.match(path)
         if match and method == "GET":

@@ -123,7 +123,9 @@ class Kubelet:
     def _claims(pb: Any, claims: Sequence[dict[str, Any]]) -> list[Any]:
         return [
             pb.Claim(
-                namespace=c["metadata"]["namespace"], name=c["metadata"]["name"], uid=c["metadata"]["uid"]
+                namespace=c["metadata"]["namespace"],
+                name=c["metadata"]["name"],
+                uid=c["metadata"]["uid"],
             )
             for c in claims
         ]
@@ -183,14 +185,22 @@ class PluginDirs:
 
     def args(self) -> list[str]:
         out = [
-            "--driver", DRIVER,
-            "--node", NODE,
-            "--plugin-dir", str(self.plugin),
-            "--registry-dir", str(self.registry),
-            "--cdi-dir", str(self.cdi),
-            "--checkpoint-dir", str(self.checkpoint),
-            "--publish", str(self.slices),
-            "--claim-source", str(self.claims),
+            "--driver",
+            DRIVER,
+            "--node",
+            NODE,
+            "--plugin-dir",
+            str(self.plugin),
+            "--registry-dir",
+            str(self.registry),
+            "--cdi-dir",
+            str(self.cdi),
+            "--checkpoint-dir",
+            str(self.checkpoint),
+            "--publish",
+            str(self.slices),
+            "--claim-source",
+            str(self.claims),
         ]
         if self.config is not None:
             out += ["--config", str(self.config)]
@@ -300,7 +310,9 @@ def invariant_violations(dirs: PluginDirs) -> list[str]:
             for dev in completed.get(uid, {}).get("devices", [])
         }
         if names != expected:
-            problems.append(f"claim {uid}: prepared devices {sorted(names)} != recorded {sorted(expected)}")
+            problems.append(
+                f"claim {uid}: prepared devices {sorted(names)} != recorded {sorted(expected)}"
+            )
     for uid, c in sorted(completed.items()):
         if c["devices"] and uid not in markers:
             problems.append(f"prepared claim {uid} has no prepared devices")

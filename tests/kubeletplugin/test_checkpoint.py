@@ -27,7 +27,9 @@ def sample() -> cp.Checkpoint:
                 mounts=(Mount("/host", "/ctr"),),
             ),
         ),
-        cp.PreparedDevice(("net",), "node-1", "nic-0", "share-1", "uid-1-nic-0-share-1", ("d/device=n",)),
+        cp.PreparedDevice(
+            ("net",), "node-1", "nic-0", "share-1", "uid-1-nic-0-share-1", ("d/device=n",)
+        ),
     )
     return (
         cp.Checkpoint()
@@ -62,7 +64,9 @@ def test_write_is_atomic_and_private(tmp_path: Path) -> None:
 
 def test_state_helpers() -> None:
     c = sample()
-    assert [e.uid for e in c.in_state(cp.ClaimState.PREPARE_STARTED, cp.ClaimState.UNPREPARE_STARTED)] == ["uid-2", "uid-3"]
+    assert [
+        e.uid for e in c.in_state(cp.ClaimState.PREPARE_STARTED, cp.ClaimState.UNPREPARE_STARTED)
+    ] == ["uid-2", "uid-3"]
     assert c.without("uid-2").get("uid-2") is None
     assert c.get("uid-1") is not None and c.get("uid-1").ref == "ns/one"  # type: ignore[union-attr]
 
@@ -70,7 +74,10 @@ def test_state_helpers() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d.update(apiVersion="checkpoint.kubeletplugin.dra-solver.dev/v9"), "apiVersion: Unsupported value"),
+        (
+            lambda d: d.update(apiVersion="checkpoint.kubeletplugin.dra-solver.dev/v9"),
+            "apiVersion: Unsupported value",
+        ),
         (lambda d: d["claims"]["uid-1"].update(state="Prepared"), "checksum: does not match"),
         (lambda d: d.update(checksum="sha256:0"), "checksum: does not match"),
     ],

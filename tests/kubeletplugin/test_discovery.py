@@ -29,10 +29,16 @@ def test_default_is_eight_gpus() -> None:
     assert {"numaNode", "nvlinkDomain", "model", d.PCIE_ROOT_ATTRIBUTE} <= set(attrs)
 
 
+def test_count_shorthand() -> None:
+    assert build("gpus: 3\nnics: 1") == build("gpus: {count: 3}\nnics: {count: 1}")
+
+
 def test_deterministic_and_node_specific() -> None:
     assert build("gpus: {count: 3}") == build("gpus: {count: 3}")
     uuids_1 = [x.attributes["uuid"]["string"] for x in build("gpus: {count: 3}").devices]
-    uuids_2 = [x.attributes["uuid"]["string"] for x in build("gpus: {count: 3}", node="node-2").devices]
+    uuids_2 = [
+        x.attributes["uuid"]["string"] for x in build("gpus: {count: 3}", node="node-2").devices
+    ]
     assert not set(uuids_1) & set(uuids_2)
 
 
@@ -43,9 +49,20 @@ def test_topology_attributes() -> None:
     assert [gpus[f"gpu-{i}"]["numaNode"]["int"] for i in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [gpus[f"gpu-{i}"]["nvlinkDomain"]["int"] for i in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
     roots = [gpus[f"gpu-{i}"][d.PCIE_ROOT_ATTRIBUTE]["string"] for i in range(8)]
-    assert roots == ["pci0000:00", "pci0000:00", "pci0001:00", "pci0001:00", "pci0002:00", "pci0002:00", "pci0003:00", "pci0003:00"]
+    assert roots == [
+        "pci0000:00",
+        "pci0000:00",
+        "pci0001:00",
+        "pci0001:00",
+        "pci0002:00",
+        "pci0002:00",
+        "pci0003:00",
+        "pci0003:00",
+    ]
     # Each NIC shares a PCIe root (and so a NUMA node) with two GPUs.
-    assert [nics[f"nic-{j}"][d.PCIE_ROOT_ATTRIBUTE]["string"] for j in range(4)] == sorted(set(roots))
+    assert [nics[f"nic-{j}"][d.PCIE_ROOT_ATTRIBUTE]["string"] for j in range(4)] == sorted(
+        set(roots)
+    )
 
 
 def test_partitions_use_shared_counters() -> None:
@@ -63,22 +80,33 @@ gpus:
 """
     )
     assert [c.to_api() for c in node.counter_sets] == [
-        {"name": f"gpu-{i}-counters", "counters": {"compute": {"value": "7"}, "memory": {"value": "8"}}}
+        {
+            "name": f"gpu-{i}-counters",
+            "counters": {"compute": {"value": "7"}, "memory": {"value": "8"}},
+        }
         for i in range(2)
     ]
     by_name = node.by_name()
-    assert by_name["gpu-0"].consumes_counters[0]["counters"] == {"compute": {"value": "7"}, "memory": {"value": "8"}}
+    assert by_name["gpu-0"].consumes_counters[0]["counters"] == {
+        "compute": {"value": "7"},
+        "memory": {"value": "8"},
+    }
     part = by_name["gpu-1-mig-1g5gb-6"]
     assert part.kind == "mig" and part.parent == "gpu-1"
     assert part.capacity == {"memory": {"value": "5Gi"}}  # 40Gi * 1/8
-    assert part.consumes_counters[0] == {"counterSet": "gpu-1-counters", "counters": {"compute": {"value": "1"}, "memory": {"value": "1"}}}
+    assert part.consumes_counters[0] == {
+        "counterSet": "gpu-1-counters",
+        "counters": {"compute": {"value": "1"}, "memory": {"value": "1"}},
+    }
     assert "gpu-1-mig-1g5gb-7" not in by_name  # only 7 fit (compute)
     assert by_name["gpu-0-mig-3g20gb-0"].capacity == {"memory": {"value": "20Gi"}}
     assert part.attributes["parentUUID"] == by_name["gpu-1"].attributes["uuid"]
 
 
 def test_nic_consumable_bandwidth() -> None:
-    nic = build("gpus: {count: 0}\nnics: {count: 1, bandwidth: 100G, defaultBandwidth: 1G, minBandwidth: 100M, bandwidthStep: 1M}").devices[0]
+    nic = build(
+        "gpus: {count: 0}\nnics: {count: 1, bandwidth: 100G, defaultBandwidth: 1G, minBandwidth: 100M, bandwidthStep: 1M}"
+    ).devices[0]
     api = nic.to_api()
     assert api["allowMultipleAllocations"] is True
     assert api["capacity"]["bandwidth"] == {
@@ -89,7 +117,15 @@ def test_nic_consumable_bandwidth() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("80Gi", "80Gi"), ("1024Mi", "1Gi"), ("1536", "1536"), ("1000M", "1G"), ("400G", "400G"), (1000, "1k"), ("0", "0")],
+    [
+        ("80Gi", "80Gi"),
+        ("1024Mi", "1Gi"),
+        ("1536", "1536"),
+        ("1000M", "1G"),
+        ("400G", "400G"),
+        (1000, "1k"),
+        ("0", "0"),
+    ],
 )
 def test_quantities_print_canonically(text: object, value: str) -> None:
     q = d.parse_int_quantity(text)
@@ -103,9 +139,21 @@ def test_quantities_print_canonically(text: object, value: str) -> None:
         ("gpus: {memory: 1.5Gi}", "gpus.memory", "must be a whole quantity"),
         ("gpus: {colour: red}", "gpus.colour", "unknown field"),
         ("gpus: {driverVersion: v1}", "gpus.driverVersion", "MAJOR.MINOR.PATCH"),
-        ("gpus: {partitions: {profiles: [{name: 8g.99gb, compute: 8}]}}", "gpus.partitions.profiles[0]", "larger than the GPU"),
-        ("gpus: {partitions: {profiles: [{name: 1g.5gb}, {name: 1g.5gb}]}}", "gpus.partitions.profiles[1].name", "Duplicate value"),
-        ("nics: {count: 1, defaultBandwidth: 1T}", "nics", "minBandwidth <= defaultBandwidth <= bandwidth"),
+        (
+            "gpus: {partitions: {profiles: [{name: 8g.99gb, compute: 8}]}}",
+            "gpus.partitions.profiles[0]",
+            "larger than the GPU",
+        ),
+        (
+            "gpus: {partitions: {profiles: [{name: 1g.5gb}, {name: 1g.5gb}]}}",
+            "gpus.partitions.profiles[1].name",
+            "Duplicate value",
+        ),
+        (
+            "nics: {count: 1, defaultBandwidth: 1T}",
+            "nics",
+            "minBandwidth <= defaultBandwidth <= bandwidth",
+        ),
         ("cdiClass: 'no/slash'", "cdiClass", "must be a CDI class name"),
         ("health: {pollSeconds: 0}", "health.pollSeconds", "must be a positive number"),
     ],
@@ -131,7 +179,9 @@ def test_unreadable_config(tmp_path: Path) -> None:
 
 
 def test_health_file_and_partitions_following_their_gpu(tmp_path: Path) -> None:
-    config = d.parse_config(yaml.safe_load("gpus: {count: 2, partitions: {profiles: [{name: 1g.10gb, count: 1}]}}"))
+    config = d.parse_config(
+        yaml.safe_load("gpus: {count: 2, partitions: {profiles: [{name: 1g.10gb, count: 1}]}}")
+    )
     health = tmp_path / "health.yaml"
     profile = d.SimulatedProfile(config, node="n", state_dir=tmp_path / "s", health_file=health)
     assert {r.health for r in profile.check_health().values()} == {"Healthy"}

@@ -17,7 +17,13 @@ import time
 import grpc
 import pytest
 
-from kubeletplugin.state import CRASH_ENV, CRASH_EXIT_CODE, PREPARE_STEPS, SKIP_ROLLBACK_ENV, UNPREPARE_STEPS
+from kubeletplugin.state import (
+    CRASH_ENV,
+    CRASH_EXIT_CODE,
+    PREPARE_STEPS,
+    SKIP_ROLLBACK_ENV,
+    UNPREPARE_STEPS,
+)
 from tests.kubeletplugin.helpers import (
     DRIVER,
     PluginDirs,
@@ -95,7 +101,10 @@ def test_crash_during_unprepare(dirs: PluginDirs, step: str) -> None:
         restarted.terminate()
 
 
-@pytest.mark.parametrize("step", ["prepare-started", "prepare-device", "prepare-cdi", "unprepare-device", "unprepare-cdi"])
+@pytest.mark.parametrize(
+    "step",
+    ["prepare-started", "prepare-device", "prepare-cdi", "unprepare-device", "unprepare-cdi"],
+)
 def test_without_rollback_the_invariant_breaks(dirs: PluginDirs, step: str) -> None:
     """The control experiment: the crash tests above fail if rollback is removed."""
     write_claims(dirs.claims, CLAIM)
@@ -155,7 +164,12 @@ def test_bad_config_is_a_clean_error(dirs: PluginDirs) -> None:
 
 def test_corrupted_checkpoint_refuses_to_start(dirs: PluginDirs) -> None:
     dirs.checkpoint.mkdir(parents=True)
-    good = {"apiVersion": "checkpoint.kubeletplugin.dra-solver.dev/v1", "kind": "DRAPluginCheckpoint", "claims": {}, "checksum": "sha256:00"}
+    good = {
+        "apiVersion": "checkpoint.kubeletplugin.dra-solver.dev/v1",
+        "kind": "DRAPluginCheckpoint",
+        "claims": {},
+        "checksum": "sha256:00",
+    }
     (dirs.checkpoint / "checkpoint.json").write_text(json.dumps(good))
     proc = PluginProcess(dirs)
     with pytest.raises(AssertionError):

@@ -79,12 +79,20 @@ def test_packages_services_and_methods_are_upstreams() -> None:
     assert protos.health_v1alpha1.DESCRIPTOR.package == "v1alpha1"
     assert protos.registration.DESCRIPTOR.package == "pluginregistration"
     methods = set()
-    for module in (protos.dra_v1, protos.dra_v1beta1, protos.health_v1, protos.health_v1alpha1, protos.registration):
+    for module in (
+        protos.dra_v1,
+        protos.dra_v1beta1,
+        protos.health_v1,
+        protos.health_v1alpha1,
+        protos.registration,
+    ):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 methods.add(f"/{service.full_name}/{method.name}")
     assert methods == UPSTREAM_METHODS
-    stream = protos.health_v1.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods_by_name["NodeWatchResources"]
+    stream = protos.health_v1.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods_by_name[
+        "NodeWatchResources"
+    ]
     assert stream.server_streaming and not stream.client_streaming
 
 
@@ -112,7 +120,11 @@ def test_field_numbers_and_types() -> None:
     claims_map = protos.dra_v1.NodePrepareResourcesResponse.DESCRIPTOR.fields_by_name["claims"]
     assert claims_map.message_type.GetOptions().map_entry
     enum = protos.health_v1.HealthStatus
-    assert [(v.name, v.number) for v in enum.DESCRIPTOR.values] == [("UNKNOWN", 0), ("HEALTHY", 1), ("UNHEALTHY", 2)]
+    assert [(v.name, v.number) for v in enum.DESCRIPTOR.values] == [
+        ("UNKNOWN", 0),
+        ("HEALTHY", 1),
+        ("UNHEALTHY", 2),
+    ]
 
 
 def test_supported_services_match_descriptors() -> None:
@@ -120,10 +132,10 @@ def test_supported_services_match_descriptors() -> None:
         package = module.DESCRIPTOR.package.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
         return f"{package}.{service}"
 
-    assert protos.DRA_V1_SERVICE == short(protos.dra_v1, "DRAPlugin")
-    assert protos.DRA_V1BETA1_SERVICE == short(protos.dra_v1beta1, "DRAPlugin")
-    assert protos.HEALTH_V1_SERVICE == short(protos.health_v1, "DRAResourceHealth")
-    assert protos.HEALTH_V1ALPHA1_SERVICE == short(protos.health_v1alpha1, "DRAResourceHealth")
+    assert short(protos.dra_v1, "DRAPlugin") == protos.DRA_V1_SERVICE
+    assert short(protos.dra_v1beta1, "DRAPlugin") == protos.DRA_V1BETA1_SERVICE
+    assert short(protos.health_v1, "DRAResourceHealth") == protos.HEALTH_V1_SERVICE
+    assert short(protos.health_v1alpha1, "DRAResourceHealth") == protos.HEALTH_V1ALPHA1_SERVICE
 
 
 def test_raw_wire_call_without_generated_stubs(start_plugin) -> None:  # type: ignore[no-untyped-def]

@@ -63,7 +63,13 @@ class MemorySink:
         self.calls.append(("delete", obj["metadata"]["name"]))
 
     def owner(self) -> dict[str, Any] | None:
-        return {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid", "controller": True}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": NODE,
+            "uid": "node-uid",
+            "controller": True,
+        }
 
 
 def api_valid(objs: list[dict[str, Any]]) -> None:
@@ -115,7 +121,9 @@ def test_counters_get_their_own_slices() -> None:
     # 12 GPUs x (1 whole + 7 partitions), all consuming counters -> slices of 64.
     assert [len(c.devices) for c in device_slices] == [64, 32]
     assert contents.index(counter_slices[0]) == 0  # counters first
-    objs = build_slices(contents, driver=DRIVER, node=NODE, generation=3, owner=MemorySink().owner())
+    objs = build_slices(
+        contents, driver=DRIVER, node=NODE, generation=3, owner=MemorySink().owner()
+    )
     api_valid(objs)
     assert objs[0]["metadata"]["ownerReferences"][0]["kind"] == "Node"
 
@@ -131,7 +139,9 @@ def test_example_config_publishes_valid_slices() -> None:
     root = Path(__file__).resolve().parents[2]
     config = discovery.load_config(root / "examples" / "kubeletplugin" / "devices.yaml")
     node = discovery.build_devices(config, node=NODE)
-    objs = build_slices(split_pool(node, taints={}), driver=DRIVER, node=NODE, generation=1, owner=None)
+    objs = build_slices(
+        split_pool(node, taints={}), driver=DRIVER, node=NODE, generation=1, owner=None
+    )
     api_valid(objs)
 
 
@@ -181,7 +191,9 @@ def test_taint_times_are_carried_over() -> None:
     published = [{"spec": {"devices": [{"name": "gpu-1", "taints": [TAINT]}]}}]
     fresh = {**TAINT, "timeAdded": "2030-01-01T00:00:00Z"}
     other_effect = {**TAINT, "effect": "NoExecute", "timeAdded": "2030-01-01T00:00:00Z"}
-    out = carry_taint_times({"gpu-1": [fresh], "gpu-2": [fresh], "gpu-3": [other_effect]}, published)
+    out = carry_taint_times(
+        {"gpu-1": [fresh], "gpu-2": [fresh], "gpu-3": [other_effect]}, published
+    )
     assert out["gpu-1"][0]["timeAdded"] == TAINT["timeAdded"]
     assert out["gpu-2"][0]["timeAdded"] == "2030-01-01T00:00:00Z"
     assert out["gpu-3"][0]["timeAdded"] == "2030-01-01T00:00:00Z"
@@ -190,7 +202,11 @@ def test_taint_times_are_carried_over() -> None:
 def test_directory_sink_round_trip(tmp_path: Path) -> None:
     foreign = tmp_path / "other-node.yaml"
     foreign_obj = build_slices(
-        split_pool(devices("gpus: {count: 1}"), taints={}), driver=DRIVER, node="node-2", generation=1, owner=None
+        split_pool(devices("gpus: {count: 1}"), taints={}),
+        driver=DRIVER,
+        node="node-2",
+        generation=1,
+        owner=None,
     )[0]
     foreign.write_text(yaml.safe_dump(foreign_obj))
     (tmp_path / "junk.yaml").write_text("{{{ not yaml")

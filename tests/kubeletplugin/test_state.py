@@ -30,7 +30,9 @@ from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, wri
 
 def make_state(root: Path, *, lock_timeout: float = 60.0) -> DeviceState:
     config = discovery.parse_config({"gpus": {"count": 4}})
-    profile = discovery.SimulatedProfile(config, node=NODE, state_dir=root / "sim", health_file=None)
+    profile = discovery.SimulatedProfile(
+        config, node=NODE, state_dir=root / "sim", health_file=None
+    )
     return DeviceState(
         driver=DRIVER,
         node=NODE,
@@ -76,17 +78,28 @@ def test_two_processes_worth_of_state_serialise_on_the_file_lock(tmp_path: Path)
         holder.release()
     assert first.prepare([c])[c.metadata.uid or ""].error == ""
     # The second instance sees the first one's work: the file is the source of truth.
-    assert second.prepare([c])[c.metadata.uid or ""].devices == first.prepare([c])[c.metadata.uid or ""].devices
+    assert (
+        second.prepare([c])[c.metadata.uid or ""].devices
+        == first.prepare([c])[c.metadata.uid or ""].devices
+    )
 
 
 def test_recovery_undoes_started_claims_and_orphans(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     c = decoded(claim("half", [result("gpu", "gpu-2")]))
     devices = compute_device_config(
-        c, driver=DRIVER, node=NODE, devices=state.profile.enumerate_devices().by_name(), cdi=state.cdi
+        c,
+        driver=DRIVER,
+        node=NODE,
+        devices=state.profile.enumerate_devices().by_name(),
+        cdi=state.cdi,
     )
     uid = c.metadata.uid or ""
-    state.store.write(state.store.read().with_claim(ClaimEntry(uid, "default", "half", ClaimState.PREPARE_STARTED, devices)))
+    state.store.write(
+        state.store.read().with_claim(
+            ClaimEntry(uid, "default", "half", ClaimState.PREPARE_STARTED, devices)
+        )
+    )
     state.profile.prepare_device(uid, "gpu-2", share_id=None)
     state.cdi.create_claim_spec_file(uid, "default/half", devices)
     state.cdi.create_claim_spec_file("orphan-uid", "default/orphan", devices)
@@ -102,7 +115,9 @@ def test_recovery_undoes_started_claims_and_orphans(tmp_path: Path) -> None:
 def test_skip_rollback_leaves_things_behind(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     state.faults = FaultInjection(skip_rollback=True)
-    state.profile.config = discovery.parse_config({"gpus": {"count": 4}, "simulate": {"failPrepare": ["gpu-1"]}})  # type: ignore[attr-defined]
+    state.profile.config = discovery.parse_config(
+        {"gpus": {"count": 4}, "simulate": {"failPrepare": ["gpu-1"]}}
+    )  # type: ignore[attr-defined]
     c = decoded(claim("fails", [result("a", "gpu-0"), result("b", "gpu-1")]))
     assert "simulated failure" in state.prepare([c])[c.metadata.uid or ""].error
     assert state.profile.prepared_markers() == {c.metadata.uid: {"gpu-0"}}  # type: ignore[attr-defined]
@@ -127,15 +142,32 @@ def test_unprepare_reports_backend_errors_and_keeps_the_record(tmp_path: Path) -
 def test_fault_injection_rejects_unknown_steps() -> None:
     with pytest.raises(ValueError, match="unknown step"):
         FaultInjection.from_env({"DRA_SOLVER_KUBELET_PLUGIN_CRASH_AT": "prepare-nope"})
-    f = FaultInjection.from_env({"DRA_SOLVER_KUBELET_PLUGIN_CRASH_AT": "prepare-cdi, unprepare-cdi"})
+    f = FaultInjection.from_env(
+        {"DRA_SOLVER_KUBELET_PLUGIN_CRASH_AT": "prepare-cdi, unprepare-cdi"}
+    )
     assert f.crash_at == {"prepare-cdi", "unprepare-cdi"} and not f.skip_rollback
 
 
 def test_prepare_error_messages_name_the_claim(tmp_path: Path) -> None:
     state = make_state(tmp_path)
-    c = decoded(claim("bad", [result("gpu", "gpu-0")], config=[{"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": "text"}}]))
-    with pytest.raises(PrepareError, match=r"claim default/bad, config #0 \(FromClass\): opaque parameters must be an object"):
-        compute_device_config(c, driver=DRIVER, node=NODE, devices=state.profile.enumerate_devices().by_name(), cdi=state.cdi)
+    c = decoded(
+        claim(
+            "bad",
+            [result("gpu", "gpu-0")],
+            config=[{"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": "text"}}],
+        )
+    )
+    with pytest.raises(
+        PrepareError,
+        match=r"claim default/bad, config #0 \(FromClass\): opaque parameters must be an object",
+    ):
+        compute_device_config(
+            c,
+            driver=DRIVER,
+            node=NODE,
+            devices=state.profile.enumerate_devices().by_name(),
+            cdi=state.cdi,
+        )
 
 
 # --- the directory claim source -------------------------------------------------------------------
@@ -146,8 +178,14 @@ def test_directory_claim_source(tmp_path: Path) -> None:
     b = claim("b", [result("gpu", "gpu-1")], namespace="ns2")
     write_claims(tmp_path, a, file="a.yaml")
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "list.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [b]}))
-    (tmp_path / "slices.yaml").write_text(yaml.safe_dump({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "x"}}))
+    (tmp_path / "sub" / "list.json").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [b]})
+    )
+    (tmp_path / "slices.yaml").write_text(
+        yaml.safe_dump(
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "x"}}
+        )
+    )
     (tmp_path / "broken.yaml").write_text("{{{")
     source = DirectoryClaimSource(tmp_path)
     assert source.get("ns1", "a", uid_of(a)).name == "a"
@@ -182,13 +220,44 @@ def test_directory_claim_source_sees_new_files(tmp_path: Path) -> None:
 def test_taint_for() -> None:
     from kubeletplugin.health import DeviceHealthState
 
-    assert taint_for(DeviceHealthState("Healthy", "", "", 5), driver=DRIVER, no_execute_severities=("critical",)) is None
-    assert taint_for(DeviceHealthState("Unknown", "", "", 5), driver=DRIVER, no_execute_severities=("critical",)) is None
-    soft = taint_for(DeviceHealthState("Unhealthy", "warning", "x", 0), driver=DRIVER, no_execute_severities=("critical",))
-    assert soft == {"key": f"{DRIVER}/unhealthy", "effect": "NoSchedule", "value": "warning", "timeAdded": "1970-01-01T00:00:00Z"}
-    hard = taint_for(DeviceHealthState("Unhealthy", "Critical", "", 0), driver=DRIVER, no_execute_severities=("critical",))
+    assert (
+        taint_for(
+            DeviceHealthState("Healthy", "", "", 5),
+            driver=DRIVER,
+            no_execute_severities=("critical",),
+        )
+        is None
+    )
+    assert (
+        taint_for(
+            DeviceHealthState("Unknown", "", "", 5),
+            driver=DRIVER,
+            no_execute_severities=("critical",),
+        )
+        is None
+    )
+    soft = taint_for(
+        DeviceHealthState("Unhealthy", "warning", "x", 0),
+        driver=DRIVER,
+        no_execute_severities=("critical",),
+    )
+    assert soft == {
+        "key": f"{DRIVER}/unhealthy",
+        "effect": "NoSchedule",
+        "value": "warning",
+        "timeAdded": "1970-01-01T00:00:00Z",
+    }
+    hard = taint_for(
+        DeviceHealthState("Unhealthy", "Critical", "", 0),
+        driver=DRIVER,
+        no_execute_severities=("critical",),
+    )
     assert hard is not None and hard["effect"] == "NoExecute"
-    odd = taint_for(DeviceHealthState("Unhealthy", "not a label value!", "", 0), driver=DRIVER, no_execute_severities=())
+    odd = taint_for(
+        DeviceHealthState("Unhealthy", "not a label value!", "", 0),
+        driver=DRIVER,
+        no_execute_severities=(),
+    )
     assert odd is not None and "value" not in odd
     assert format_time(1767225600) == "2026-01-01T00:00:00Z"
 
@@ -196,9 +265,13 @@ def test_taint_for() -> None:
 def test_monitor_versions_and_listeners(tmp_path: Path) -> None:
     config = discovery.parse_config({"gpus": {"count": 2}})
     health = tmp_path / "h.yaml"
-    profile = discovery.SimulatedProfile(config, node=NODE, state_dir=tmp_path / "s", health_file=health)
+    profile = discovery.SimulatedProfile(
+        config, node=NODE, state_dir=tmp_path / "s", health_file=health
+    )
     clock = [1000.0]
-    monitor = HealthMonitor(profile, driver=DRIVER, node=NODE, config=config.health, clock=lambda: clock[0])
+    monitor = HealthMonitor(
+        profile, driver=DRIVER, node=NODE, config=config.health, clock=lambda: clock[0]
+    )
     calls: list[int] = []
     monitor.add_listener(lambda: calls.append(1))
     assert monitor.poll() is True and monitor.poll() is False

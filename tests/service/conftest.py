@@ -3,6 +3,7 @@ core) and a real client. Every allocation a test receives can be checked with ``
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,10 +48,13 @@ def gpu_claim(name: str, count: int = 1, *, namespace: str = "test", selectors: 
     }
 
 
+@functools.cache
 def cel() -> Any:
-    from model.cel import CelEnvironment
+    """The CEL environment the service uses for the default gates (every feature on)."""
+    from model.allocate import default_cel
+    from model.allocation import Inventory
 
-    return CelEnvironment()
+    return default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory()))
 
 
 @dataclass
@@ -108,9 +112,8 @@ def start(
     src = source or StaticSource(objects, name="demo")
     engine = e.Engine(
         source=src,
-        reservations=reservations or ReservationStore(),
+        reservations=ReservationStore() if reservations is None else reservations,
         metrics=Metrics(),
-        cel=cel(),
         allocate_fn=allocate_fn,
         check_fn=check_fn,
         limits=limits or e.Limits(),

@@ -36,8 +36,9 @@ def test_file_source_rejects_invalid_objects(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: Bad_Name}\nspec: {}\n"
     )
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput) as info:
         FileSource(str(tmp_path)).load()
+    assert str(tmp_path / "bad.yaml") in str(info.value) and "metadata.name" in str(info.value)
 
 
 def test_decoder_shares_identical_devices() -> None:

@@ -41,7 +41,7 @@ def _cluster() -> list[dict[str, Any]]:
 def test_schedule_verdicts_equal_direct_allocation() -> None:
     objects = decode_documents(_cluster())
     env = cel()
-    engine = e.Engine(source=StaticSource(objects), reservations=ReservationStore(), metrics=Metrics(), cel=env)
+    engine = e.Engine(source=StaticSource(objects), reservations=ReservationStore(), metrics=Metrics())
     engine.source.start()
     inventory = Inventory.from_objects(objects)
     import random

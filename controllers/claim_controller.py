@@ -1,0 +1,186 @@
+"""The ResourceClaim controller's shell: events in, :mod:`controllers.claims` decides, API out.
+
+Keys are ``pod:<ns>/<name>`` (create claims from templates, record them in the pod status,
+reserve allocated claims for pods on a node) and ``claim:<ns>/<name>`` (drop stale
+reservations, deallocate, delete claims of finished pods), as upstream's controller uses them.
+Every write is either a create, a status/metadata update preconditioned on the
+resourceVersion read, a patch carrying the pod UID, or a delete with a UID precondition: a
+conflict only means "read again", so syncs are idempotent and safe across restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from controllers import claims as logic
+from controllers import kube
+from controllers import objects as ob
+from controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
+from controllers.metrics import ControllerMetrics
+from controllers.objects import Obj
+from controllers.runtime import Events, Retry, Runner, UIDCache, new_queue
+
+log = logging.getLogger(__name__)
+
+POD_PREFIX = "pod:"
+CLAIM_PREFIX = "claim:"
+
+
+class ClaimController:
+    name = "resource_claim"
+
+    def __init__(
+        self,
+        kube_api: kube.Kube,
+        cluster: Cluster,
+        metrics: ControllerMetrics,
+        *,
+        workers: int = 2,
+        admin_access_enabled: bool = True,
+        events: Events | None = None,
+    ) -> None:
+        self.kube = kube_api
+        self.cluster = cluster
+        self.metrics = metrics
+        self.admin_access_enabled = admin_access_enabled
+        self.events = events or Events(None, "resource_claim")
+        self.pods = cluster.informer("pods")
+        self.claims = cluster.informer("claims")
+        self.templates = cluster.informer("templates")
+        self.deleted = UIDCache(500)
+        self.queue = new_queue(self.name, metrics)
+        self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
+        self.pods.add_handler(self._on_pod)
+        self.claims.add_handler(self._on_claim)
+
+    def start(self) -> None:
+        self.runner.start()
+
+    def stop(self) -> None:
+        self.runner.stop()
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        pod = new if new is not None else old
+        assert pod is not None
+        self._enqueue_pod(pod, deleted=new is None)
+
+    def _enqueue_pod(self, pod: Obj, *, deleted: bool) -> None:
+        if not ob.pod_claims(pod):
+            return
+        if deleted:
+            self.deleted.add(ob.uid(pod))
+        if logic.pod_releases_claims(pod, deleted=deleted):
+            for k in logic.claim_names_of_pod(pod):
+                self.queue.add(CLAIM_PREFIX + k)
+        if not deleted:
+            needed, _ = logic.pod_needs_work(pod, self.cluster.view("claims"))
+            if needed:
+                self.queue.add(POD_PREFIX + ob.key(pod))
+
+    def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        was = old is not None and ob.allocation(old) is not None
+        now = new is not None and ob.allocation(new) is not None
+        if old is None:
+            self.metrics.resource_claims.labels(allocated=str(now).lower()).inc()
+        elif new is None:
+            self.metrics.resource_claims.labels(allocated=str(was).lower()).dec()
+        elif was != now:
+            self.metrics.resource_claims.labels(allocated=str(was).lower()).dec()
+            self.metrics.resource_claims.labels(allocated=str(now).lower()).inc()
+        claim = new if new is not None else old
+        assert claim is not None
+        if new is not None:
+            # On start every claim passes here: stale reservations from before are found too.
+            self.queue.add(CLAIM_PREFIX + ob.key(claim))
+        for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
+            self._enqueue_pod(pod, deleted=False)
+
+    # --- syncs --------------------------------------------------------------------------------
+
+    def sync(self, key: str) -> None:
+        if key.startswith(POD_PREFIX):
+            self.sync_pod(key[len(POD_PREFIX) :])
+        elif key.startswith(CLAIM_PREFIX):
+            self.sync_claim(key[len(CLAIM_PREFIX) :])
+        else:
+            log.error("%s: unexpected key %r", self.name, key)
+
+    def sync_pod(self, key: str) -> None:
+        pod = self.pods.store.get(key)
+        if pod is None or ob.deleting(pod):
+            return
+        ns = ob.namespace(pod)
+        plan = logic.sync_pod(
+            pod,
+            claims=self.cluster.view("claims"),
+            templates=self.cluster.view("templates"),
+            owned=self.claims.store.by_index(CLAIM_OWNER_INDEX, ob.uid(pod)),
+            admin_access_enabled=self.admin_access_enabled,
+        )
+        names = dict(plan.record)
+        for create in plan.creates:
+            admin = str(create.admin_access).lower()
+            try:
+                created = self.kube.create_claim(ns, create.body)
+            except kube.ApiError as err:
+                self.metrics.claim_creates.labels(status="failure", admin_access=admin).inc()
+                self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=f"PodResourceClaim {create.pod_claim}: {err}")
+                raise
+            self.metrics.claim_creates.labels(status="success", admin_access=admin).inc()
+            # Remember it at once: if the status patch below fails, the retry must find this
+            # claim instead of creating a second one.
+            self.claims.store.assume(created)
+            names[create.pod_claim] = ob.name(created)
+            log.info("created ResourceClaim %s/%s for pod %s", ns, ob.name(created), key)
+        if names:
+            patched = self.kube.patch_pod_status(ns, ob.name(pod), logic.pod_status_patch(pod, names))
+            self.pods.store.assume(patched)
+        for reserve in plan.reserve:
+            body = ob.deep_copy(reserve.claim)
+            body["status"] = reserve.status
+            updated = self.kube.update_claim_status(body)
+            self.claims.store.assume(updated)
+            log.info("reserved ResourceClaim %s for pod %s", ob.key(updated), key)
+        if plan.errors:
+            for problem in plan.errors:
+                self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=problem)
+            raise Retry("; ".join(plan.errors))
+
+    def sync_claim(self, key: str) -> None:
+        claim = self.claims.store.get(key)
+        if claim is None:
+            return
+        ns = ob.namespace(claim)
+        names = {str(r.get("name") or "") for r in ob.reserved_for(claim)}
+        owner_name, _ = ob.owning_pod(claim)
+        if owner_name:
+            names.add(owner_name)
+        pods: dict[str, Obj | None] = {}
+        for n in sorted(names):
+            cached = self.pods.store.get(f"{ns}/{n}")
+            if cached is not None:
+                pods[n] = cached
+        deleted = self.deleted.snapshot()
+        for n in logic.pods_to_look_up(claim, cached=pods, deleted=deleted):  # type: ignore[arg-type]
+            try:
+                pods[n] = self.kube.get_pod(ns, n)
+            except kube.NotFound:
+                pods[n] = None
+        plan = logic.sync_claim(claim, pods=pods, deleted=deleted)
+        if plan.empty:
+            return
+        log.info("claim %s: %s", key, "; ".join(plan.notes) or "update")
+        if plan.status is not None:
+            body = ob.deep_copy(claim)
+            body["status"] = plan.status
+            claim = self.kube.update_claim_status(body)
+            self.claims.store.assume(claim)
+        if plan.remove_finalizer and ob.DELETE_PROTECTION_FINALIZER in ob.finalizers(claim):
+            claim = self.kube.update_claim(logic.without_finalizer(claim))
+            self.claims.store.assume(claim)
+        if plan.delete:
+            with contextlib.suppress(kube.NotFound):
+                self.kube.delete_claim(ns, ob.name(claim), uid=ob.uid(claim))

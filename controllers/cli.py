@@ -1,0 +1,149 @@
+"""``dra-solver controllers``: run the ResourceClaim controller, the dra-solver scheduler and the
+device-taint eviction controller against a cluster.
+
+    dra-solver controllers (--kubeconfig FILE | --in-cluster) --solver HOST:PORT
+                           [--enable claim,scheduler,eviction] [--leader-elect ...]
+
+The first line on stdout is ``metrics=HOST:PORT`` (``--metrics-port 0`` picks a free port).
+Exit codes: 0 after SIGTERM/SIGINT, 1 when leadership was lost (restart clean), 2 for bad
+arguments or an unreachable configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
+    src.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    parser.add_argument("--solver", metavar="ADDRESS", default="", help="the solver service's gRPC address HOST:PORT (needed by the scheduler)")
+    parser.add_argument("--solver-ca", metavar="FILE", help="CA certificate to verify the solver (enables TLS)")
+    parser.add_argument("--solver-cert", metavar="FILE", help="client certificate for mTLS")
+    parser.add_argument("--solver-key", metavar="FILE", help="client key for mTLS")
+    parser.add_argument("--solver-server-name", default=None, help="TLS server name to expect from the solver")
+    parser.add_argument("--solver-timeout", type=float, default=10.0, help="seconds per solver call (default 10)")
+    parser.add_argument("--enable", default=",".join(CONTROLLERS), help=f"controllers to run, comma-separated (default {','.join(CONTROLLERS)})")
+    parser.add_argument("--scheduler-name", default="dra-solver", help="spec.schedulerName of the pods to schedule")
+    parser.add_argument("--scheduler-workers", type=int, default=4, help="pods scheduled concurrently")
+    parser.add_argument("--claim-workers", type=int, default=2)
+    parser.add_argument("--eviction-workers", type=int, default=2)
+    parser.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds the solver holds devices for an attempt")
+    parser.add_argument("--no-explain", action="store_true", help="do not ask the solver why a pod does not fit")
+    parser.add_argument("--device-taint-rule-version", default="v1", choices=["v1", "v1beta2", "v1alpha3"], help="resource.k8s.io version serving DeviceTaintRules")
+    parser.add_argument("--no-admin-access", action="store_true", help="refuse templates that request admin access (DRAAdminAccess off)")
+    parser.add_argument("--leader-elect", action="store_true", help="hold a coordination.k8s.io Lease; only the holder acts")
+    parser.add_argument("--lease-namespace", default="kube-system")
+    parser.add_argument("--lease-name", default="dra-solver-controllers")
+    parser.add_argument("--identity", default="", help="this replica's name in the Lease (default: hostname + random suffix)")
+    parser.add_argument("--lease-duration", type=float, default=15.0)
+    parser.add_argument("--renew-deadline", type=float, default=10.0)
+    parser.add_argument("--retry-period", type=float, default=2.0)
+    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
+    parser.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    return Options(
+        enable=parse_enable(args.enable),
+        scheduler_name=args.scheduler_name,
+        claim_workers=args.claim_workers,
+        scheduler_workers=args.scheduler_workers,
+        eviction_workers=args.eviction_workers,
+        leader_elect=args.leader_elect,
+        lease_namespace=args.lease_namespace,
+        lease_name=args.lease_name,
+        identity=args.identity or default_identity(),
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        solver_timeout=args.solver_timeout,
+        reservation_ttl=args.reservation_ttl,
+        explain=not args.no_explain,
+        admin_access=not args.no_admin_access,
+        events=not args.no_events,
+    )
+
+
+def solver_client(args: argparse.Namespace) -> Any:
+    from service.client import Client
+
+    return Client(
+        args.solver,
+        timeout=args.solver_timeout,
+        tls_ca=args.solver_ca,
+        tls_cert=args.solver_cert,
+        tls_key=args.solver_key,
+        server_name=args.solver_server_name,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from controllers import kube
+    from controllers.manager import Manager
+    from controllers.metrics import ControllerMetrics
+
+    try:
+        options = options_from(args)
+        if "scheduler" in options.enable and not args.solver:
+            raise ValueError("--solver ADDRESS is required when the scheduler is enabled")
+        if bool(args.solver_cert) != bool(args.solver_key):
+            raise ValueError("--solver-cert and --solver-key go together")
+        api = kube.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, user_agent=f"dra-solver-controllers/{options.identity}")
+        kube_api = kube.Kube(api, taint_rule_version=args.device_taint_rule_version)
+        client = solver_client(args) if "scheduler" in options.enable else None
+        metrics = ControllerMetrics()
+        manager = Manager(kube_api, options, solver_client=client, metrics=metrics)
+    except Exception as err:  # bad flags, unreadable kubeconfig: one line, no traceback
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    metrics_server = None
+    if args.metrics_port >= 0:
+        from prometheus_client import start_http_server
+
+        try:
+            metrics_server, _ = start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+        except OSError as err:
+            print(f"error: metrics endpoint {args.metrics_address}:{args.metrics_port}: {err}", file=sys.stderr)
+            return 2
+        print(f"metrics={args.metrics_address}:{metrics_server.server_port}", flush=True)
+    else:
+        print("metrics=off", flush=True)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    manager.start()
+    while not stop.is_set() and not manager.wait(0.5):
+        pass
+    lost = manager.lost_leadership.is_set()
+    manager.stop()
+    if client is not None:
+        client.close()
+    if metrics_server is not None:
+        metrics_server.shutdown()
+    if lost:
+        print("error: leadership lost; exiting so that a fresh start rebuilds all state", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dra-solver controllers", description="run the companion controllers")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,179 @@
+"""The device-taint eviction controller's shell: which pods to look at, and the eviction itself.
+
+Work items are pod keys. A pod is looked at when it is scheduled or its claims change, when
+one of its claims changes, when a ResourceSlice's NoExecute taints change on a device one of
+its claims uses, or when a NoExecute DeviceTaintRule matching such a device changes. The
+decision is :mod:`controllers.eviction`'s; a pod that must go later is simply requeued for
+that moment, so removing the taint (or the rule) before then cancels the eviction.
+
+Evicting is upstream's sequence: read the pod again (gone or replaced: nothing to do), add the
+``DisruptionTarget`` condition, then delete with the pod's UID as precondition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from controllers import eviction as logic
+from controllers import kube
+from controllers import objects as ob
+from controllers.cluster import POD_CLAIMS_INDEX, Cluster
+from controllers.metrics import ControllerMetrics
+from controllers.objects import Obj
+from controllers.runtime import Events, Requeue, Runner, UIDCache, new_queue
+
+log = logging.getLogger(__name__)
+
+
+def _no_execute_taints(slice_: Obj | None) -> list[tuple[str, Any]]:
+    if slice_ is None:
+        return []
+    out = []
+    for device in ob.spec(slice_).get("devices") or []:
+        for taint in device.get("taints") or []:
+            if taint.get("effect") == logic.NO_EXECUTE:
+                out.append((str(device.get("name")), taint))
+    return out
+
+
+class EvictionController:
+    name = "device_taint_eviction"
+
+    def __init__(
+        self,
+        kube_api: kube.Kube,
+        cluster: Cluster,
+        metrics: ControllerMetrics,
+        *,
+        workers: int = 2,
+        events: Events | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube_api
+        self.cluster = cluster
+        self.metrics = metrics
+        self.events = events or Events(None, "device-taint-eviction-controller")
+        self.clock = clock
+        self.pods = cluster.informer("pods")
+        self.claims = cluster.informer("claims")
+        self.slices = cluster.informer("slices")
+        self.rules = cluster.informers.get("rules")
+        self.evicted = UIDCache(500)
+        self.queue = new_queue(self.name, metrics)
+        self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
+        self._index: logic.TaintIndex | None = None
+        self._index_lock = threading.Lock()
+        self.pods.add_handler(self._on_pod)
+        self.claims.add_handler(self._on_claim)
+        self.slices.add_handler(self._on_slice)
+        if self.rules is not None:
+            self.rules.add_handler(self._on_rule)
+
+    def start(self) -> None:
+        self.runner.start()
+
+    def stop(self) -> None:
+        self.runner.stop()
+
+    # --- the taint index, rebuilt lazily after slice or rule changes ---------------------------
+
+    def index(self) -> logic.TaintIndex:
+        with self._index_lock:
+            if self._index is None:
+                rules = self.rules.store.objects() if self.rules is not None else []
+                self._index = logic.TaintIndex(self.slices.store.objects(), rules)
+            return self._index
+
+    def _invalidate(self) -> None:
+        with self._index_lock:
+            self._index = None
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None or not ob.pod_claims(new) or not ob.pod_node(new):
+            return
+        if old is not None and ob.pod_node(old) == ob.pod_node(new) and ob.status(old).get("resourceClaimStatuses") == ob.status(new).get("resourceClaimStatuses"):
+            return  # e.g. our own DisruptionTarget condition: nothing new to decide
+        self.queue.add(ob.key(new))
+
+    def _enqueue_users(self, claim: Obj) -> None:
+        for pod_key, _ in logic.pods_using(claim):
+            self.queue.add(pod_key)
+        for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
+            if ob.pod_node(pod):
+                self.queue.add(ob.key(pod))
+
+    def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        for claim in (old, new):
+            if claim is not None and ob.allocation(claim) is not None:
+                self._enqueue_users(claim)
+
+    def _claims_using(self, match: Callable[[str, str, str], bool]) -> None:
+        for claim in self.claims.store.objects():
+            if any(match(*ob.device_id(r)) for r in ob.allocated_devices(claim)):
+                self._enqueue_users(claim)
+
+    def _on_slice(self, old: Obj | None, new: Obj | None) -> None:
+        before, after = _no_execute_taints(old), _no_execute_taints(new)
+        generation_changed = (ob.spec(old or {}).get("pool") or {}).get("generation") != (ob.spec(new or {}).get("pool") or {}).get("generation")
+        if before == after and not (generation_changed and (before or after)):
+            return
+        self._invalidate()
+        s = ob.spec(new if new is not None else old or {})
+        driver, pool = sp_driver_pool(s)
+        self._claims_using(lambda d, p, _dev: d == driver and p == pool)
+
+    def _on_rule(self, old: Obj | None, new: Obj | None) -> None:
+        evicting = [r for r in (old, new) if r is not None and (ob.spec(r).get("taint") or {}).get("effect") == logic.NO_EXECUTE]
+        if old is not None and new is not None and ob.spec(old) == ob.spec(new):
+            return
+        self._invalidate()
+        if evicting:
+            self._claims_using(lambda d, p, dev: any(logic.rule_matches(r, d, p, dev) for r in evicting))
+
+    # --- sync ---------------------------------------------------------------------------------
+
+    def sync(self, key: str) -> None:
+        pod = self.pods.store.get(key)
+        claims: Mapping[str, Obj] = self.cluster.view("claims")
+        eviction = logic.pod_eviction(pod, claims, self.index()) if pod is not None else None
+        decision = logic.decide(pod, eviction, now=self.clock())
+        if decision.action == "none" or pod is None:
+            return
+        if decision.action == "wait":
+            raise Requeue(decision.delay, f"evict at {ob.format_time(decision.eviction.when)}" if decision.eviction else "")
+        if ob.uid(pod) in self.evicted:
+            return
+        assert decision.eviction is not None
+        self._evict(pod, decision.eviction)
+
+    def _evict(self, cached: Obj, eviction: logic.Eviction) -> None:
+        ns, name, uid = ob.namespace(cached), ob.name(cached), ob.uid(cached)
+        try:
+            pod = self.kube.get_pod(ns, name)
+        except kube.NotFound:
+            return
+        if ob.uid(pod) != uid or ob.deleting(pod):
+            return  # replaced by a new pod of the same name, or already on its way out
+        self.events.emit(pod, "Pod", type_="Normal", reason="DeviceTaintManagerEviction", message="Marking for deletion")
+        patch = logic.disruption_condition_patch(pod, now=self.clock())
+        if patch is not None:
+            self.kube.patch_pod_status(ns, name, patch)
+        try:
+            self.kube.delete_pod(ns, name, uid=uid)
+        except kube.NotFound:
+            return
+        self.evicted.add(uid)
+        latency = max(0.0, self.clock() - eviction.when)
+        self.metrics.pod_deletions.inc()
+        self.metrics.pod_deletion_latency.observe(latency)
+        log.info("evicted pod %s/%s (%s) after %.3fs", ns, name, eviction.describe(), latency)
+
+
+def sp_driver_pool(spec: Mapping[str, Any]) -> tuple[str, str]:
+    return str(spec.get("driver") or ""), str((spec.get("pool") or {}).get("name") or "")

@@ -1,0 +1,344 @@
+"""List+watch caches (informers) with event handlers, as client-go's shared informers.
+
+An :class:`Informer` lists one resource, then watches from the list's resourceVersion; a
+watch that ends resumes from the last version seen, and ``410 Gone`` (the version is too old)
+triggers a fresh list whose differences reach the handlers as add/update/delete, so handlers
+never miss a change. Handlers run on the informer's thread and must only enqueue work.
+
+The :class:`Store` behind it also holds objects the controllers wrote themselves until the
+watch catches up (client-go's mutation cache): a controller that created a claim must not
+create it again because its cache has not seen the create yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from controllers import kube
+from controllers import objects as ob
+from controllers.objects import Obj
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Obj | None, Obj | None], None]
+"""Called with (old, new): add = (None, obj), update = (old, new), delete = (obj, None)."""
+
+
+IndexFunc = Callable[[Obj], list[str]]
+
+
+class Store:
+    """Objects by key, plus objects we wrote that the watch has not delivered yet.
+
+    Indexes (name -> function from object to index values) are kept for the effective copy
+    of each object, assumed or not, like client-go's indexers.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._items: dict[str, Obj] = {}
+        self._assumed: dict[str, Obj] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._index: dict[str, dict[str, set[str]]] = {}
+        self._indexed: dict[str, dict[str, list[str]]] = {}
+        self._tombstones: OrderedDict[str, int] = OrderedDict()
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        with self._lock:
+            self._indexers[name] = func
+            self._index[name] = {}
+            self._indexed[name] = {}
+            for k in self.keys():
+                self._reindex_one(name, k)
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        with self._lock:
+            out = []
+            for k in sorted(self._index[name].get(value, ())):
+                item = self.get(k)
+                if item is not None:
+                    out.append(item)
+            return out
+
+    def _reindex(self, k: str) -> None:
+        for name in self._indexers:
+            self._reindex_one(name, k)
+
+    def _reindex_one(self, name: str, k: str) -> None:
+        index = self._index[name]
+        for value in self._indexed[name].pop(k, []):
+            members = index.get(value)
+            if members is not None:
+                members.discard(k)
+                if not members:
+                    del index[value]
+        item = self.get(k)
+        if item is None:
+            return
+        try:
+            values = sorted(set(self._indexers[name](item)))
+        except Exception:  # an index function must not break the cache
+            log.exception("index %s failed for %s", name, k)
+            return
+        self._indexed[name][k] = values
+        for value in values:
+            index.setdefault(value, set()).add(k)
+
+    def get(self, key: str) -> Obj | None:
+        with self._lock:
+            item = self._items.get(key)
+            mine = self._assumed.get(key)
+            if mine is not None and ob.rv_int(mine) > ob.rv_int(item):
+                return mine
+            return item
+
+    def objects(self) -> list[Obj]:
+        with self._lock:
+            keys = sorted(set(self._items) | set(self._assumed))
+            out = []
+            for k in keys:
+                item = self.get(k)
+                if item is not None:
+                    out.append(item)
+            return out
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return sorted(set(self._items) | set(self._assumed))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(set(self._items) | set(self._assumed))
+
+    def assume(self, obj: Obj) -> None:
+        """Remember an object we just wrote (the API's answer) until the watch shows it."""
+        if ob.deleting(obj) and not ob.finalizers(obj):
+            return  # the write removed it; the watch will say so
+        with self._lock:
+            k = ob.key(obj)
+            if ob.rv_int(obj) <= self._tombstones.get(k, 0):
+                return  # already seen deleted: do not bring it back
+            if ob.rv_int(obj) > ob.rv_int(self._items.get(k)):
+                self._assumed[k] = obj
+                self._reindex(k)
+
+    def forget_assumed(self, key: str) -> None:
+        with self._lock:
+            self._assumed.pop(key, None)
+            self._reindex(key)
+
+    def _apply(self, event: str, obj: Obj) -> tuple[Obj | None, Obj | None]:
+        k = ob.key(obj)
+        with self._lock:
+            old = self.get(k)
+            mine = self._assumed.get(k)
+            if mine is not None and ob.rv_int(obj) >= ob.rv_int(mine):
+                del self._assumed[k]
+            if event == "DELETED":
+                self._tombstones[k] = ob.rv_int(obj)
+                self._tombstones.move_to_end(k)
+                while len(self._tombstones) > 10_000:
+                    self._tombstones.popitem(last=False)
+                self._items.pop(k, None)
+                self._assumed.pop(k, None)
+                self._reindex(k)
+                return old, None
+            self._items[k] = obj
+            self._reindex(k)
+            return old, self.get(k)
+
+    def _replace(self, items: list[Obj]) -> list[tuple[Obj | None, Obj | None]]:
+        with self._lock:
+            fresh = {ob.key(i): i for i in items}
+            changes: list[tuple[Obj | None, Obj | None]] = []
+            for k in sorted(set(self._items) - set(fresh)):
+                changes.append(self._apply("DELETED", self._items[k]))
+            for k in sorted(fresh):
+                old = self._items.get(k)
+                if old is not None and ob.resource_version(old) == ob.resource_version(fresh[k]):
+                    continue
+                changes.append(self._apply("MODIFIED", fresh[k]))
+            return changes
+
+
+@dataclass
+class InformerStats:
+    lists: int = 0
+    relists_after_gone: int = 0
+    watch_restarts: int = 0
+    errors: int = 0
+
+
+class Informer:
+    def __init__(
+        self,
+        source: kube.ListSource,
+        *,
+        watch_timeout: int = 300,
+        retry_delay: float = 1.0,
+        on_relist: Callable[[str], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.store = Store()
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self.stats = InformerStats()
+        self.on_relist = on_relist
+        self._handlers: list[Handler] = []
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._rv = ""
+        self._watch: Any = None
+        self.served = True
+        """False when an optional resource is not served by this API server."""
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        w = self._watch
+        if w is not None:
+            w.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _notify(self, old: Obj | None, new: Obj | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(old, new)
+            except Exception:  # a handler bug must not stop the cache
+                log.exception("%s: event handler failed", self.name)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._list()
+                while not self._stop.is_set():
+                    self._watch_once()
+            except kube.Gone:
+                self.stats.relists_after_gone += 1
+                log.info("watch %s: 410 Gone, listing again", self.name)
+                if self.on_relist:
+                    self.on_relist(self.name)
+                continue
+            except kube.NotFound as err:
+                if self.source.optional:
+                    if self.served:
+                        log.info("%s not served by this API server; treating as empty", self.name)
+                    self.served = False
+                    for change in self.store._replace([]):
+                        self._notify(*change)
+                    self._synced.set()
+                    self._stop.wait(30)
+                    continue
+                self.stats.errors += 1
+                log.warning("list/watch %s: %s", self.name, err)
+            except Exception as err:
+                if self._stop.is_set():
+                    return
+                self.stats.errors += 1
+                log.warning("list/watch %s: %s", self.name, err)
+            self._stop.wait(self.retry_delay)
+
+    def _list(self) -> None:
+        try:
+            resp = self.source.list_fn(_preload_content=False, _request_timeout=kube.REQUEST_TIMEOUT)
+            body = json.loads(resp.data)
+        except Exception as err:
+            raise kube.wrap(err, f"list {self.name}") from err
+        items = [self._typed(i) for i in body.get("items") or []]
+        self._rv = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        self.served = True
+        self.stats.lists += 1
+        for change in self.store._replace(items):
+            self._notify(*change)
+        self._synced.set()
+
+    def _typed(self, item: Obj) -> Obj:
+        # List items omit apiVersion/kind; writing them back needs both.
+        item.setdefault("apiVersion", self.source.api_version)
+        item.setdefault("kind", self.source.kind)
+        return item
+
+    def _events(self) -> Iterator[dict[str, Any]]:
+        from kubernetes import watch
+
+        watch_module: Any = watch  # untyped module
+        # Events stay JSON (deserialize=False); naming a return type keeps the client from
+        # guessing a model class from the list method's annotation, which fails for some.
+        w = watch_module.Watch(return_type=dict)
+        self._watch = w
+        try:
+            yield from w.stream(
+                self.source.list_fn,
+                resource_version=self._rv,
+                timeout_seconds=self.watch_timeout,
+                allow_watch_bookmarks=True,
+                deserialize=False,
+                _request_timeout=(10.0, self.watch_timeout + 30.0),
+            )
+        finally:
+            self._watch = None
+
+    def _watch_once(self) -> None:
+        self.stats.watch_restarts += 1
+        try:
+            for event in self._events():
+                if self._stop.is_set():
+                    return
+                etype = event.get("type")
+                obj = event.get("object")
+                if not isinstance(obj, dict):
+                    continue
+                rv = ob.resource_version(obj)
+                if etype == "BOOKMARK":
+                    self._rv = rv or self._rv
+                    continue
+                if etype not in ("ADDED", "MODIFIED", "DELETED"):
+                    continue
+                if rv:
+                    self._rv = rv
+                self._notify(*self.store._apply(str(etype), self._typed(obj)))
+        except Exception as err:
+            if self._stop.is_set():
+                return
+            raise kube.wrap(err, f"watch {self.name}") from err
+
+
+def wait_for_sync(informers: list[Informer], *, timeout: float, stop: threading.Event | None = None) -> bool:
+    """True once every informer has listed (False on timeout or when ``stop`` is set)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    for informer in informers:
+        while not informer.has_synced():
+            if stop is not None and stop.is_set():
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            informer.wait_synced(min(remaining, 0.1))
+    return True

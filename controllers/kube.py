@@ -1,0 +1,254 @@
+"""The only module that talks to the Kubernetes API: a thin layer over the ``kubernetes`` client.
+
+Every call goes through the client's typed API classes (``CoreV1Api``, ``ResourceV1Api``,
+``CoordinationV1Api``) with ``_preload_content=False``, so objects stay the API's JSON (no
+lossy model round trip) and bodies are sent as given. Failures become one small hierarchy the
+controllers branch on: :class:`NotFound`, :class:`Conflict` (stale resourceVersion, failed
+precondition, name taken), :class:`Gone` (watch too old), :class:`Transient` (retry later,
+with the server's Retry-After when it gave one) and :class:`Invalid` (retrying will not help).
+
+``controllers/rbac_calls.py`` lists exactly the requests made here; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controllers.objects import Obj
+
+log = logging.getLogger(__name__)
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+REQUEST_TIMEOUT = (10.0, 60.0)
+"""(connect, read) seconds for every call but watches."""
+
+
+class ApiError(Exception):
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    """409: stale resourceVersion, failed UID precondition, or the name already exists."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is too old to watch from; list again."""
+
+
+class Invalid(ApiError):
+    """400/403/422 and the like: the request itself is wrong; retrying the same will not help."""
+
+
+class Transient(ApiError):
+    """429, 5xx, timeouts, connection errors: retry after ``delay`` (0 = the caller's backoff)."""
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "", delay: float = 0.0) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.delay = delay
+
+
+def wrap(err: BaseException, what: str) -> ApiError:
+    """Map a client exception to our hierarchy; ``what`` names the request ("update claim ns/x")."""
+    from kubernetes.client.exceptions import ApiException
+
+    if isinstance(err, ApiError):
+        return err
+    if isinstance(err, ApiException):
+        status = int(err.status or 0)
+        message, reason = _status_text(err)
+        text = f"{what}: {message or err.reason or status}"
+        if status == 404:
+            return NotFound(text, status=status, reason=reason)
+        if status == 409:
+            return Conflict(text, status=status, reason=reason)
+        if status == 410:
+            return Gone(text, status=status, reason=reason)
+        if status == 429 or status >= 500 or status == 0:
+            delay = 0.0
+            headers = getattr(err, "headers", None) or {}
+            try:
+                delay = float(headers.get("Retry-After", 0) or 0)
+            except (TypeError, ValueError):
+                delay = 0.0
+            return Transient(text, status=status, reason=reason, delay=delay)
+        return Invalid(text, status=status, reason=reason)
+    return Transient(f"{what}: {type(err).__name__}: {err}")
+
+
+def _status_text(err: Any) -> tuple[str, str]:
+    body = getattr(err, "body", None)
+    if not body:
+        return "", ""
+    try:
+        doc = json.loads(body)
+    except (TypeError, ValueError):
+        return str(body)[:200], ""
+    if isinstance(doc, dict):
+        return str(doc.get("message") or ""), str(doc.get("reason") or "")
+    return "", ""
+
+
+def _json(resp: Any) -> Obj:
+    data = resp.data if hasattr(resp, "data") else resp
+    if not data:
+        return {}
+    doc = json.loads(data)
+    return doc if isinstance(doc, dict) else {}
+
+
+@dataclass(frozen=True, slots=True)
+class ListSource:
+    """One list+watch endpoint: a typed ``list_*`` method of the client."""
+
+    name: str
+    kind: str
+    api_version: str
+    list_fn: Callable[..., Any]
+    optional: bool = False
+    """404 means "not served here" (alpha APIs): an empty list, not an error."""
+
+
+class Kube:
+    """The requests the controllers make, each returning the API's JSON."""
+
+    def __init__(self, api_client: Any, *, taint_rule_version: str = "v1") -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.resource = client.ResourceV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        rules_api = {
+            "v1": client.ResourceV1Api,
+            "v1beta2": client.ResourceV1beta2Api,
+            "v1alpha3": client.ResourceV1alpha3Api,
+        }.get(taint_rule_version)
+        if rules_api is None:
+            raise ValueError(f"unsupported DeviceTaintRule version {taint_rule_version!r}: use v1, v1beta2 or v1alpha3")
+        self.taint_rule_version = taint_rule_version
+        self.rules: Any = rules_api(api_client)
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        try:
+            return _json(fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs))
+        except Exception as err:
+            raise wrap(err, what) from err
+
+    # --- list+watch sources -----------------------------------------------------------------
+
+    def pods(self) -> ListSource:
+        return ListSource("pods", "Pod", "v1", self.core.list_pod_for_all_namespaces)
+
+    def nodes(self) -> ListSource:
+        return ListSource("nodes", "Node", "v1", self.core.list_node)
+
+    def claims(self) -> ListSource:
+        return ListSource("resourceclaims", "ResourceClaim", "resource.k8s.io/v1", self.resource.list_resource_claim_for_all_namespaces)
+
+    def templates(self) -> ListSource:
+        return ListSource(
+            "resourceclaimtemplates", "ResourceClaimTemplate", "resource.k8s.io/v1", self.resource.list_resource_claim_template_for_all_namespaces
+        )
+
+    def slices(self) -> ListSource:
+        return ListSource("resourceslices", "ResourceSlice", "resource.k8s.io/v1", self.resource.list_resource_slice)
+
+    def taint_rules(self) -> ListSource:
+        return ListSource(
+            "devicetaintrules", "DeviceTaintRule", f"resource.k8s.io/{self.taint_rule_version}", self.rules.list_device_taint_rule, optional=True
+        )
+
+    # --- pods ---------------------------------------------------------------------------------
+
+    def get_pod(self, namespace: str, name: str) -> Obj:
+        return self._call(f"get pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """Strategic-merge patch of the status subresource (lists merge by their keys)."""
+        return self._call(
+            f"patch pod {namespace}/{name} status", self.core.patch_namespaced_pod_status, name, namespace, patch, _content_type=STRATEGIC_MERGE
+        )
+
+    def bind_pod(self, namespace: str, name: str, binding: Obj) -> Obj:
+        return self._call(f"bind pod {namespace}/{name}", self.core.create_namespaced_pod_binding, name, namespace, binding)
+
+    def delete_pod(self, namespace: str, name: str, *, uid: str) -> Obj:
+        """Delete only this instance: a pod re-created under the same name is left alone."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body)
+
+    def create_event(self, namespace: str, event: Obj) -> Obj:
+        return self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, event)
+
+    # --- claims -------------------------------------------------------------------------------
+
+    def create_claim(self, namespace: str, claim: Obj) -> Obj:
+        return self._call(f"create claim in {namespace}", self.resource.create_namespaced_resource_claim, namespace, claim)
+
+    def get_claim(self, namespace: str, name: str) -> Obj:
+        return self._call(f"get claim {namespace}/{name}", self.resource.read_namespaced_resource_claim, name, namespace)
+
+    def update_claim(self, claim: Obj) -> Obj:
+        """Metadata/spec update; its resourceVersion is the precondition (409 when stale)."""
+        meta = claim["metadata"]
+        return self._call(
+            f"update claim {meta['namespace']}/{meta['name']}", self.resource.replace_namespaced_resource_claim, meta["name"], meta["namespace"], claim
+        )
+
+    def update_claim_status(self, claim: Obj) -> Obj:
+        """Status update; its resourceVersion is the precondition (409 when stale)."""
+        meta = claim["metadata"]
+        return self._call(
+            f"update claim {meta['namespace']}/{meta['name']} status",
+            self.resource.replace_namespaced_resource_claim_status,
+            meta["name"],
+            meta["namespace"],
+            claim,
+        )
+
+    def delete_claim(self, namespace: str, name: str, *, uid: str) -> Obj:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._call(f"delete claim {namespace}/{name}", self.resource.delete_namespaced_resource_claim, name, namespace, body=body)
+
+    # --- leases -------------------------------------------------------------------------------
+
+    def get_lease(self, namespace: str, name: str) -> Obj:
+        return self._call(f"get lease {namespace}/{name}", self.coordination.read_namespaced_lease, name, namespace)
+
+    def create_lease(self, namespace: str, lease: Obj) -> Obj:
+        return self._call(f"create lease in {namespace}", self.coordination.create_namespaced_lease, namespace, lease)
+
+    def update_lease(self, lease: Obj) -> Obj:
+        meta = lease["metadata"]
+        return self._call(f"update lease {meta['namespace']}/{meta['name']}", self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], lease)
+
+
+def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False, host: str | None = None, user_agent: str = "dra-solver-controllers") -> Any:
+    """A configured ``kubernetes.client.ApiClient`` (``host`` alone: plain HTTP, for tests)."""
+    from kubernetes import client
+    from kubernetes import config as kconfig
+
+    config: Any = kconfig
+    cfg = client.Configuration()
+    if host is not None:
+        cfg.host = host
+    elif in_cluster:
+        config.load_incluster_config(client_configuration=cfg)
+    else:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    # Connections per host: informers hold one each for their watches, workers need the rest.
+    cfg.connection_pool_maxsize = 32
+    api = client.ApiClient(cfg)
+    api.user_agent = user_agent
+    return api

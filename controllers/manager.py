@@ -1,0 +1,192 @@
+"""Runs the enabled controllers together: shared caches, leader election, metrics.
+
+Caches start at once on every replica (a standby is warm and takes over quickly); workers
+run only while this replica holds the Lease. Losing the Lease stops the workers and ends
+:meth:`Manager.wait` with ``lost_leadership`` set, and the process exits so that it restarts
+clean, as kube-controller-manager does: a replica that might be acting on stale beliefs must
+not keep going.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controllers import kube
+from controllers.claim_controller import ClaimController
+from controllers.cluster import Cluster
+from controllers.eviction_controller import EvictionController
+from controllers.leaderelection import ElectionConfig, LeaderElector
+from controllers.metrics import ControllerMetrics
+from controllers.runtime import Events
+from controllers.scheduler import Scheduler, Solver
+
+log = logging.getLogger(__name__)
+
+CONTROLLERS = ("claim", "scheduler", "eviction")
+
+NEEDS: dict[str, tuple[str, ...]] = {
+    "claim": ("pods", "claims", "templates"),
+    "scheduler": ("pods", "claims", "nodes", "slices"),
+    "eviction": ("pods", "claims", "slices", "rules"),
+}
+"""Which caches each controller reads."""
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Options:
+    enable: frozenset[str] = frozenset(CONTROLLERS)
+    scheduler_name: str = "dra-solver"
+    claim_workers: int = 2
+    scheduler_workers: int = 4
+    eviction_workers: int = 2
+    leader_elect: bool = False
+    lease_namespace: str = "kube-system"
+    lease_name: str = "dra-solver-controllers"
+    identity: str = field(default_factory=default_identity)
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    solver_timeout: float = 10.0
+    reservation_ttl: float = 60.0
+    explain: bool = True
+    flush_interval: float = 60.0
+    backoff_initial: float = 1.0
+    backoff_max: float = 10.0
+    admin_access: bool = True
+    watch_timeout: int = 300
+    sync_timeout: float = 120.0
+    events: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = set(self.enable) - set(CONTROLLERS)
+        if unknown:
+            raise ValueError(f"--enable: unknown controller(s) {', '.join(sorted(unknown))}: choose from {', '.join(CONTROLLERS)}")
+        if not self.enable:
+            raise ValueError("--enable: at least one controller is required")
+
+
+def parse_enable(text: str) -> frozenset[str]:
+    return frozenset(p.strip() for p in text.split(",") if p.strip())
+
+
+class Manager:
+    def __init__(
+        self,
+        kube_api: kube.Kube,
+        options: Options,
+        *,
+        solver_client: Any = None,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.kube = kube_api
+        self.options = options
+        self.metrics = metrics or ControllerMetrics()
+        resources: set[str] = set()
+        for name in options.enable:
+            resources.update(NEEDS[name])
+        self.cluster = Cluster(kube_api, resources=sorted(resources), watch_timeout=options.watch_timeout)
+        self.controllers: dict[str, Any] = {}
+        if "claim" in options.enable:
+            self.controllers["claim"] = ClaimController(
+                kube_api, self.cluster, self.metrics, workers=options.claim_workers, admin_access_enabled=options.admin_access,
+                events=self._events("resource_claim"),
+            )
+        if "scheduler" in options.enable:
+            if solver_client is None:
+                raise ValueError("the scheduler needs the solver service: give --solver ADDRESS")
+            solver = Solver(solver_client, self.metrics, timeout=options.solver_timeout, reservation_ttl=options.reservation_ttl)
+            self.controllers["scheduler"] = Scheduler(
+                kube_api, self.cluster, self.metrics, solver, scheduler_name=options.scheduler_name, workers=options.scheduler_workers,
+                explain=options.explain, backoff_initial=options.backoff_initial, backoff_max=options.backoff_max,
+                flush_interval=options.flush_interval, events=self._events(options.scheduler_name),
+            )
+        if "eviction" in options.enable:
+            self.controllers["eviction"] = EvictionController(
+                kube_api, self.cluster, self.metrics, workers=options.eviction_workers, events=self._events("device-taint-eviction-controller"),
+            )
+        self.elector: LeaderElector | None = None
+        if options.leader_elect:
+            config = ElectionConfig(
+                options.lease_namespace, options.lease_name, options.identity,
+                lease_duration=options.lease_duration, renew_deadline=options.renew_deadline, retry_period=options.retry_period,
+            )
+            self.elector = LeaderElector(kube_api, config, on_started_leading=self._start_controllers, on_stopped_leading=self._stop_controllers)
+        self.leading = threading.Event()
+        self.lost_leadership = threading.Event()
+        self._done = threading.Event()
+        self._running = False
+        self._lock = threading.Lock()
+
+    def _events(self, component: str) -> Events:
+        return Events(self.kube if self.options.events else None, component)
+
+    @property
+    def scheduler(self) -> Scheduler:
+        s: Scheduler = self.controllers["scheduler"]
+        return s
+
+    def start(self) -> Manager:
+        self.cluster.start()
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self._start_controllers()
+        return self
+
+    def _start_controllers(self) -> None:
+        if not self.cluster.wait_synced(self.options.sync_timeout, stop=self._done):
+            log.error("caches did not sync within %.0fs", self.options.sync_timeout)
+            self._done.set()
+            return
+        with self._lock:
+            if self._running or self._done.is_set():
+                return
+            self._running = True
+            for name in CONTROLLERS:
+                if name in self.controllers:
+                    self.controllers[name].start()
+        self.metrics.leader.set(1)
+        self.leading.set()
+        log.info("controllers running: %s", ", ".join(n for n in CONTROLLERS if n in self.controllers))
+
+    def _stop_controllers(self) -> None:
+        with self._lock:
+            was_running = self._running
+            self._running = False
+            for c in self.controllers.values():
+                c.stop()
+        self.metrics.leader.set(0)
+        self.leading.clear()
+        if was_running and not self._done.is_set():
+            self.lost_leadership.set()
+            self._done.set()
+
+    def stop(self) -> None:
+        """Stop workers, give up the Lease, stop the caches."""
+        self._done.set()
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        self._stop_controllers()
+        self.cluster.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped or leadership is lost; True when it ended."""
+        return self._done.wait(timeout)
+
+    def idle(self, names: Iterable[str] | None = None) -> bool:
+        """No work queued or in progress (tests use this to wait for quiescence)."""
+        for name in names or self.controllers:
+            c = self.controllers.get(name)
+            if c is not None and not c.queue.idle():
+                return False
+        return True

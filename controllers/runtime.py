@@ -1,0 +1,226 @@
+"""What every controller shell shares: worker threads over a work queue, retry rules, a read
+view of a cache, a bounded set of deleted UIDs, and best-effort Events.
+
+Retry rules (one place, so every controller behaves alike): a sync that returns normally is
+done and its backoff forgotten; :class:`Requeue` asks to look again after a delay (a pod to
+evict later); :class:`kube.Transient` with a server-given delay waits that long; anything
+else is retried with the queue's per-key exponential backoff and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from controllers import kube
+from controllers import objects as ob
+from controllers.informer import Store
+from controllers.metrics import ControllerMetrics
+from controllers.objects import Obj
+from controllers.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+
+class Requeue(Exception):
+    """Look at this key again after ``delay`` seconds (not a failure: no backoff growth)."""
+
+    def __init__(self, delay: float, why: str = "") -> None:
+        super().__init__(why or f"again in {delay:.1f}s")
+        self.delay = delay
+
+
+class Retry(Exception):
+    """A failure to retry with backoff, already explained (logged at info level, no trace)."""
+
+
+class StoreView(Mapping[str, Obj]):
+    """A cache seen as a read-only mapping ``key -> object`` (what the pure functions take)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getitem__(self, k: str) -> Obj:
+        item = self._store.get(k)
+        if item is None:
+            raise KeyError(k)
+        return item
+
+    def get(self, k: str, default: Any = None) -> Any:
+        item = self._store.get(k)
+        return default if item is None else item
+
+    def __contains__(self, k: object) -> bool:
+        return isinstance(k, str) and self._store.get(k) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._store.keys())
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+class UIDCache:
+    """The most recent ``size`` UIDs added (pods seen deleted, pods already evicted)."""
+
+    def __init__(self, size: int = 500) -> None:
+        self.size = size
+        self._items: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, uid: str) -> None:
+        with self._lock:
+            self._items[uid] = None
+            self._items.move_to_end(uid)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __contains__(self, uid: object) -> bool:
+        with self._lock:
+            return uid in self._items
+
+    def snapshot(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._items)
+
+
+class Events:
+    """Best-effort core/v1 Events, as kubectl describe shows them; failures are only logged.
+
+    Identical events for one object within ``dedupe`` seconds are sent once.
+    """
+
+    def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0, clock: Callable[[], float] = time.time) -> None:
+        self.kube = kube_api
+        self.component = component
+        self.dedupe = dedupe
+        self._clock = clock
+        self._last: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def emit(self, obj: ob.Obj | dict[str, Any], kind: str, *, type_: str, reason: str, message: str) -> None:
+        if self.kube is None:
+            return
+        now = self._clock()
+        ident = (ob.uid(obj) or ob.key(obj), reason, message)
+        with self._lock:
+            if now - self._last.get(ident, -1e18) < self.dedupe:
+                return
+            self._last[ident] = now
+            if len(self._last) > 10_000:
+                self._last.clear()
+        stamp = ob.format_time(now)
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{ob.name(obj)}.", "namespace": ob.namespace(obj) or "default"},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion") or "v1",
+                "kind": kind,
+                "name": ob.name(obj),
+                "namespace": ob.namespace(obj),
+                "uid": ob.uid(obj),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            self.kube.create_event(ob.namespace(obj) or "default", event)
+        except kube.ApiError as err:
+            log.debug("event %s for %s not recorded: %s", reason, ob.key(obj), err)
+
+
+class Runner:
+    """``workers`` threads taking keys from ``queue`` and calling ``sync(key)``."""
+
+    def __init__(
+        self,
+        name: str,
+        queue: WorkQueue[str],
+        sync: Callable[[str], None],
+        *,
+        workers: int = 1,
+        metrics: ControllerMetrics | None = None,
+    ) -> None:
+        self.name = name
+        self.queue = queue
+        self.sync = sync
+        self.workers = workers
+        self.metrics = metrics
+        self._threads: list[threading.Thread] = []
+        self.syncs = 0
+        self.failures = 0
+
+    def start(self) -> None:
+        for i in range(self.workers):
+            t = threading.Thread(target=self._work, name=f"{self.name}-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._threads.clear()
+
+    def _work(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.process(key)
+            finally:
+                self.queue.done(key)
+
+    def process(self, key: str) -> None:
+        """One sync with the retry rules (also used by tests to run a key synchronously)."""
+        self.syncs += 1
+        try:
+            self.sync(key)
+        except Requeue as again:
+            self.queue.forget(key)
+            self.queue.add_after(key, again.delay)
+            return
+        except kube.Transient as err:
+            self._failed(key, err, delay=err.delay)
+            return
+        except (Retry, kube.ApiError) as err:
+            self._failed(key, err)
+            return
+        except Exception as err:
+            log.exception("%s: sync %s failed", self.name, key)
+            self._failed(key, err, quiet=True)
+            return
+        self.queue.forget(key)
+
+    def _failed(self, key: str, err: Exception, *, delay: float = 0.0, quiet: bool = False) -> None:
+        self.failures += 1
+        if self.metrics is not None:
+            self.metrics.queue_retries.labels(name=self.name).inc()
+        if not quiet:
+            log.info("%s: %s: %s (will retry)", self.name, key, err)
+        if delay > 0:
+            self.queue.add_after(key, delay)
+        else:
+            self.queue.add_rate_limited(key)
+
+
+def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.005, cap: float = 1000.0) -> WorkQueue[str]:
+    from controllers.workqueue import ExponentialBackoff
+
+    def depth(n: int) -> None:
+        if metrics is not None:
+            metrics.queue_depth.labels(name=name).set(n)
+
+    return WorkQueue(name, backoff=ExponentialBackoff(base=base, cap=cap), on_depth=depth)

@@ -1,0 +1,474 @@
+"""The scheduler for pods with ``spec.schedulerName: dra-solver``: the shell around
+:mod:`controllers.scheduling` and the solver service.
+
+One attempt for a pod (a work-queue key; several workers run attempts for different pods):
+
+1. gather the pod's claims from the cache; if one is missing, being deleted or not yet
+   created from its template, mark the pod unschedulable with that reason and wait for the
+   claim's event;
+2. filter nodes on everything but devices (selector, affinity, taints, CPU/memory/pods, the
+   node selectors of claims allocated earlier);
+3. ask the service to ``Schedule`` the unallocated claims over those candidates with
+   ``reserve`` set, so no concurrent caller gets the same devices until the API shows them;
+4. under a lock: check the answer against our own view (claims allocated, allocations other
+   workers have in flight, the node's free CPU/memory now) and assume the pod on the node;
+5. write each claim: the delete-protection finalizer, then allocation and ``reservedFor``
+   together in one status update, each preconditioned on the resourceVersion read and
+   retried from a fresh read on conflict;
+6. bind the pod through the ``pods/binding`` subresource.
+
+Any failure after step 3 rolls back: claims written lose the pod's reservation (and the
+allocation, when we made it and nobody else uses the claim), the service's reservation is
+released, the pod is un-assumed, and the attempt is retried with backoff. A pod no node fits
+gets ``PodScheduled=False`` (reason Unschedulable) with the solver's explanation, and is tried
+again when the cluster changes (slices, nodes, claims freed, pods gone) or periodically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controllers import kube
+from controllers import objects as ob
+from controllers import scheduling as logic
+from controllers.cluster import POD_CLAIMS_INDEX, Cluster
+from controllers.metrics import ControllerMetrics
+from controllers.objects import Obj
+from controllers.runtime import Events, Requeue, Retry, Runner, new_queue
+
+log = logging.getLogger(__name__)
+
+PERMANENT_CODES = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "NOT_FOUND"})
+"""gRPC codes that mean "these claims cannot be placed as they are": report, do not hammer."""
+
+
+class SolverError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node: str
+    """The chosen node; empty when no node fits."""
+    allocations: Mapping[str, Obj]
+    """Claim key -> status.allocation for the claims that needed one."""
+    reservation: str = ""
+    reason: str = ""
+    verdicts: Mapping[str, str] | None = None
+    """Node -> why not, for the nodes the service evaluated and rejected."""
+
+
+class Solver:
+    """The calls the scheduler makes to the solver service, timed and with errors mapped."""
+
+    def __init__(self, client: Any, metrics: ControllerMetrics, *, timeout: float = 10.0, reservation_ttl: float = 60.0) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.timeout = timeout
+        self.reservation_ttl = reservation_ttl
+
+    def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
+        import grpc
+
+        start = time.perf_counter()
+        code = "OK"
+        try:
+            return call()
+        except grpc.RpcError as err:
+            status = err.code() if hasattr(err, "code") else None
+            code = status.name if status is not None else "UNKNOWN"
+            details = err.details() if hasattr(err, "details") else str(err)
+            raise SolverError(code, str(details or "")) from err
+        finally:
+            self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
+
+    def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
+        from service.gen.drasolver.v1 import allocation_pb2 as pb
+
+        resp = self._timed(
+            "Schedule",
+            lambda: self.client.schedule(list(claims), list(candidates), reserve=True, ttl=self.reservation_ttl, pod=pod, timeout=self.timeout),
+        )
+        verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
+        if not resp.node:
+            return Placement("", {}, reason=resp.reason, verdicts=verdicts)
+        allocations: dict[str, Obj] = {}
+        for claim, answer in zip(claims, resp.claims, strict=True):
+            allocations[ob.key(claim)] = json.loads(answer.allocation)
+        return Placement(resp.node, allocations, resp.reservation.id, verdicts=verdicts)
+
+    def unreserve(self, reservation: str) -> None:
+        if not reservation:
+            return
+        try:
+            self._timed("Unreserve", lambda: self.client.unreserve(reservation, timeout=self.timeout))
+        except SolverError as err:
+            if err.code != "NOT_FOUND":  # already gone: the API showed the allocation, or it expired
+                log.warning("unreserve %s: %s", reservation, err)
+
+    def explain(self, claims: Sequence[Obj], node: str) -> str:
+        resp = self._timed("Explain", lambda: self.client.explain(list(claims), node, timeout=self.timeout))
+        return str(resp.summary or "")
+
+
+class AttemptFailed(Retry):
+    """A scheduling attempt failed after the solver answered; rolled back, retry with backoff."""
+
+
+@dataclass
+class _Written:
+    key: str
+    allocated: bool = False
+    """We wrote the allocation (so a rollback clears it)."""
+    finalizer: bool = False
+    """We added the finalizer."""
+    reserved: bool = False
+    """We added the pod to reservedFor."""
+
+
+class Scheduler:
+    name = "scheduler"
+
+    def __init__(
+        self,
+        kube_api: kube.Kube,
+        cluster: Cluster,
+        metrics: ControllerMetrics,
+        solver: Solver,
+        *,
+        scheduler_name: str = ob.SCHEDULER_NAME,
+        workers: int = 4,
+        explain: bool = True,
+        conflict_retries: int = 5,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 10.0,
+        flush_interval: float = 60.0,
+        events: Events | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.kube = kube_api
+        self.cluster = cluster
+        self.metrics = metrics
+        self.solver = solver
+        self.scheduler_name = scheduler_name
+        self.explain = explain
+        self.conflict_retries = conflict_retries
+        self.flush_interval = flush_interval
+        self.events = events or Events(None, scheduler_name)
+        self.clock = clock
+        self.pods = cluster.informer("pods")
+        self.claims = cluster.informer("claims")
+        self.nodes = cluster.informer("nodes")
+        self.slices = cluster.informer("slices")
+        self.queue = new_queue(self.name, metrics, base=backoff_initial, cap=backoff_max)
+        self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
+        self._lock = threading.Lock()
+        self._unschedulable: dict[str, float] = {}
+        self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
+        self._inflight: dict[str, Mapping[str, Obj]] = {}
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self.pods.add_handler(self._on_pod)
+        self.claims.add_handler(self._on_claim)
+        self.nodes.add_handler(lambda old, new: self._cluster_changed())
+        self.slices.add_handler(lambda old, new: self._cluster_changed())
+
+    def start(self) -> None:
+        self._stop.clear()
+        self.runner.start()
+        self._flusher = threading.Thread(target=self._flush_loop, name="scheduler-flush", daemon=True)
+        self._flusher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.runner.stop()
+        if self._flusher is not None:
+            self._flusher.join(timeout=5)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _pending(self, pod: Obj | None) -> bool:
+        return pod is not None and logic.is_pending(pod, self.scheduler_name)
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        pod = new if new is not None else old
+        assert pod is not None
+        k = ob.key(pod)
+        if new is None or ob.pod_node(new) or ob.pod_terminal(new):
+            with self._lock:
+                self._assumed.pop(k, None)
+                self._unschedulable.pop(k, None)
+            # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
+            if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
+                self._cluster_changed()
+        if self._pending(new) and logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
+            with self._lock:
+                self._unschedulable.pop(k, None)
+            self.queue.add(k)
+        self._update_gauges()
+
+    def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        claim = new if new is not None else old
+        assert claim is not None
+        for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
+            if self._pending(pod):
+                with self._lock:
+                    self._unschedulable.pop(ob.key(pod), None)
+                self.queue.add(ob.key(pod))
+        freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
+        if freed:
+            self._cluster_changed()
+
+    def _cluster_changed(self) -> None:
+        """Something that may make unschedulable pods fit: try them again, with backoff."""
+        with self._lock:
+            waiting = sorted(self._unschedulable)
+            self._unschedulable.clear()
+        for k in waiting:
+            self.queue.add_rate_limited(k)
+        self._update_gauges()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.flush_interval):
+            self._cluster_changed()
+
+    def _update_gauges(self) -> None:
+        with self._lock:
+            unschedulable = len(self._unschedulable)
+        self.metrics.pending_pods.labels(queue="unschedulable").set(unschedulable)
+        self.metrics.pending_pods.labels(queue="active").set(self.queue.pending())
+
+    def unschedulable_pods(self) -> list[str]:
+        with self._lock:
+            return sorted(self._unschedulable)
+
+    # --- one attempt --------------------------------------------------------------------------
+
+    def sync(self, key: str) -> None:
+        pod = self.pods.store.get(key)
+        if not self._pending(pod):
+            return
+        assert pod is not None
+        with self._lock:
+            assumed = self._assumed.get(key)
+        if assumed is not None and assumed[0] == ob.uid(pod):
+            return  # bound by us; the cache has not caught up yet
+        if not self.cluster.wait_synced(0):
+            raise Requeue(0.2, "caches not synced yet")
+        start = time.perf_counter()
+        result = "error"
+        try:
+            result = self._attempt(pod)
+        finally:
+            self.metrics.schedule_attempts.labels(result=result).inc()
+            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+
+    def _used(self) -> dict[str, logic.Resources]:
+        pods = self.pods.store.objects()
+        used = logic.used_resources(pods)
+        with self._lock:
+            assumed = list(self._assumed.items())
+        for k, (_uid, node, req) in assumed:
+            current = self.pods.store.get(k)
+            if current is None or not ob.pod_node(current):
+                used[node] = used.get(node, logic.Resources()).plus(req)
+        return used
+
+    def _attempt(self, pod: Obj) -> str:
+        key = ob.key(pod)
+        claims_view = self.cluster.view("claims")
+        gathered = logic.gather_claims(pod, claims_view)
+        if gathered.wait:
+            self._mark_unschedulable(pod, gathered.wait)
+            return "waiting"
+        nodes = {ob.name(n): n for n in self.nodes.store.objects()}
+        used = self._used()
+        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims)
+        if not filtered.candidates:
+            self._mark_unschedulable(pod, filtered.summary(len(nodes)))
+            return "unschedulable"
+        to_allocate = gathered.to_allocate
+        placement: Placement
+        if to_allocate:
+            claims = [c.claim for c in to_allocate]
+            try:
+                placement = self.solver.schedule(claims, filtered.candidates, pod=key)
+            except SolverError as err:
+                if err.code in PERMANENT_CODES:
+                    self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}")
+                    return "unschedulable"
+                raise kube.Transient(f"pod {key}: solver: {err}") from err
+            if not placement.node:
+                self._mark_unschedulable(pod, self._explain(claims, filtered, placement, total=len(nodes)))
+                return "unschedulable"
+        else:
+            placement = Placement(logic.least_allocated(filtered.candidates, nodes, used), {})
+        node = placement.node
+        try:
+            self._assume(pod, placement, nodes.get(node) or {}, gathered)
+        except AttemptFailed as err:
+            self.solver.unreserve(placement.reservation)
+            raise Retry(f"pod {key}: {err}") from err
+        written: list[_Written] = []
+        try:
+            self._write_claims(pod, gathered.claims, placement.allocations, written)
+            self._bind(pod, node)
+        except Exception as err:
+            self.metrics.rollbacks.inc()
+            self._rollback(pod, written)
+            self.solver.unreserve(placement.reservation)
+            with self._lock:
+                self._assumed.pop(key, None)
+                self._inflight.pop(key, None)
+            if isinstance(err, kube.NotFound) and "bind" in str(err):
+                return "error"  # the pod is gone
+            log.info("pod %s: attempt on node %s rolled back: %s", key, node, err)
+            raise
+        with self._lock:
+            self._inflight.pop(key, None)
+        self.metrics.bindings.inc()
+        self.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {key} to {node}")
+        log.info("pod %s: bound to %s", key, node)
+        return "scheduled"
+
+    def _explain(self, claims: Sequence[Obj], filtered: logic.NodeFilter, placement: Placement, *, total: int) -> str:
+        """The scheduler-style summary over all nodes, plus the solver's explanation for the
+        first candidate node (the smallest set of reasons that blocks the claims there)."""
+        reasons = list(filtered.reasons.values())
+        verdicts = placement.verdicts or {}
+        for n in filtered.candidates:
+            why = verdicts.get(n)
+            reasons.append(why.split(":")[0] if why else "not evaluated")
+        message = logic.nodes_summary(total, reasons)
+        if self.explain and filtered.candidates:
+            node = filtered.candidates[0]
+            try:
+                summary = self.solver.explain(claims, node)
+            except SolverError as err:
+                log.debug("explain on %s failed: %s", node, err)
+                summary = ""
+            if summary:
+                message += f" {node}: {summary}"
+        return message
+
+    def _assume(self, pod: Obj, placement: Placement, node: Obj, gathered: logic.Gathered) -> None:
+        """Last checks against our own view, then count the pod on the node (atomically with
+        respect to the other workers)."""
+        key = ob.key(pod)
+        used = self._used()
+        with self._lock:
+            others: list[Obj] = list(self.cluster.view("claims").values())
+            for pod_key, allocations in self._inflight.items():
+                if pod_key == key:
+                    continue
+                for ck, alloc in allocations.items():
+                    ns, n = ob.split_key(ck)
+                    others.append({"metadata": {"namespace": ns, "name": n}, "status": {"allocation": alloc}})
+            conflicts = logic.device_conflicts(placement.allocations, others)
+            if conflicts:
+                raise AttemptFailed("; ".join(conflicts))
+            selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in gathered.allocated]
+            why = logic.node_verdict(
+                pod, node, used=used.get(placement.node, logic.Resources()), claim_selectors=[s for s in selectors if s]
+            )
+            if why:
+                raise AttemptFailed(f"node {placement.node} no longer fits: {why}")
+            self._assumed[key] = (ob.uid(pod), placement.node, logic.pod_requests(pod))
+            self._inflight[key] = dict(placement.allocations)
+
+    def _write_claims(self, pod: Obj, claims: Sequence[logic.PodClaim], allocations: Mapping[str, Obj], written: list[_Written]) -> None:
+        for pc in claims:
+            allocation = allocations.get(pc.key)
+            if pc.reserved and allocation is None:
+                continue
+            record = _Written(pc.key)
+            written.append(record)
+            self._write_claim(pod, pc.claim, allocation, record)
+
+    def _write_claim(self, pod: Obj, claim: Obj, allocation: Obj | None, record: _Written) -> None:
+        ns, name = ob.namespace(claim), ob.name(claim)
+        for _ in range(self.conflict_retries + 1):
+            step = logic.write_step(claim, pod, allocation)
+            if step.kind == "done":
+                return
+            if step.kind == "error":
+                raise AttemptFailed(step.message)
+            try:
+                if step.kind == "finalizer":
+                    assert step.body is not None
+                    claim = self.kube.update_claim(step.body)
+                    record.finalizer = True
+                else:
+                    body = ob.deep_copy(claim)
+                    body["status"] = step.body
+                    claim = self.kube.update_claim_status(body)
+                    record.reserved = True
+                    record.allocated = allocation is not None
+                self.claims.store.assume(claim)
+            except kube.Conflict:
+                self.metrics.claim_write_conflicts.inc()
+                claim = self.kube.get_claim(ns, name)
+        raise AttemptFailed(f"claim {ns}/{name}: still conflicting after {self.conflict_retries} retries")
+
+    def _bind(self, pod: Obj, node: str) -> None:
+        ns, name = ob.namespace(pod), ob.name(pod)
+        try:
+            self.kube.bind_pod(ns, name, logic.binding(pod, node))
+        except kube.Conflict:
+            current = self.kube.get_pod(ns, name)
+            if ob.uid(current) == ob.uid(pod) and ob.pod_node(current) == node:
+                return  # an earlier bind got through; its answer did not
+            raise
+
+    def _rollback(self, pod: Obj, written: Sequence[_Written]) -> None:
+        for record in reversed(written):
+            ns, name = ob.split_key(record.key)
+            for _ in range(self.conflict_retries + 1):
+                try:
+                    claim = self.kube.get_claim(ns, name)
+                    status = logic.rollback_status(claim, pod, clear_allocation=record.allocated) if record.reserved or record.allocated else None
+                    if status is not None:
+                        body = ob.deep_copy(claim)
+                        body["status"] = status
+                        claim = self.kube.update_claim_status(body)
+                        self.claims.store.assume(claim)
+                    if record.finalizer and ob.allocation(claim) is None and ob.DELETE_PROTECTION_FINALIZER in ob.finalizers(claim):
+                        body = ob.deep_copy(claim)
+                        body["metadata"]["finalizers"] = [f for f in ob.finalizers(claim) if f != ob.DELETE_PROTECTION_FINALIZER]
+                        claim = self.kube.update_claim(body)
+                        self.claims.store.assume(claim)
+                    break
+                except kube.Conflict:
+                    self.metrics.claim_write_conflicts.inc()
+                    continue
+                except kube.NotFound:
+                    break
+                except kube.ApiError as err:
+                    log.warning("rollback of claim %s failed: %s", record.key, err)
+                    break
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        key = ob.key(pod)
+        with self._lock:
+            self._unschedulable[key] = self.clock()
+        patch = logic.unschedulable_patch(pod, message, now=self.clock())
+        if patch is not None:
+            try:
+                patched = self.kube.patch_pod_status(ob.namespace(pod), ob.name(pod), patch)
+                self.pods.store.assume(patched)
+            except kube.NotFound:
+                return
+            except kube.ApiError as err:
+                log.info("pod %s: cannot record PodScheduled=False: %s", key, err)
+            self.events.emit(pod, "Pod", type_="Warning", reason="FailedScheduling", message=message)
+        log.info("pod %s: unschedulable: %s", key, message)
+        self._update_gauges()

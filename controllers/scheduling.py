@@ -1,0 +1,452 @@
+"""What the dra-solver scheduler decides, as pure functions over objects.
+
+One scheduling attempt for a pod follows the scheduler's phases:
+
+1. :func:`gather_claims` (PreFilter): resolve the pod's claims; a claim not created yet, not
+   found, being deleted or generated for another pod makes the pod wait;
+2. :func:`filter_nodes` (Filter, minus devices): nodeSelector, required node affinity, node
+   taints, ``spec.unschedulable``, room for CPU/memory/pod count, and the node selectors of
+   claims that are already allocated; the survivors are the candidates the solver scores;
+3. the solver service picks the node and the devices (``Schedule`` with ``reserve``);
+4. :func:`write_step` (PreBind): the next write that records allocation and reservation on a
+   claim (finalizer first, then status), recomputed from a fresh copy after each conflict;
+5. binding, or :func:`rollback_status` for every claim written when anything failed.
+
+Messages follow the scheduler's ("0/3 nodes are available: 2 Insufficient cpu, 1 node(s) had
+untolerated taint {gpu: broken}."). Nothing here does I/O or mutates its arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from controllers import objects as ob
+from controllers.objects import Obj
+from model import objects as mo
+from model.pools import NodeSelectorError, node_selector_matches
+from model.quantity import QuantityError, parse_quantity
+
+# --- which pods ---------------------------------------------------------------------------------
+
+
+def is_pending(pod: Mapping[str, Any], scheduler_name: str = ob.SCHEDULER_NAME) -> bool:
+    """A pod this scheduler should place: ours, not on a node, not deleted, not finished."""
+    return (
+        ob.spec(pod).get("schedulerName") == scheduler_name
+        and not ob.pod_node(pod)
+        and not ob.deleting(pod)
+        and not ob.pod_terminal(pod)
+    )
+
+
+def scheduling_inputs_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a pod update can change the scheduling outcome (not our own condition writes)."""
+    if old is None:
+        return True
+    return bool(
+        ob.spec(old) != ob.spec(new)
+        or ob.status(old).get("resourceClaimStatuses") != ob.status(new).get("resourceClaimStatuses")
+        or ob.meta(old).get("labels") != ob.meta(new).get("labels")
+    )
+
+
+# --- claims (PreFilter) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    key: str
+    """``namespace/name`` of the ResourceClaim."""
+    claim: Obj
+    reserved: bool
+    """Already reserved for this pod (a previous attempt got that far)."""
+
+    @property
+    def allocated(self) -> bool:
+        return ob.allocation(self.claim) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    claims: tuple[PodClaim, ...] = ()
+    wait: str = ""
+    """Why the pod cannot be scheduled yet (empty when it can be tried)."""
+
+    @property
+    def to_allocate(self) -> tuple[PodClaim, ...]:
+        return tuple(c for c in self.claims if not c.allocated)
+
+    @property
+    def allocated(self) -> tuple[PodClaim, ...]:
+        return tuple(c for c in self.claims if c.allocated)
+
+
+def gather_claims(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> Gathered:
+    """The pod's claims in spec order, or why the pod must wait for them."""
+    ns = ob.namespace(pod)
+    out: list[PodClaim] = []
+    seen: set[str] = set()
+    for pod_claim in ob.pod_claims(pod):
+        try:
+            resolved = ob.claim_name(pod, pod_claim)
+        except ob.ClaimNotCreated:
+            return Gathered(wait=f'waiting for resourceclaim for pod claim "{pod_claim.get("name")}" to be created')
+        except ob.ClaimNameError as err:
+            return Gathered(wait=str(err))
+        if resolved.name is None:
+            continue
+        k = f"{ns}/{resolved.name}"
+        claim = claims.get(k)
+        if claim is None:
+            return Gathered(wait=f'resourceclaim "{resolved.name}" not found')
+        if ob.deleting(claim):
+            return Gathered(wait=f'resourceclaim "{resolved.name}" is being deleted')
+        if resolved.check_owner and (why := ob.is_for_pod(pod, claim)) is not None:
+            return Gathered(wait=why)
+        if k in seen:
+            continue
+        seen.add(k)
+        out.append(PodClaim(k, dict(claim), ob.is_reserved_for_pod(pod, claim)))
+    return Gathered(tuple(out))
+
+
+# --- nodes (Filter) -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """CPU (cores), memory (bytes) and pod count; None in an allocatable = not limited."""
+
+    cpu: Fraction | None = Fraction(0)
+    memory: Fraction | None = Fraction(0)
+    pods: int | None = 0
+
+    def plus(self, other: Resources) -> Resources:
+        return Resources(
+            _add(self.cpu, other.cpu), _add(self.memory, other.memory), None if self.pods is None or other.pods is None else self.pods + other.pods
+        )
+
+
+def _add(a: Fraction | None, b: Fraction | None) -> Fraction | None:
+    return None if a is None or b is None else a + b
+
+
+def _quantity(text: Any) -> Fraction | None:
+    try:
+        return parse_quantity(str(text)).to_fraction()
+    except (QuantityError, ValueError):
+        return None
+
+
+def _requests(containers: Iterable[Mapping[str, Any]]) -> list[tuple[Fraction, Fraction]]:
+    out = []
+    for c in containers:
+        req = ((c.get("resources") or {}).get("requests")) or {}
+        out.append((_quantity(req.get("cpu", "0")) or Fraction(0), _quantity(req.get("memory", "0")) or Fraction(0)))
+    return out
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """What the pod takes from a node: the larger of its containers' sum and any init
+    container, plus the pod overhead (as the scheduler's NodeResourcesFit computes it)."""
+    sp = ob.spec(pod)
+    main = _requests(sp.get("containers") or [])
+    cpu = sum((c for c, _ in main), Fraction(0))
+    memory = sum((m for _, m in main), Fraction(0))
+    for c, m in _requests(sp.get("initContainers") or []):
+        cpu, memory = max(cpu, c), max(memory, m)
+    overhead = sp.get("overhead") or {}
+    cpu += _quantity(overhead.get("cpu", "0")) or Fraction(0)
+    memory += _quantity(overhead.get("memory", "0")) or Fraction(0)
+    return Resources(cpu, memory, 1)
+
+
+def node_allocatable(node: Mapping[str, Any]) -> Resources:
+    st = ob.status(node)
+    alloc = st.get("allocatable") or st.get("capacity") or {}
+    pods = alloc.get("pods")
+    pod_count = _quantity(pods) if pods is not None else None
+    return Resources(
+        _quantity(alloc["cpu"]) if "cpu" in alloc else None,
+        _quantity(alloc["memory"]) if "memory" in alloc else None,
+        int(pod_count) if pod_count is not None else None,
+    )
+
+
+def tolerates_node_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 ``Toleration.ToleratesTaint``."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _untolerated_taint(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    tolerations = ob.spec(pod).get("tolerations") or []
+    for taint in ob.spec(node).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates_node_taint(t, taint) for t in tolerations):
+            return taint  # type: ignore[no-any-return]
+    return None
+
+
+def _selector(raw: Any) -> mo.NodeSelector:
+    return mo.NodeSelector.model_validate(raw)
+
+
+def _node_model(node: Mapping[str, Any]) -> mo.Node:
+    return mo.Node.model_validate({"metadata": {"name": ob.name(node), "labels": dict(ob.meta(node).get("labels") or {})}})
+
+
+def node_verdict(
+    pod: Mapping[str, Any],
+    node: Mapping[str, Any],
+    *,
+    used: Resources = Resources(),
+    claim_selectors: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words."""
+    sp = ob.spec(pod)
+    labels = ob.meta(node).get("labels") or {}
+    if ob.spec(node).get("unschedulable"):
+        unschedulable = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        if not any(tolerates_node_taint(t, unschedulable) for t in sp.get("tolerations") or []):
+            return "node(s) were unschedulable"
+    for k, v in (sp.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return "node(s) didn't match Pod's node affinity/selector"
+    required = (((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required:
+        try:
+            if not node_selector_matches(_selector(required), _node_model(node)):
+                return "node(s) didn't match Pod's node affinity/selector"
+        except NodeSelectorError as err:
+            return f"invalid node affinity: {err}"
+    taint = _untolerated_taint(pod, node)
+    if taint is not None:
+        value = f": {taint.get('value')}" if taint.get("value") else ""
+        return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
+    need = pod_requests(pod)
+    have = node_allocatable(node)
+    if have.pods is not None and (used.pods or 0) + 1 > have.pods:
+        return "Too many pods"
+    if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
+        return "Insufficient cpu"
+    if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
+        return "Insufficient memory"
+    for raw in claim_selectors:
+        try:
+            if not node_selector_matches(_selector(raw), _node_model(node)):
+                return "node(s) cannot reach the devices of an allocated resourceclaim"
+        except NodeSelectorError as err:
+            return f"invalid allocation node selector: {err}"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFilter:
+    candidates: tuple[str, ...]
+    """Nodes that pass every check, by name."""
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    """Node -> why not, for the others."""
+
+    def summary(self, total: int | None = None) -> str:
+        return nodes_summary(total if total is not None else len(self.candidates) + len(self.reasons), self.reasons.values())
+
+
+def filter_nodes(
+    pod: Mapping[str, Any],
+    nodes: Iterable[Mapping[str, Any]],
+    *,
+    used: Mapping[str, Resources],
+    claims: Sequence[PodClaim] = (),
+) -> NodeFilter:
+    """Candidate nodes for ``pod`` (everything but devices, which the solver decides)."""
+    selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
+    claim_selectors = [s for s in selectors if s]
+    candidates: list[str] = []
+    reasons: dict[str, str] = {}
+    for node in sorted(nodes, key=ob.name):
+        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors)
+        if why:
+            reasons[ob.name(node)] = why
+        else:
+            candidates.append(ob.name(node))
+    return NodeFilter(tuple(candidates), reasons)
+
+
+def nodes_summary(total: int, reasons: Iterable[str]) -> str:
+    """"0/N nodes are available: <count> <reason>, ...." with the most frequent reason first."""
+    counts: dict[str, int] = {}
+    for r in reasons:
+        counts[r] = counts.get(r, 0) + 1
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
+
+
+def least_allocated(candidates: Sequence[str], nodes: Mapping[str, Mapping[str, Any]], used: Mapping[str, Resources]) -> str:
+    """The candidate with the most free CPU and memory (NodeResourcesFit's default score),
+    ties broken by name; used when the solver has nothing to decide."""
+
+    def free(name: str) -> tuple[Fraction, str]:
+        have = node_allocatable(nodes.get(name) or {})
+        u = used.get(name, Resources())
+        shares = []
+        if have.cpu:
+            shares.append(1 - (u.cpu or 0) / have.cpu)
+        if have.memory:
+            shares.append(1 - (u.memory or 0) / have.memory)
+        score = sum(shares, Fraction(0)) / len(shares) if shares else Fraction(1)
+        return (-score, name)
+
+    return min(candidates, key=free)
+
+
+def used_resources(pods: Iterable[Mapping[str, Any]]) -> dict[str, Resources]:
+    """What the pods bound to each node take (finished pods take nothing)."""
+    out: dict[str, Resources] = {}
+    for pod in pods:
+        node = ob.pod_node(pod)
+        if not node or ob.pod_terminal(pod):
+            continue
+        out[node] = out.get(node, Resources()).plus(pod_requests(pod))
+    return out
+
+
+# --- writing claims (PreBind) ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStep:
+    kind: str
+    """"done", "finalizer" (metadata update), "status" (status update) or "error"."""
+    body: Obj | None = None
+    """The object to send (finalizer) or the new status (status)."""
+    message: str = ""
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def write_step(claim: Mapping[str, Any], pod: Mapping[str, Any], allocation: Mapping[str, Any] | None) -> WriteStep:
+    """The next write recording ``allocation`` (None: the claim was allocated before) and the
+    pod's reservation on ``claim``, judged from the claim as it is now.
+
+    The finalizer goes first in a metadata update of its own, so a claim is never allocated
+    without protection from deletion; the allocation and the reservation then go together in
+    one status update. An allocation found on the claim that is not ours means someone else
+    won the race; the caller must give up and roll back.
+    """
+    if ob.deleting(claim):
+        return WriteStep("error", message=f"claim {ob.key(claim)} got deleted in the meantime")
+    current = ob.allocation(claim)
+    if allocation is not None and current is not None and _canonical(current) != _canonical(allocation):
+        return WriteStep("error", message=f"claim {ob.key(claim)} got allocated elsewhere in the meantime")
+    if allocation is None and current is None:
+        return WriteStep("error", message=f"claim {ob.key(claim)} is no longer allocated")
+    if ob.is_reserved_for_pod(pod, claim) and (allocation is None or current is not None):
+        return WriteStep("done")
+    if allocation is not None and current is None and ob.DELETE_PROTECTION_FINALIZER not in ob.finalizers(claim):
+        body = ob.deep_copy(dict(claim))
+        body["metadata"]["finalizers"] = [*ob.finalizers(claim), ob.DELETE_PROTECTION_FINALIZER]
+        return WriteStep("finalizer", body)
+    status = ob.deep_copy(dict(ob.status(claim)))
+    if allocation is not None:
+        status["allocation"] = ob.deep_copy(dict(allocation))
+    if not ob.is_reserved_for_pod(pod, claim):
+        status["reservedFor"] = [*ob.reserved_for(claim), ob.pod_reference(pod)]
+    return WriteStep("status", status)
+
+
+def rollback_status(claim: Mapping[str, Any], pod: Mapping[str, Any], *, clear_allocation: bool) -> Obj | None:
+    """The claim's status without the pod's reservation and, if we allocated it and nobody
+    else uses it now, without the allocation; None when there is nothing to undo."""
+    entries = ob.reserved_for(claim)
+    remaining = [dict(r) for r in entries if r.get("uid") != ob.uid(pod)]
+    drop_allocation = clear_allocation and not remaining and ob.allocation(claim) is not None
+    if len(remaining) == len(entries) and not drop_allocation:
+        return None
+    status = ob.deep_copy(dict(ob.status(claim)))
+    if remaining:
+        status["reservedFor"] = remaining
+    else:
+        status.pop("reservedFor", None)
+    if drop_allocation:
+        status.pop("allocation", None)
+        status.pop("devices", None)
+    return status
+
+
+def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Devices of the new allocations (claim key -> allocation) that another allocated claim
+    already holds exclusively. Admin access and shared (``shareID``) results never conflict.
+
+    The service's reservations already prevent this; checking our own view too means a
+    service with a stale or file-based inventory can never make us write a double allocation.
+    """
+
+    def exclusive(result: Mapping[str, Any]) -> bool:
+        return not result.get("adminAccess") and not result.get("shareID")
+
+    held: dict[tuple[str, str, str], str] = {}
+    for claim in claims:
+        k = ob.key(claim)
+        if k in new:
+            continue
+        for r in ob.allocated_devices(claim):
+            if exclusive(r):
+                held[ob.device_id(r)] = k
+    out: list[str] = []
+    mine: dict[tuple[str, str, str], str] = {}
+    for k in sorted(new):
+        devices = (new[k].get("devices") or {}).get("results") or []
+        for r in devices:
+            if not exclusive(r):
+                continue
+            d = ob.device_id(r)
+            holder = held.get(d) or mine.get(d)
+            if holder is not None:
+                out.append(f"device {'/'.join(d)} of claim {k} is already allocated to claim {holder}")
+            mine[d] = k
+    return out
+
+
+# --- pod status -----------------------------------------------------------------------------------
+
+
+def unschedulable_patch(pod: Mapping[str, Any], message: str, *, now: float) -> Obj | None:
+    """Strategic-merge patch setting PodScheduled=False/Unschedulable with ``message``; None
+    when the pod already says exactly that (no write, no event storm)."""
+    for cond in ob.status(pod).get("conditions") or []:
+        if cond.get("type") == "PodScheduled":
+            if cond.get("status") == "False" and cond.get("reason") == "Unschedulable" and cond.get("message") == message:
+                return None
+            break
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": ob.format_time(now),
+    }
+    return {"metadata": {"uid": ob.uid(pod)}, "status": {"conditions": [condition]}}
+
+
+def binding(pod: Mapping[str, Any], node: str) -> Obj:
+    """The Binding the pods/binding subresource takes (with the pod's UID as precondition)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": ob.name(pod), "namespace": ob.namespace(pod), "uid": ob.uid(pod)},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }

@@ -1,0 +1,75 @@
+"""The fast path: first-fit without backtracking, for problems where that is enough.
+
+API:
+- ``greedy(problem) -> dict[OptionKey, list[int]] | None``: chosen candidates per option, or
+  None when the problem is not simple or first-fit does not find an allocation (then the CP-SAT
+  model decides; a greedy failure proves nothing).
+
+Simple means: no ``firstAvailable`` (so the score is 0 for every answer, hence optimal), no
+claim constraints, no shared counters and no shareable devices among the candidates. Then
+the only interaction between requests is exclusive use, and taking the first free eligible
+devices in search order either succeeds (a valid, optimal answer, the one upstream's search
+also finds first) or the model is asked. Typical single-claim requests ("one GPU") never
+reach the solver.
+"""
+
+from __future__ import annotations
+
+from model.allocation import DeviceID
+from model.cpsat.model import OptionKey
+from model.cpsat.problem import Problem
+from model.matching import ALLOCATION_RESULTS_MAX_SIZE
+
+
+def is_simple(problem: Problem) -> bool:
+    if problem.deferred_errors:
+        return False
+    for plan in problem.plans:
+        if plan.constraints:
+            return False
+        if any(req.first_available for req in plan.requests):
+            return False
+    gates = problem.request.gates
+    for option in problem.all_options():
+        if not option.possible:
+            return False
+        for candidate in option.candidates:
+            if candidate.multi:
+                return False
+            if gates.partitionable_devices and candidate.device.counters:
+                return False
+    return True
+
+
+def greedy(problem: Problem) -> dict[OptionKey, list[int]] | None:
+    if not is_simple(problem):
+        return None
+    exclusive: set[DeviceID] = set()
+    chosen: dict[OptionKey, list[int]] = {}
+    for c, claim in enumerate(problem.options):
+        in_claim: set[DeviceID] = set()
+        total = 0
+        for r, options in enumerate(claim):
+            option = options[0]
+            view = option.view
+            picks: list[int] = []
+            for candidate in option.candidates:
+                device = candidate.id
+                free = device not in in_claim and (view.admin_access or device not in exclusive)
+                if not free:
+                    if view.is_all:
+                        return None
+                    continue
+                picks.append(candidate.index)
+                in_claim.add(device)
+                if not view.admin_access:
+                    exclusive.add(device)
+                if not view.is_all and len(picks) == view.count:
+                    break
+            if not view.is_all and len(picks) < view.count:
+                return None
+            total += len(picks)
+            chosen[(c, r, 0)] = picks
+        if total > ALLOCATION_RESULTS_MAX_SIZE:
+            return None
+    return chosen

@@ -1,0 +1,530 @@
+"""The CP-SAT model of one node's allocation problem.
+
+API:
+- ``AllocationModel(problem, *, policy)``: built in one pass from a prepared
+  :class:`~model.cpsat.problem.Problem`. ``model`` is the ``CpModel``; ``choices`` the device
+  choice variables; ``selected`` one literal per option; ``infeasible`` names a reason when the
+  problem was found impossible while building (no solve needed).
+- ``DeviceChoiceVars``: ``chosen(option, candidate)`` gives the literal "this device serves this
+  request or subrequest"; ``extract(solver)`` the chosen candidates per option.
+- ``POLICIES``: the quality objectives after the FirstAvailable score. ``first-fit`` (the
+  default, also ``""``): prefer devices early in upstream's search order, so answers look like
+  upstream's where the score allows; ``pack``: first open as few untouched counter sets (whole
+  GPUs whose partitions are all free) as possible, then first-fit; ``score``: the score only.
+
+The translation, rule by rule (each ``_add_*`` method below):
+- one boolean per (option, eligible device), none for ineligible pairs; an ``All`` option's
+  devices all share the option's own literal;
+- ExactCount: the option's devices sum to ``count`` times its literal;
+- FirstAvailable: exactly one option of each request is selected;
+- exclusive use: a device serves at most one option of a claim, and at most one option without
+  adminAccess over all claims, unless it allows multiple allocations;
+- the 32-device limit per claim;
+- shared counters: per counter, the consumption of the devices used (once per device, also for
+  shareable devices) stays within what allocated devices left;
+- consumable capacity: per shareable device and capacity, the policy-rounded amounts of its
+  shares stay within what allocated shares left;
+- matchAttribute: one chosen value per constraint; every device of the constraint has it
+  (list-type attributes: the chosen value is in each list, i.e. the intersection is not empty);
+- distinctAttribute: at most one device of the constraint per value (lists: disjoint);
+- identical devices (same eligibility and coefficients everywhere) are used in search order,
+  so the solver never explores their permutations;
+- objective: the scheduler's FirstAvailable score (8 - index per chosen subrequest), then the
+  policy's tie-break, lexicographically by weights.
+
+Quantities become integers per constraint (common denominator), so fractional capacities and
+counters stay exact.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from itertools import pairwise
+from math import ceil, floor, lcm
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from model.cpsat.problem import (
+    Candidate,
+    Element,
+    OptionData,
+    Problem,
+    attribute_elements,
+    is_opaque,
+)
+from model.matching import ALLOCATION_RESULTS_MAX_SIZE, lookup_attribute
+from model.quantity import Quantity
+from model.score import subrequest_weight
+
+POLICIES = ("first-fit", "pack", "score")
+DEFAULT_POLICY = "first-fit"
+_MAX_COEFFICIENT = 1 << 40
+"""Scaled quantities above this are rounded conservatively (amounts up, limits down)."""
+
+OptionKey = tuple[int, int, int]
+"""(claim, request, option) indices."""
+
+
+class _CpModel(cp_model.CpModel):
+    """``CpModel`` without its deprecated camelCase aliases, whose creation costs about half a
+    millisecond per model (we build one per allocation attempt and use snake_case only)."""
+
+    def _add_pre_pep8_methods(self) -> None:
+        return None
+
+
+class DeviceChoiceVars:
+    """The literals "candidate d serves option o", keyed by option and candidate."""
+
+    def __init__(self) -> None:
+        self._vars: dict[OptionKey, dict[int, cp_model.IntVar]] = {}
+        self._by_candidate: dict[int, list[tuple[OptionData, cp_model.IntVar]]] = defaultdict(list)
+
+    def add(self, option: OptionData, key: OptionKey, candidate: Candidate, var: cp_model.IntVar) -> None:
+        self._vars.setdefault(key, {})[candidate.index] = var
+        self._by_candidate[candidate.index].append((option, var))
+
+    def chosen(self, key: OptionKey, candidate: int) -> cp_model.IntVar | None:
+        return self._vars.get(key, {}).get(candidate)
+
+    def of_option(self, key: OptionKey) -> dict[int, cp_model.IntVar]:
+        return self._vars.get(key, {})
+
+    def of_candidate(self, candidate: int) -> list[tuple[OptionData, cp_model.IntVar]]:
+        return self._by_candidate.get(candidate, [])
+
+    def candidates(self) -> list[int]:
+        return sorted(self._by_candidate)
+
+    def extract(self, solver: cp_model.CpSolver) -> dict[OptionKey, list[int]]:
+        """Chosen candidates per option, in search order."""
+        return {
+            key: [index for index, var in sorted(by.items()) if solver.boolean_value(var)]
+            for key, by in self._vars.items()
+        }
+
+    def __len__(self) -> int:
+        return sum(len(by) for by in self._vars.values())
+
+
+class AllocationModel:
+    """CP-SAT model of ``problem``; see the module docstring for the rules."""
+
+    def __init__(self, problem: Problem, *, policy: str = DEFAULT_POLICY) -> None:
+        self.problem = problem
+        self.policy = policy or DEFAULT_POLICY
+        self.model: cp_model.CpModel = _CpModel()
+        self.choices = DeviceChoiceVars()
+        self.selected: dict[OptionKey, cp_model.IntVar] = {}
+        self.infeasible = ""
+        self._used: dict[int, Any] = {}
+        self.max_penalty = 0
+        self.score_weight = 1
+        self._add_variables()
+        if self.infeasible:
+            return
+        self._add_counts()
+        self._add_first_available()
+        self._add_exclusive_use()
+        self._add_claim_limit()
+        self._add_shared_counters()
+        self._add_consumable_capacity()
+        self._add_match_attribute()
+        self._add_distinct_attribute()
+        self._add_symmetry_breaking()
+        self._add_objective()
+
+    # -- variables ---------------------------------------------------------------------------
+
+    def _add_variables(self) -> None:
+        """One literal per option and one per (option, eligible device); none otherwise."""
+        for c, claim in enumerate(self.problem.options):
+            for r, options in enumerate(claim):
+                if not any(opt.possible for opt in options):
+                    self.infeasible = _why_impossible(options)
+                    return
+                for i, opt in enumerate(options):
+                    if not opt.possible:
+                        continue
+                    key = (c, r, i)
+                    selected = self.model.new_bool_var(f"sel[{c},{r},{i}]")
+                    self.selected[key] = selected
+                    for cand in opt.candidates:
+                        if opt.view.is_all:
+                            var = selected  # every device of an All option comes with it
+                        else:
+                            var = self.model.new_bool_var(f"x[{c},{r},{i},{cand.index}]")
+                        self.choices.add(opt, key, cand, var)
+
+    def _options(self) -> Iterable[tuple[OptionKey, OptionData]]:
+        for c, claim in enumerate(self.problem.options):
+            for r, options in enumerate(claim):
+                for i, opt in enumerate(options):
+                    if (c, r, i) in self.selected:
+                        yield (c, r, i), opt
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _add_counts(self) -> None:
+        """An ExactCount option gets exactly ``count`` devices when selected, none otherwise."""
+        for key, opt in self._options():
+            if opt.view.is_all:
+                continue
+            xs = list(self.choices.of_option(key).values())
+            self.model.add(sum(xs) == opt.view.count * self.selected[key])
+
+    def _add_first_available(self) -> None:
+        """Each request is satisfied by exactly one of its options (``exactly``: the only one)."""
+        by_request: dict[tuple[int, int], list[cp_model.IntVar]] = defaultdict(list)
+        for (c, r, _), var in self.selected.items():
+            by_request[(c, r)].append(var)
+        for literals in by_request.values():
+            self.model.add_exactly_one(literals)
+
+    def _add_exclusive_use(self) -> None:
+        """A device serves at most one option of a claim, and at most one option without
+        adminAccess across claims, unless it allows multiple allocations."""
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            if candidate.multi:
+                continue
+            uses = self.choices.of_candidate(index)
+            if len(uses) < 2:
+                continue
+            per_claim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+            exclusive: list[cp_model.IntVar] = []
+            for opt, var in uses:
+                per_claim[opt.view.key.claim].append(var)
+                if not opt.view.admin_access:
+                    exclusive.append(var)
+            for literals in per_claim.values():
+                _at_most_one(self.model, literals)
+            if len(per_claim) > 1:
+                _at_most_one(self.model, exclusive)
+
+    def _add_claim_limit(self) -> None:
+        """A claim gets at most 32 devices (``AllocationResultsMaxSize``)."""
+        per_claim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for key, _opt in self._options():
+            per_claim[key[0]].extend(self.choices.of_option(key).values())
+        for literals in per_claim.values():
+            if len(literals) > ALLOCATION_RESULTS_MAX_SIZE:
+                self.model.add(sum(literals) <= ALLOCATION_RESULTS_MAX_SIZE)
+
+    # -- shared resources --------------------------------------------------------------------
+
+    def _used_literal(self, candidate: Candidate) -> Any:
+        """"The device is newly in use": counters are consumed once per device. Like upstream,
+        an adminAccess use draws on counters too. For an exclusive device without adminAccess
+        uses this is the sum of its uses (at most one); otherwise a literal each use implies."""
+        cached = self._used.get(candidate.index)
+        if cached is not None:
+            return cached
+        uses = [var for _, var in self.choices.of_candidate(candidate.index)]
+        shared = candidate.multi or any(
+            opt.view.admin_access for opt, _ in self.choices.of_candidate(candidate.index)
+        )
+        used: Any
+        if not uses:
+            used = 0
+        elif shared and len(uses) > 1:
+            used = self.model.new_bool_var(f"used[{candidate.index}]")
+            for var in uses:
+                self.model.add_implication(var, used)
+        else:
+            used = sum(uses) if len(uses) > 1 else uses[0]
+        self._used[candidate.index] = used
+        return used
+
+    def _in_use_before(self, device_id: Any) -> bool:
+        return device_id in self.problem.in_use_before
+
+    def _add_shared_counters(self) -> None:
+        """Per counter of a pool: what newly used devices consume fits in what is left."""
+        if not self.problem.request.gates.partitionable_devices:
+            return
+        by_pool: dict[int, list[Candidate]] = defaultdict(list)
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            if candidate.device.counters and not self._in_use_before(candidate.id):
+                by_pool[id(candidate.pool)].append(candidate)
+        for candidates in by_pool.values():
+            pool = candidates[0].pool
+            left = _counters_left(pool, self._in_use_before)
+            demand: dict[tuple[str, str], list[tuple[Quantity, Candidate]]] = defaultdict(list)
+            for candidate in candidates:
+                for consumption in candidate.device.counters:
+                    for name, amount in consumption.counters.items():
+                        demand[(consumption.counter_set, name)].append((amount, candidate))
+            for slot in sorted(demand):
+                available = left.get(slot)
+                if available is None:
+                    continue
+                terms = demand[slot]
+                if sum((q.to_fraction() for q, _ in terms), Fraction(0)) <= available:
+                    continue  # never binding
+                coefficients, limit = _scaled([q.to_fraction() for q, _ in terms], available)
+                expr = sum(k * self._used_literal(cand) for k, (_, cand) in zip(coefficients, terms, strict=True))
+                self.model.add(expr <= limit)
+
+    def _add_consumable_capacity(self) -> None:
+        """Per shareable device and capacity: its shares' rounded amounts fit what is left."""
+        if not self.problem.request.gates.consumable_capacity:
+            return
+        allocated = self.problem.allocated.capacity
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            if not candidate.multi or not candidate.device.capacity:
+                continue
+            uses = self.choices.of_candidate(index)
+            if len(uses) < 2:
+                continue  # one share alone was checked when the device was found eligible
+            already = allocated.get(candidate.id, {})
+            for name, spec in sorted(candidate.device.capacity.items()):
+                available = spec.value.to_fraction()
+                if name in already:
+                    available -= already[name].to_fraction()
+                amounts = [opt.consumed[index][name].to_fraction() for opt, _ in uses]
+                if sum(amounts, Fraction(0)) <= available:
+                    continue
+                coefficients, limit = _scaled(amounts, available)
+                self.model.add(sum(k * var for k, (_, var) in zip(coefficients, uses, strict=True)) <= limit)
+
+    # -- claim constraints -------------------------------------------------------------------
+
+    def _constraint_members(self) -> Iterable[tuple[int, int, str, list[tuple[cp_model.IntVar, frozenset[Element]]]]]:
+        """(claim, constraint index, kind, [(choice literal, attribute elements)])."""
+        list_types = self.problem.request.gates.list_type_attributes
+        for c, plan in enumerate(self.problem.plans):
+            for k, spec in enumerate(plan.constraints):
+                members: list[tuple[cp_model.IntVar, frozenset[Element]]] = []
+                for key, opt in self._options():
+                    if key[0] != c or not spec.applies_to(opt.view.base_name, opt.view.sub_name):
+                        continue
+                    for index, var in sorted(self.choices.of_option(key).items()):
+                        device = self.problem.candidates[index].device
+                        attr = lookup_attribute(device, spec.attribute)
+                        elements = attribute_elements(attr, list_types=list_types) if attr else None
+                        if elements is None:
+                            # Only All options reach here (others were filtered); they were
+                            # found impossible already, so this cannot be chosen.
+                            self.model.add(var == 0)
+                            continue
+                        members.append((var, elements))
+                yield c, k, spec.kind, members
+
+    def _add_match_attribute(self) -> None:
+        """matchAttribute: one value is chosen per constraint; every member device has it."""
+        for c, k, kind, members in self._constraint_members():
+            if kind != "match" or len(members) < 2:
+                continue
+            common = frozenset.intersection(*(e for _, e in members))
+            if common:
+                continue  # every combination shares a value
+            values = sorted(frozenset.union(*(e for _, e in members)), key=_element_order)
+            chosen = {v: self.model.new_bool_var(f"match[{c},{k},{v[0]}:{v[1]}]") for v in values}
+            self.model.add_at_most_one(chosen.values())
+            for var, elements in members:
+                self.model.add_bool_or([chosen[v] for v in sorted(elements, key=_element_order)]).only_enforce_if(var)
+
+    def _add_distinct_attribute(self) -> None:
+        """distinctAttribute: no value is shared by two member devices (lists: disjoint)."""
+        for _c, _k, kind, members in self._constraint_members():
+            if kind != "distinct" or len(members) < 2:
+                continue
+            by_value: dict[Element, list[cp_model.IntVar]] = defaultdict(list)
+            for n, (var, elements) in enumerate(members):
+                if is_opaque(elements):
+                    # Not comparable with anything: only allowed as the constraint's sole device.
+                    others = [v for m, (v, _) in enumerate(members) if m != n and v is not var]
+                    self.model.add(sum(others) == 0).only_enforce_if(var)
+                    continue
+                for value in elements:
+                    by_value[value].append(var)
+            for value in sorted(by_value, key=_element_order):
+                if len(by_value[value]) > 1:
+                    _at_most_one(self.model, by_value[value])
+
+    # -- symmetry ----------------------------------------------------------------------------
+
+    def _add_symmetry_breaking(self) -> None:
+        """Identical devices are used in search order: the solver never permutes them."""
+        groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+        option_index = {id(opt): n for n, (_, opt) in enumerate(self._options())}
+        constraint_attrs = sorted({spec.attribute for plan in self.problem.plans for spec in plan.constraints})
+        list_types = self.problem.request.gates.list_type_attributes
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            groups[self._signature(candidate, option_index, constraint_attrs, list_types)].append(index)
+        for members in groups.values():
+            for a, b in pairwise(members):
+                usage_a = [var for _, var in self.choices.of_candidate(a)]
+                usage_b = [var for _, var in self.choices.of_candidate(b)]
+                self.model.add(sum(usage_a) >= sum(usage_b))
+
+    def _signature(
+        self,
+        candidate: Candidate,
+        option_index: dict[int, int],
+        constraint_attrs: Sequence[str],
+        list_types: bool,
+    ) -> tuple[Any, ...]:
+        device = candidate.device
+        serves = tuple(
+            sorted(
+                (
+                    option_index[id(opt)],
+                    tuple(sorted(opt.consumed.get(candidate.index, {}).items())),
+                )
+                for opt, _ in self.choices.of_candidate(candidate.index)
+            )
+        )
+        counters = tuple((c.counter_set, tuple(sorted(c.counters.items()))) for c in device.counters)
+        allocated = self.problem.allocated.capacity.get(candidate.id, {})
+        attrs = []
+        for name in constraint_attrs:
+            attr = lookup_attribute(device, name)
+            elements = attribute_elements(attr, list_types=list_types) if attr else None
+            attrs.append(tuple(sorted(elements, key=_element_order)) if elements else None)
+        return (
+            serves,
+            candidate.multi,
+            id(candidate.pool) if counters else None,
+            counters,
+            self._in_use_before(candidate.id),
+            tuple(sorted((n, s.value) for n, s in device.capacity.items())) if candidate.multi else (),
+            tuple(sorted(allocated.items())),
+            tuple(attrs),
+        )
+
+    # -- objective ---------------------------------------------------------------------------
+
+    def _add_objective(self) -> None:
+        """Maximise the FirstAvailable score, then the policy's preference (by weights)."""
+        score_terms: list[tuple[cp_model.IntVar, int]] = []
+        for (c, r, i), var in self.selected.items():
+            if self.problem.plans[c].requests[r].first_available:
+                score_terms.append((var, subrequest_weight(i)))
+        penalty: list[tuple[Any, int]] = []
+        if self.policy in ("first-fit", "pack"):
+            for index in self.choices.candidates():
+                for _, var in self.choices.of_candidate(index):
+                    if index:
+                        penalty.append((var, index))
+        if self.policy == "pack":
+            opened = self._opened_counter_sets()
+            weight = sum(w for _, w in penalty) + 1
+            penalty = [(var, weight) for var in opened] + penalty
+        self.max_penalty = sum(w for _, w in penalty)
+        self.score_weight = self.max_penalty + 1
+        if not score_terms and not penalty:
+            return
+        objective = sum(self.score_weight * w * var for var, w in score_terms) - sum(
+            w * var for var, w in penalty
+        )
+        self.model.maximize(objective)
+
+    def _opened_counter_sets(self) -> list[cp_model.IntVar]:
+        """One literal per untouched counter set that a newly used device draws on."""
+        touched: set[tuple[int, str]] = set()
+        pools = {}
+        for candidate in self.problem.candidates:
+            for consumption in candidate.device.counters:
+                if self._in_use_before(candidate.id):
+                    touched.add((id(candidate.pool), consumption.counter_set))
+            pools[id(candidate.pool)] = candidate.pool
+        for pool in pools.values():
+            for device in pool.other_devices:
+                if self._in_use_before(device.id):
+                    for consumption in device.counters:
+                        touched.add((id(pool), consumption.counter_set))
+        opened: dict[tuple[int, str], cp_model.IntVar] = {}
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            for consumption in candidate.device.counters:
+                slot = (id(candidate.pool), consumption.counter_set)
+                if slot in touched:
+                    continue
+                if slot not in opened:
+                    opened[slot] = self.model.new_bool_var(f"open[{candidate.pool.id},{consumption.counter_set}]")
+                used = self._used_literal(candidate)
+                if isinstance(used, int):
+                    continue
+                self.model.add(opened[slot] >= used)
+        return [opened[s] for s in sorted(opened, key=lambda s: (pools[s[0]].id, s[1]))]
+
+    # -- statistics --------------------------------------------------------------------------
+
+    def size(self) -> tuple[int, int]:
+        proto = self.model.proto
+        return len(proto.variables), len(proto.constraints)
+
+
+def _at_most_one(model: cp_model.CpModel, literals: list[cp_model.IntVar]) -> None:
+    unique = list({id(v): v for v in literals}.values())
+    if len(unique) != len(literals):
+        # An All option's literal stands for several of its devices; twice on one device
+        # means the option cannot be used.
+        counts: dict[int, int] = defaultdict(int)
+        for v in literals:
+            counts[id(v)] += 1
+        for v in unique:
+            if counts[id(v)] > 1:
+                model.add(v == 0)
+    if len(unique) > 1:
+        model.add_at_most_one(unique)
+
+
+def _counters_left(pool: Any, in_use: Any) -> dict[tuple[str, str], Fraction]:
+    """Each counter of the pool minus what devices allocated before consume."""
+    left = {
+        (set_name, name): q.to_fraction()
+        for set_name, counters in pool.counter_sets.items()
+        for name, q in counters.items()
+    }
+    for device in (*pool.devices, *pool.other_devices):
+        if not in_use(device.id):
+            continue
+        for consumption in device.counters:
+            for name, amount in consumption.counters.items():
+                slot = (consumption.counter_set, name)
+                if slot in left:
+                    left[slot] -= amount.to_fraction()
+    return left
+
+
+def _scaled(amounts: Sequence[Fraction], limit: Fraction) -> tuple[list[int], int]:
+    """Integer coefficients and bound for ``sum(amounts[i] * x_i) <= limit``, exactly when the
+    numbers allow, otherwise conservatively (amounts rounded up, the limit down)."""
+    denominator = lcm(*(a.denominator for a in amounts), limit.denominator)
+    ints = [int(a * denominator) for a in amounts]
+    bound = limit * denominator
+    biggest = max([abs(i) for i in ints] + [abs(int(bound))])
+    if biggest <= _MAX_COEFFICIENT:
+        return ints, floor(bound)
+    shrink = Fraction(biggest, _MAX_COEFFICIENT)
+    return [ceil(i / shrink) for i in ints], floor(bound / shrink)
+
+
+def _element_order(element: Element) -> tuple[str, str]:
+    return element[0], repr(element[1])
+
+
+def _why_impossible(options: Sequence[OptionData]) -> str:
+    """Why no option of a request can get its devices, in words."""
+    view = options[0].view
+    where = f"claim {_label(view)}, request {view.base_name}"
+    if len(options) > 1:
+        return f"{where}: none of its {len(options)} subrequests can get enough devices"
+    if view.is_all:
+        return f"{where}: not all of its {view.num_devices} matching devices can be allocated"
+    usable = len(options[0].candidates)
+    return f"{where}: {usable} usable devices for a count of {view.count}"
+
+
+def _label(view: Any) -> str:
+    claim = view.claim
+    return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name

@@ -1,0 +1,303 @@
+"""The allocation problem of one node, prepared for the CP-SAT model: data, no solver.
+
+API:
+- ``prepare_problem(request, *, cel) -> Problem``: upstream's pre-search phases
+  (``model.pools.gather_pools``, ``model.matching.prepare_claims``, raising ``AllocationError``
+  with upstream's wording), then for every request or subrequest the devices it may use.
+- ``Problem``: claims (``ClaimPlan``), candidate devices in upstream's search order, and per
+  option (a request, or one subrequest) its eligible candidates; ``deferred_errors`` lists the
+  errors upstream only raises when its search reaches the pair (see below).
+- ``Candidate``: one usable device with its position in search order.
+- ``OptionData``: one request or subrequest and the candidates it may use; ``possible`` is
+  False when the option can never be satisfied (an ``All`` request whose devices are not all
+  usable, a count above the eligible devices or the 32-device limit).
+- ``attribute_elements(attr, *, list_types) -> frozenset | None``: the typed values of an
+  attribute as constraints compare them.
+
+Why separate from the model: every check that does not depend on other choices runs here,
+once, in plain Python (selectors through the CEL match cache, taints, in-use, static capacity,
+constraint attributes), so the model only gets variables for pairs that can really be chosen.
+
+Deferred errors: upstream evaluates a selector on a device only when its depth-first search
+reaches that pair, so a CEL runtime error on a device it never reaches does not stop it. A
+complete model cannot know what the search would have reached; such errors are recorded here
+(the pair is simply not eligible) and ``model.cpsat`` asks the faithful search whether upstream
+would have stopped on one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from model import objects as o
+from model.allocation import AllocatedState, AllocationRequest, DeviceID
+from model.capacity import capacity_fits, consumed_capacity
+from model.errors import AllocationError
+from model.matching import (
+    ALLOCATION_RESULTS_MAX_SIZE,
+    ClaimPlan,
+    ConstraintSpec,
+    Matcher,
+    RequestView,
+    claim_label,
+    lookup_attribute,
+    prepare_claims,
+)
+from model.pools import Pool, PoolDevice, gather_pools
+from model.quantity import Quantity
+from model.taints import taint_prevents_allocation
+
+if TYPE_CHECKING:
+    from model.cel import CelEnvironment
+
+Element = tuple[str, Any]
+"""A typed attribute value as constraints compare it: ``("int", 3)``, ``("string", "a")``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Candidate:
+    """A device of a usable pool, in the order upstream's search visits devices."""
+
+    index: int
+    device: PoolDevice
+    pool: Pool
+    multi: bool
+    """allowMultipleAllocations with ConsumableCapacity on: shares instead of exclusive use."""
+
+    @property
+    def id(self) -> DeviceID:
+        return self.device.id
+
+
+@dataclass(slots=True, eq=False)
+class OptionData:
+    """One request (``exactly``) or one subrequest and the candidates it may use."""
+
+    view: RequestView
+    request_index: int
+    option_index: int
+    candidates: list[Candidate]
+    possible: bool = True
+    consumed: dict[int, dict[str, Quantity]] = field(default_factory=dict)
+    """Per candidate index: what one allocation consumes of each of its capacities."""
+
+
+@dataclass(slots=True, eq=False)
+class Problem:
+    request: AllocationRequest
+    plans: list[ClaimPlan]
+    pools: list[Pool]
+    candidates: list[Candidate]
+    options: list[list[list[OptionData]]]
+    """``options[claim][request]``: the request's options in priority order."""
+    allocated: AllocatedState
+    deferred_errors: list[AllocationError] = field(default_factory=list)
+    in_use_before: frozenset[DeviceID] = frozenset()
+    """Devices allocated before this attempt (exclusively, shared or with consumed capacity):
+    their counters are already taken."""
+
+    @property
+    def has_invalid_pool(self) -> bool:
+        return any(pool.invalid for pool in self.pools)
+
+    def all_options(self) -> list[OptionData]:
+        return [opt for claim in self.options for req in claim for opt in req]
+
+
+def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment) -> Problem:
+    inventory = request.inventory
+    gates = request.gates
+    allocated = inventory.allocated_state()
+    pools = gather_pools(
+        inventory.slices, request.node, gates=gates, taint_rules=inventory.taint_rules
+    )
+    matcher = Matcher(cel, gates=gates, node=request.node)
+    plans = prepare_claims(
+        request.claims,
+        pools,
+        inventory=inventory,
+        gates=gates,
+        matcher=matcher,
+        allocated=allocated,
+    )
+    candidates: list[Candidate] = []
+    by_id: dict[DeviceID, Candidate] = {}
+    for pool in pools:
+        if not pool.usable:
+            continue
+        for device in pool.devices:
+            multi = gates.consumable_capacity and device.allow_multiple_allocations
+            candidate = Candidate(len(candidates), device, pool, multi)
+            candidates.append(candidate)
+            by_id[device.id] = candidate
+    in_use = allocated.devices | {dev for dev, _ in allocated.shared} | set(allocated.capacity)
+    problem = Problem(request, plans, pools, candidates, [], allocated, in_use_before=frozenset(in_use))
+    for plan in plans:
+        claim_options: list[list[OptionData]] = []
+        for req in plan.requests:
+            claim_options.append(
+                [
+                    _option(problem, plan, view, req.index, i, matcher=matcher, by_id=by_id)
+                    for i, view in enumerate(req.options)
+                ]
+            )
+        problem.options.append(claim_options)
+    return problem
+
+
+def _option(
+    problem: Problem,
+    plan: ClaimPlan,
+    view: RequestView,
+    request_index: int,
+    option_index: int,
+    *,
+    matcher: Matcher,
+    by_id: dict[DeviceID, Candidate],
+) -> OptionData:
+    gates = problem.request.gates
+    allocated = problem.allocated
+    constraints = [c for c in plan.constraints if c.applies_to(view.base_name, view.sub_name)]
+    data = OptionData(view, request_index, option_index, [])
+
+    def usable(device: PoolDevice) -> bool:
+        """Checks after selection, in upstream's order (allocateDevice)."""
+        if not gates.partitionable_devices and device.counters:
+            return False
+        return not (
+            gates.device_taints and taint_prevents_allocation(device.taints, view.tolerations)
+        )
+
+    if view.is_all:
+        # The devices are fixed (listed by prepare_claims); all of them must be usable.
+        devices = view.all_devices or ()
+        if not devices:
+            data.possible = False
+        for device in devices:
+            candidate = by_id.get(device.id)
+            if candidate is None or (not view.admin_access and device.id in allocated.devices):
+                data.possible = False
+                continue
+            if not usable(device):
+                data.possible = False
+                continue
+            data.candidates.append(candidate)
+        if data.possible and not _all_within_constraints(
+            problem, plan, view, data.candidates, constraints
+        ):
+            data.possible = False
+    else:
+        for candidate in problem.candidates:
+            device = candidate.device
+            # In use is checked before selectors, so upstream never evaluates those pairs.
+            if not view.admin_access and device.id in allocated.devices:
+                continue
+            try:
+                if not matcher.selectable(view, device):
+                    continue
+            except AllocationError as err:
+                problem.deferred_errors.append(err)
+                continue
+            if gates.consumable_capacity and not capacity_fits(
+                view.capacity_requests,
+                device.capacity,
+                allocated=allocated.capacity.get(device.id),
+            ):
+                continue
+            if not usable(device):
+                continue
+            if any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
+                continue
+            data.candidates.append(candidate)
+        if view.count > min(len(data.candidates), ALLOCATION_RESULTS_MAX_SIZE):
+            data.possible = False
+    if gates.consumable_capacity:
+        for candidate in data.candidates:
+            if candidate.multi:
+                data.consumed[candidate.index] = consumed_capacity(
+                    view.capacity_requests, candidate.device.capacity
+                )
+    return data
+
+
+def _has_elements(device: PoolDevice, constraint: ConstraintSpec, list_types: bool) -> bool:
+    attr = lookup_attribute(device, constraint.attribute)
+    return attr is not None and attribute_elements(attr, list_types=list_types) is not None
+
+
+def _all_within_constraints(
+    problem: Problem,
+    plan: ClaimPlan,
+    view: RequestView,
+    candidates: Sequence[Candidate],
+    constraints: Sequence[ConstraintSpec],
+) -> bool:
+    """Whether an ``All`` request's own devices fit its constraints.
+
+    Upstream treats a device it must take but cannot add as a broken claim (an error), not as
+    "does not fit". Whether its search gets that far depends on earlier choices, so the error
+    is deferred and the option is impossible.
+    """
+    list_types = problem.request.gates.list_type_attributes
+    for constraint in constraints:
+        common: frozenset[Element] | None = None
+        seen: list[frozenset[Element]] = []
+        for candidate in candidates:
+            attr = lookup_attribute(candidate.device, constraint.attribute)
+            elements = attribute_elements(attr, list_types=list_types) if attr else None
+            if elements is None:
+                ok = False
+            elif constraint.kind == "match":
+                common = elements if common is None else common & elements
+                ok = bool(common)
+            else:
+                ok = all(not (elements & other) for other in seen) and not (
+                    seen and (is_opaque(elements) or any(is_opaque(other) for other in seen))
+                )
+                seen.append(elements)
+            if not ok:
+                problem.deferred_errors.append(
+                    AllocationError(
+                        f"claim {claim_label(plan.claim)}, request {view.name}: cannot add device "
+                        f"{candidate.id} because a claim constraint would not be satisfied"
+                    )
+                )
+                return False
+    return True
+
+
+def attribute_elements(attr: o.DeviceAttribute, *, list_types: bool) -> frozenset[Element] | None:
+    """The typed values constraints compare: with ListTypeAttributes, a non-empty list or the
+    scalar; without it, only scalars (a list-only attribute becomes an ``OPAQUE`` value equal to
+    nothing else). None when the attribute has no usable value."""
+    if list_types:
+        for kind, values in (
+            ("int", attr.ints),
+            ("bool", attr.bools),
+            ("string", attr.strings),
+            ("version", attr.versions),
+        ):
+            if values:
+                return frozenset((kind, v) for v in values)
+    for kind, value in (
+        ("string", attr.string),
+        ("int", attr.int_),
+        ("bool", attr.bool_),
+        ("version", attr.version),
+    ):
+        if value is not None:
+            return frozenset(((kind, value),))
+    if not list_types and (attr.ints or attr.bools or attr.strings or attr.versions):
+        return frozenset(((OPAQUE, id(attr)),))
+    return None
+
+
+OPAQUE = "opaque"
+"""The kind of a list-only attribute without ListTypeAttributes: upstream's scalar comparison
+cannot compare it with anything, so its device only fits a constraint as the sole member."""
+
+
+def is_opaque(elements: frozenset[Element]) -> bool:
+    return any(kind == OPAQUE for kind, _ in elements)

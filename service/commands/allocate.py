@@ -1,0 +1,137 @@
+"""``dra-solver allocate``: allocate the unallocated claims of some files on one node.
+
+    dra-solver allocate --node NAME [--allocator cpsat|backtracking] [--timeout SECONDS]
+                        [--feature-gates Name=bool,...] [--policy NAME] [-o yaml|json] FILE...
+
+Other tools script against this command, so its contract is fixed (issue 2):
+
+- FILE: YAML (multi-document) or JSON, ``-`` for stdin, holding DeviceClasses, ResourceSlices,
+  ResourceClaims, DeviceTaintRules, Nodes, or ``List`` objects of them. Objects get the API
+  server's defaults and validation.
+- Claims with ``status.allocation`` are already allocated (their devices are in use); all the
+  others are allocated together on node NAME in one call. NAME's labels come from a Node of
+  that name, if one is given.
+- stdout: a ``kind: List`` (apiVersion v1) of the newly allocated claims, in input order, each
+  with ``status.allocation``.
+- exit status: 0 all allocated; 1 not possible on this node (stderr starts with ``cannot
+  allocate all claims``); 2 invalid input or an allocation error (stderr names the file, the
+  object and the field); 3 the deadline passed without an answer.
+
+This module is the shell: it reads files and prints; the decision is ``model.allocate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from model import objects as o
+from model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest, Inventory
+from model.errors import DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
+from model.features import FeatureGates
+from service.files import expand_paths, read_text
+
+EXIT_ALLOCATED = 0
+EXIT_UNSATISFIABLE = 1
+EXIT_ERROR = 2
+EXIT_DEADLINE = 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON files, - for stdin")
+    parser.add_argument("--node", required=True, metavar="NAME", help="the node to allocate on")
+    parser.add_argument("--allocator", choices=ALLOCATORS, default="cpsat",
+                        help="cpsat (default) or backtracking (the upstream-style search)")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="time limit for the search (default 10)")
+    parser.add_argument("--feature-gates", default="", metavar="Name=bool,...",
+                        help="upstream allocator feature gates (default: all on)")
+    parser.add_argument("--policy", default="", metavar="NAME",
+                        help="cpsat: quality objective after the FirstAvailable score "
+                             "(first-fit, pack, score)")
+    parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
+                        help="output format (default yaml)")
+
+
+def run(args: argparse.Namespace) -> int:
+    sources: dict[str, str] = {}
+    try:
+        if args.timeout is not None and args.timeout <= 0:
+            raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
+        gates = FeatureGates.parse(args.feature_gates)
+        objects = _read(args.files, sources)
+        inventory = Inventory.from_objects(objects)
+        claims = tuple(c for c in inventory.claims if not c.allocated)
+        request = AllocationRequest(
+            claims=claims,
+            node=inventory.node(args.node),
+            inventory=inventory,
+            gates=gates,
+            allocator=args.allocator,
+            time_limit=args.timeout,
+            policy=args.policy,
+        )
+        from model.allocate import allocate
+
+        outcome = allocate(request)
+    except SolveTimeout as err:
+        print(f"deadline reached: {err}", file=sys.stderr)
+        return EXIT_DEADLINE
+    except InvalidInputs as err:
+        for each in err.errors:
+            print(f"error: {_with_source(each, sources)}", file=sys.stderr)
+        return EXIT_ERROR
+    except InvalidInput as err:
+        print(f"error: {_with_source(err, sources)}", file=sys.stderr)
+        return EXIT_ERROR
+    except DraSolverError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    if not outcome.allocated:
+        print(outcome.reason or "cannot allocate all claims", file=sys.stderr)
+        return EXIT_UNSATISFIABLE
+    _print(_allocated_list(claims, outcome), args.output)
+    return EXIT_ALLOCATED
+
+
+def _read(paths: list[str], sources: dict[str, str]) -> list[o.TypedObject]:
+    """Objects of every file in order; ``sources`` learns which file named each object."""
+    from model.decode import decode_text
+
+    objects: list[o.TypedObject] = []
+    for path in expand_paths(paths):
+        shown = "<stdin>" if path == "-" else path
+        for obj in decode_text(read_text(path), source=shown):
+            sources.setdefault(obj.describe(), shown)
+            objects.append(obj)
+    return objects
+
+
+def _with_source(err: InvalidInput, sources: dict[str, str]) -> str:
+    if err.source or not err.obj:
+        return str(err)
+    source = sources.get(err.obj)
+    return f"{source}: {err}" if source else str(err)
+
+
+def _allocated_list(claims: tuple[o.ResourceClaim, ...], outcome: AllocationOutcome) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for claim, result in zip(claims, outcome.results, strict=True):
+        done = claim.model_copy(deep=True)
+        status = done.status.model_copy(deep=True) if done.status is not None else o.ResourceClaimStatus()
+        status.allocation = result
+        done.status = status
+        items.append(done.to_api())
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _print(document: dict[str, Any], output: str) -> None:
+    if output == "json":
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        yaml.safe_dump(document, sys.stdout, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,271 @@
+"""The ResourceClaim controller's decisions: tables of objects before -> expected changes."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controllers import claims as c
+from controllers import objects as ob
+from tests.controllers import builders as b
+
+POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"})
+POD_ON_NODE = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}, node="node-a")
+TEMPLATE = b.template("tmpl", labels={"team": "ml"}, annotations={"note": "x"})
+
+
+@dataclass
+class PodCase:
+    pod: dict[str, Any]
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=lambda: [TEMPLATE])
+    admin_access: bool = True
+    creates: list[str] = field(default_factory=list)
+    """Pod claims expected to get a new ResourceClaim."""
+    record: dict[str, str] = field(default_factory=dict)
+    reserve: list[str] = field(default_factory=list)
+    """Claim names expected to be reserved for the pod."""
+    errors: list[str] = field(default_factory=list)
+    """Substrings, one per expected error."""
+
+
+POD_CASES: dict[str, PodCase] = {
+    "template claim is created": PodCase(POD, creates=["gpu"]),
+    "two template claims": PodCase(b.pod("web", uid="pod-uid", templates={"a": "tmpl", "b": "tmpl"}), creates=["a", "b"]),
+    "claim already recorded and owned": PodCase(
+        b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}),
+        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")],
+    ),
+    "recorded claim deleted by accident is re-created": PodCase(
+        b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}), creates=["gpu"]
+    ),
+    "recorded claim owned by another pod is replaced": PodCase(
+        b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}),
+        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="old-uid"), pod_claim="gpu")],
+        creates=["gpu"],
+    ),
+    "claim created before a failed status write is reused": PodCase(
+        POD, claims=[b.claim("web-gpu-zzzzz", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")], record={"gpu": "web-gpu-zzzzz"}
+    ),
+    "owned claim for another pod claim is not reused": PodCase(
+        POD, claims=[b.claim("web-other-zzzzz", owner=b.pod("web", uid="pod-uid"), pod_claim="other")], creates=["gpu"]
+    ),
+    "status says no claim needed": PodCase(b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": None})),
+    "missing template is an error": PodCase(POD, templates=[], errors=["ResourceClaimTemplate default/tmpl not found"]),
+    "admin access refused when disabled": PodCase(
+        POD, templates=[b.template("tmpl", admin=True)], admin_access=False, errors=["admin access is requested, but the feature is disabled"]
+    ),
+    "admin access allowed when enabled": PodCase(POD, templates=[b.template("tmpl", admin=True)], creates=["gpu"]),
+    "user claim is left to the user": PodCase(b.pod("web", uid="pod-uid", claims={"gpu": "shared"})),
+    "deleted pod gets nothing": PodCase(b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True)),
+    "scheduled pod: allocated claim gets reserved": PodCase(
+        POD_ON_NODE,
+        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"])],
+        reserve=["web-gpu-abcde"],
+    ),
+    "scheduled pod: already reserved": PodCase(
+        POD_ON_NODE,
+        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")])],
+    ),
+    "scheduled pod: unallocated claim is not reserved": PodCase(
+        POD_ON_NODE, claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")]
+    ),
+    "scheduled pod: shared user claim gets reserved next to others": PodCase(
+        b.pod("web", uid="pod-uid", claims={"gpu": "shared"}, node="node-a"),
+        claims=[b.claim("shared", devices=["gpu-0"], reserved=[b.pod("other", uid="other-uid")])],
+        reserve=["shared"],
+    ),
+    "pending pod: allocated claim is left to the scheduler": PodCase(
+        b.pod("web", uid="pod-uid", claims={"gpu": "shared"}), claims=[b.claim("shared", devices=["gpu-0"])]
+    ),
+}
+
+
+@pytest.mark.parametrize("case", POD_CASES.values(), ids=POD_CASES.keys())
+def test_sync_pod(case: PodCase) -> None:
+    claims = b.by_key(*case.claims)
+    templates = b.by_key(*case.templates)
+    before = copy.deepcopy((case.pod, claims, templates))
+    owned = [cl for cl in case.claims if ob.owning_pod(cl)[1] == ob.uid(case.pod)]
+    plan = c.sync_pod(case.pod, claims=claims, templates=templates, owned=owned, admin_access_enabled=case.admin_access)
+    assert (case.pod, claims, templates) == before, "inputs must not be mutated"
+    assert [x.pod_claim for x in plan.creates] == case.creates
+    assert dict(plan.record) == case.record
+    assert [ob.name(r.claim) for r in plan.reserve] == case.reserve
+    assert len(plan.errors) == len(case.errors)
+    for err, want in zip(plan.errors, case.errors, strict=True):
+        assert want in err
+    for r in plan.reserve:
+        assert r.status["reservedFor"][-1] == {"resource": "pods", "name": "web", "uid": "pod-uid"}
+        assert r.status["allocation"] == ob.allocation(r.claim)
+
+
+def test_created_claim_follows_upstream_conventions() -> None:
+    plan = c.sync_pod(POD, claims={}, templates=b.by_key(TEMPLATE))
+    body = plan.creates[0].body
+    assert body["metadata"]["generateName"] == "web-gpu-"
+    assert body["metadata"]["namespace"] == "default"
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "pod-uid", "controller": True, "blockOwnerDeletion": True}
+    ]
+    assert body["metadata"]["annotations"] == {"note": "x", "resource.kubernetes.io/pod-claim-name": "gpu"}
+    assert body["metadata"]["labels"] == {"team": "ml"}
+    assert body["spec"] == TEMPLATE["spec"]["spec"]
+    assert "annotations" not in TEMPLATE["spec"]["metadata"] or "resource.kubernetes.io/pod-claim-name" not in TEMPLATE["spec"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("pod_name", "claim_name"),
+    [("web", "gpu"), ("a" * 60, "gpu"), ("web", "c" * 70), ("p" * 40, "c" * 40)],
+    ids=["short", "long pod", "long claim", "both long"],
+)
+def test_generate_name_fits_and_keeps_both_parts(pod_name: str, claim_name: str) -> None:
+    name = c.generate_name(pod_name, claim_name)
+    assert name.endswith("-")
+    assert len(name) <= c.GENERATE_NAME_MAX
+    head, _, tail = name[:-1].partition("-")
+    assert pod_name.startswith(head) and head
+    assert claim_name.startswith(tail) and tail
+
+
+def test_pod_status_patch_merges_by_name_with_uid_precondition() -> None:
+    patch = c.pod_status_patch(POD, {"b": "web-b-1", "a": "web-a-1"})
+    assert patch == {
+        "metadata": {"uid": "pod-uid"},
+        "status": {"resourceClaimStatuses": [{"name": "a", "resourceClaimName": "web-a-1"}, {"name": "b", "resourceClaimName": "web-b-1"}]},
+    }
+
+
+WEB = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-1"}, node="node-a", phase="Running")
+DONE = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-1"}, node="node-a", phase="Succeeded")
+OTHER = b.pod("other", uid="other-uid", claims={"gpu": "web-gpu-1"}, node="node-a", phase="Running")
+
+
+@dataclass
+class ClaimCase:
+    claim: dict[str, Any]
+    pods: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    deleted: frozenset[str] = frozenset()
+    reserved_after: list[str] | None = None
+    """Names left in reservedFor when the status is rewritten (None: no status write)."""
+    deallocate: bool = False
+    remove_finalizer: bool = False
+    delete: bool = False
+
+
+def _generated(**kwargs: Any) -> dict[str, Any]:
+    return b.claim("web-gpu-1", owner=WEB, pod_claim="gpu", **kwargs)
+
+
+CLAIM_CASES: dict[str, ClaimCase] = {
+    "running pod keeps its reservation": ClaimCase(_generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": WEB}),
+    "finished pod: reservation dropped, claim deallocated, finalizer removed, claim deleted": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": DONE}, reserved_after=[], deallocate=True,
+        remove_finalizer=True, delete=True,
+    ),
+    "deleted pod (known uid): reservation dropped and deallocated": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), deleted=frozenset({"pod-uid"}), reserved_after=[], deallocate=True,
+        remove_finalizer=True,
+    ),
+    "pod confirmed gone by the API server": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": None}, reserved_after=[], deallocate=True, remove_finalizer=True
+    ),
+    "pod unknown (not looked up): reservation kept": ClaimCase(_generated(devices=["gpu-0"], reserved=[WEB], finalizer=True)),
+    "pod replaced by a new instance": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        pods={"web": b.pod("web", uid="new-uid", node="node-a", phase="Running")},
+        reserved_after=[], deallocate=True, remove_finalizer=True, delete=True,
+    ),
+    "one of two consumers finished: no deallocation": ClaimCase(
+        b.claim("shared", devices=["gpu-0"], reserved=[WEB, OTHER], finalizer=True), pods={"web": DONE, "other": OTHER}, reserved_after=["other"]
+    ),
+    "without our finalizer the allocation stays": ClaimCase(
+        b.claim("shared", devices=["gpu-0"], reserved=[WEB]), pods={"web": DONE}, reserved_after=[]
+    ),
+    "pod deleted before scheduling is done": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        pods={"web": b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True)},
+        reserved_after=[], deallocate=True, remove_finalizer=True, delete=True,
+    ),
+    "deleting scheduled pod still runs: kept": ClaimCase(
+        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        pods={"web": b.pod("web", uid="pod-uid", node="node-a", phase="Running", deleting=True)},
+    ),
+    "claim being deleted and unused: deallocate and release": ClaimCase(
+        b.claim("shared", devices=["gpu-0"], finalizer=True, deleting=True), reserved_after=[], deallocate=True, remove_finalizer=True
+    ),
+    "claim being deleted, never allocated: just release": ClaimCase(b.claim("shared", finalizer=True, deleting=True), remove_finalizer=True),
+    "unused claim of a finished pod is deleted": ClaimCase(_generated(), pods={"web": DONE}, delete=True),
+    "unused claim of a running pod stays": ClaimCase(_generated(), pods={"web": WEB}),
+    "unused claim, owner not in cache: left to the garbage collector": ClaimCase(_generated()),
+    "user claim without owner is never deleted": ClaimCase(b.claim("shared"), pods={}),
+    "unsupported consumer kept": ClaimCase(
+        {**b.claim("shared", devices=["gpu-0"], finalizer=True), "status": {"allocation": {"devices": {"results": []}},
+                                                                           "reservedFor": [{"apiGroup": "example.com", "resource": "things", "name": "t", "uid": "t1"}]}}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CLAIM_CASES.values(), ids=CLAIM_CASES.keys())
+def test_sync_claim(case: ClaimCase) -> None:
+    before = copy.deepcopy((case.claim, case.pods))
+    plan = c.sync_claim(case.claim, pods=case.pods, deleted=case.deleted)
+    assert (case.claim, case.pods) == before, "inputs must not be mutated"
+    if case.reserved_after is None and not case.deallocate:
+        assert plan.status is None
+    else:
+        assert plan.status is not None
+        assert [r["name"] for r in plan.status.get("reservedFor", [])] == (case.reserved_after or [])
+        assert ("allocation" not in plan.status) == case.deallocate or ob.allocation(case.claim) is None
+    assert plan.remove_finalizer == case.remove_finalizer
+    assert plan.delete == case.delete
+    assert plan.empty == (plan.status is None and not plan.remove_finalizer and not plan.delete)
+
+
+def test_pods_to_look_up_skips_cached_and_deleted() -> None:
+    claim = b.claim("shared", devices=["gpu-0"], reserved=[WEB, OTHER, b.pod("gone", uid="gone-uid")])
+    assert c.pods_to_look_up(claim, cached={"web": WEB}, deleted=frozenset({"gone-uid"})) == ["other"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "claims", "needed", "why"),
+    [
+        (POD, {}, True, "not created yet"),
+        (b.pod("web", uid="pod-uid", claims={"gpu": "user"}), {}, False, "nothing to do"),
+        (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True), {}, False, "pod is deleted"),
+        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), devices=["gpu-0"])), True, "need to reserve"),
+        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="x"), devices=["gpu-0"])), False, "not created for Pod"),
+        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"))), False, "nothing to do"),
+    ],
+    ids=["template missing claim", "user claim missing", "deleted", "reserve", "foreign claim", "unallocated"],
+)
+def test_pod_needs_work(pod: dict[str, Any], claims: dict[str, Any], needed: bool, why: str) -> None:
+    got, reason = c.pod_needs_work(pod, claims)
+    assert got == needed
+    assert why in reason
+
+
+@pytest.mark.parametrize(
+    ("pod", "deleted", "released"),
+    [
+        (WEB, False, False),
+        (WEB, True, True),
+        (DONE, False, True),
+        (b.pod("p", deleting=True), False, True),
+        (b.pod("p", node="n", deleting=True), False, False),
+    ],
+    ids=["running", "deleted", "terminal", "deleted unscheduled", "deleting scheduled"],
+)
+def test_pod_releases_claims(pod: dict[str, Any], deleted: bool, released: bool) -> None:
+    assert c.pod_releases_claims(pod, deleted=deleted) == released
+
+
+def test_without_finalizer_keeps_others() -> None:
+    claim = b.claim("x", finalizer=True)
+    claim["metadata"]["finalizers"].append("example.com/keep")
+    out = c.without_finalizer(claim)
+    assert out["metadata"]["finalizers"] == ["example.com/keep"]
+    assert "example.com/keep" in claim["metadata"]["finalizers"] and len(claim["metadata"]["finalizers"]) == 2

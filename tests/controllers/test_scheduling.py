@@ -1,0 +1,262 @@
+"""The scheduler's decisions: claims gathered, nodes filtered, claim writes, rollbacks."""
+
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from controllers import objects as ob
+from controllers import scheduling as s
+from tests.controllers import builders as b
+
+POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-1"})
+OWNED = b.claim("web-gpu-1", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", uid="claim-uid", rv="5")
+
+
+@pytest.mark.parametrize(
+    ("pod", "claims", "wait", "keys"),
+    [
+        (POD, [OWNED], "", ["default/web-gpu-1"]),
+        (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}), [], "to be created", []),
+        (POD, [], 'resourceclaim "web-gpu-1" not found', []),
+        (POD, [b.claim("web-gpu-1", owner=b.pod("web", uid="pod-uid"), deleting=True)], "is being deleted", []),
+        (POD, [b.claim("web-gpu-1", owner=b.pod("web", uid="other"))], "not created for Pod", []),
+        (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": None}), [], "", []),
+        (b.pod("web", uid="pod-uid", claims={"a": "shared", "b": "shared"}), [b.claim("shared")], "", ["default/shared"]),
+        (b.pod("web", uid="pod-uid"), [], "", []),
+    ],
+    ids=["ready", "not created", "missing", "deleting", "foreign", "not needed", "same claim twice", "no claims"],
+)
+def test_gather_claims(pod: dict[str, Any], claims: list[dict[str, Any]], wait: str, keys: list[str]) -> None:
+    got = s.gather_claims(pod, b.by_key(*claims))
+    assert (wait in got.wait) if wait else got.wait == ""
+    assert [c.key for c in got.claims] == keys
+
+
+def test_gather_splits_allocated_and_reserved() -> None:
+    pod = b.pod("web", uid="pod-uid", claims={"a": "done", "b": "fresh"})
+    done = b.claim("done", devices=["gpu-0"], reserved=[pod])
+    got = s.gather_claims(pod, b.by_key(done, b.claim("fresh")))
+    assert [c.key for c in got.allocated] == ["default/done"]
+    assert [c.key for c in got.to_allocate] == ["default/fresh"]
+    assert got.allocated[0].reserved
+
+
+ALLOC_A = b.claim("x", devices=["gpu-0"], node="node-a")["status"]["allocation"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "used", "selectors", "why"),
+    [
+        (b.pod("p"), b.node("n"), s.Resources(), [], ""),
+        (b.pod("p"), b.node("n", unschedulable=True), s.Resources(), [], "were unschedulable"),
+        (b.pod("p", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]),
+         b.node("n", unschedulable=True), s.Resources(), [], ""),
+        (b.pod("p", node_selector={"zone": "a"}), b.node("n", labels={"zone": "b"}), s.Resources(), [], "node affinity/selector"),
+        (b.pod("p", node_selector={"zone": "a"}), b.node("n", labels={"zone": "a"}), s.Resources(), [], ""),
+        (b.pod("p"), b.node("n", taints=[{"key": "gpu", "value": "broken", "effect": "NoSchedule"}]), s.Resources(), [], "untolerated taint {gpu: broken}"),
+        (b.pod("p"), b.node("n", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]), s.Resources(), [], ""),
+        (b.pod("p", tolerations=[{"key": "gpu", "operator": "Equal", "value": "broken", "effect": "NoSchedule"}]),
+         b.node("n", taints=[{"key": "gpu", "value": "broken", "effect": "NoSchedule"}]), s.Resources(), [], ""),
+        (b.pod("p", tolerations=[{"operator": "Exists"}]), b.node("n", taints=[{"key": "any", "effect": "NoExecute"}]), s.Resources(), [], ""),
+        (b.pod("p", cpu="2"), b.node("n", cpu="4"), s.Resources(Fraction(3), Fraction(0), 1), [], "Insufficient cpu"),
+        (b.pod("p", cpu="2"), b.node("n", cpu="4"), s.Resources(Fraction(2), Fraction(0), 1), [], ""),
+        (b.pod("p", memory="2Gi"), b.node("n", memory="3Gi"), s.Resources(Fraction(0), Fraction(2 * 2**30), 1), [], "Insufficient memory"),
+        (b.pod("p"), b.node("n", pods="2"), s.Resources(Fraction(0), Fraction(0), 2), [], "Too many pods"),
+        (b.pod("p"), b.node("node-a"), s.Resources(), [ALLOC_A["nodeSelector"]], ""),
+        (b.pod("p"), b.node("node-b"), s.Resources(), [ALLOC_A["nodeSelector"]], "cannot reach the devices"),
+    ],
+    ids=[
+        "fits", "unschedulable node", "tolerated unschedulable", "selector mismatch", "selector match", "taint", "prefer-no-schedule",
+        "tolerated taint", "tolerate everything", "cpu full", "cpu exactly fits", "memory full", "pods full", "claim on node",
+        "claim elsewhere",
+    ],
+)
+def test_node_verdict(pod: dict[str, Any], node: dict[str, Any], used: s.Resources, selectors: list[Any], why: str) -> None:
+    got = s.node_verdict(pod, node, used=used, claim_selectors=selectors)
+    assert (why in got) if why else got == ""
+
+
+def test_required_node_affinity() -> None:
+    pod = b.pod("p")
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["yes"]}]}]}}}
+    assert s.node_verdict(pod, b.node("n", labels={"gpu": "yes"})) == ""
+    assert "affinity" in s.node_verdict(pod, b.node("n", labels={"gpu": "no"}))
+
+
+def test_pod_requests_counts_init_containers_and_overhead() -> None:
+    pod = b.pod("p", cpu="500m", memory="1Gi")
+    pod["spec"]["containers"].append({"name": "side", "resources": {"requests": {"cpu": "250m"}}})
+    pod["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "1", "memory": "100Mi"}}}]
+    pod["spec"]["overhead"] = {"cpu": "100m"}
+    r = s.pod_requests(pod)
+    assert r.cpu == Fraction(11, 10)
+    assert r.memory == Fraction(2**30)
+    assert r.pods == 1
+
+
+def test_filter_nodes_and_summary() -> None:
+    nodes = [b.node("c", cpu="1"), b.node("a"), b.node("b", taints=[{"key": "k", "effect": "NoSchedule"}])]
+    pod = b.pod("p", cpu="2")
+    got = s.filter_nodes(pod, nodes, used={})
+    assert got.candidates == ("a",)
+    assert got.reasons == {"b": "node(s) had untolerated taint {k}", "c": "Insufficient cpu"}
+    assert got.summary() == "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {k}."
+    assert s.nodes_summary(3, ["x", "y", "x"]) == "0/3 nodes are available: 2 x, 1 y."
+    assert s.nodes_summary(0, []) == "0/0 nodes are available."
+
+
+def test_used_resources_and_least_allocated() -> None:
+    pods = [
+        b.pod("p1", node="a", cpu="4"), b.pod("p2", node="a", cpu="1"), b.pod("p3", node="b", cpu="1"),
+        b.pod("done", node="b", cpu="7", phase="Succeeded"), b.pod("pending", cpu="7"),
+    ]
+    used = s.used_resources(pods)
+    assert used["a"].cpu == 5 and used["b"].cpu == 1 and used["b"].pods == 1
+    nodes = {"a": b.node("a"), "b": b.node("b"), "c": b.node("c")}
+    assert s.least_allocated(["a", "b", "c"], nodes, used) == "c"
+    assert s.least_allocated(["a", "b"], nodes, used) == "b"
+
+
+ALLOC = {"devices": {"results": [{"request": "gpu", "driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"}]}}
+
+
+@pytest.mark.parametrize(
+    ("claim", "allocation", "kind", "message"),
+    [
+        (OWNED, ALLOC, "finalizer", ""),
+        (b.claim("web-gpu-1", finalizer=True), ALLOC, "status", ""),
+        ({**b.claim("web-gpu-1", finalizer=True), "status": {"allocation": ALLOC, "reservedFor": [{"resource": "pods", "name": "web", "uid": "pod-uid"}]}},
+         ALLOC, "done", ""),
+        ({**b.claim("web-gpu-1", finalizer=True), "status": {"allocation": ALLOC}}, ALLOC, "status", ""),
+        (b.claim("web-gpu-1", devices=["gpu-3"], finalizer=True), ALLOC, "error", "allocated elsewhere"),
+        (b.claim("web-gpu-1", deleting=True, finalizer=True), ALLOC, "error", "got deleted"),
+        (b.claim("shared", devices=["gpu-0"], reserved=[b.pod("o", uid="o")]), None, "status", ""),
+        (b.claim("shared", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), None, "done", ""),
+        (b.claim("shared"), None, "error", "no longer allocated"),
+    ],
+    ids=["needs finalizer", "write status", "already done", "allocated by us, reserve", "lost the race", "deleted",
+         "reserve shared", "shared already reserved", "shared deallocated"],
+)
+def test_write_step(claim: dict[str, Any], allocation: dict[str, Any] | None, kind: str, message: str) -> None:
+    pod = b.pod("web", uid="pod-uid")
+    before = copy.deepcopy(claim)
+    step = s.write_step(claim, pod, allocation)
+    assert claim == before
+    assert step.kind == kind
+    assert message in step.message
+    if kind == "finalizer":
+        assert step.body is not None
+        assert step.body["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert step.body["metadata"]["resourceVersion"] == "5"
+    if kind == "status":
+        assert step.body is not None
+        assert step.body["reservedFor"][-1] == {"resource": "pods", "name": "web", "uid": "pod-uid"}
+        if allocation is not None:
+            assert step.body["allocation"] == allocation
+
+
+def test_write_steps_converge() -> None:
+    # Applying each step's body as the API server would ends in "done" within two steps.
+    pod = b.pod("web", uid="pod-uid")
+    claim = copy.deepcopy(OWNED)
+    for _ in range(3):
+        step = s.write_step(claim, pod, ALLOC)
+        if step.kind == "done":
+            break
+        assert step.body is not None
+        if step.kind == "finalizer":
+            claim = step.body
+        else:
+            claim = {**claim, "status": step.body}
+    assert step.kind == "done"
+    assert ob.allocation(claim) == ALLOC and ob.is_reserved_for_pod(pod, claim)
+
+
+@pytest.mark.parametrize(
+    ("claim", "clear", "reserved", "allocated"),
+    [
+        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), True, [], False),
+        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), False, [], True),
+        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid"), b.pod("o", uid="o")]), True, ["o"], True),
+        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("o", uid="o")]), False, None, True),
+        (b.claim("c", devices=["gpu-0"]), True, [], False),
+    ],
+    ids=["ours alone", "shared claim allocated earlier", "someone else joined", "not reserved by us", "allocation only"],
+)
+def test_rollback_status(claim: dict[str, Any], clear: bool, reserved: list[str] | None, allocated: bool) -> None:
+    pod = b.pod("web", uid="pod-uid")
+    got = s.rollback_status(claim, pod, clear_allocation=clear)
+    if reserved is None:
+        assert got is None
+        return
+    assert got is not None
+    assert [r["name"] for r in got.get("reservedFor", [])] == reserved
+    assert ("allocation" in got) == allocated
+
+
+def test_device_conflicts() -> None:
+    held = b.claim("held", devices=["gpu-0"])
+    admin = {**b.claim("admin"), "status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": b.DRIVER, "pool": "node-a", "device": "gpu-1", "adminAccess": True}]}}}}
+    new = {
+        "default/a": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"}]}},
+        "default/b": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-1"},
+                                              {"driver": b.DRIVER, "pool": "node-a", "device": "gpu-2"}]}},
+        "default/c": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-2"}]}},
+        "default/d": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-3", "shareID": "s1"}]}},
+    }
+    got = s.device_conflicts(new, [held, admin, b.claim("d", devices=["gpu-3"])])
+    assert got == [
+        "device gpu.example.com/node-a/gpu-0 of claim default/a is already allocated to claim default/held",
+        "device gpu.example.com/node-a/gpu-2 of claim default/c is already allocated to claim default/b",
+    ]
+    assert s.device_conflicts({"default/held": ALLOC}, [held]) == []
+
+
+def test_unschedulable_patch_only_when_changed() -> None:
+    pod = b.pod("web", uid="pod-uid")
+    patch = s.unschedulable_patch(pod, "0/1 nodes are available.", now=0)
+    assert patch is not None
+    cond = patch["status"]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    pod["status"]["conditions"] = [cond]
+    assert s.unschedulable_patch(pod, "0/1 nodes are available.", now=5) is None
+    assert s.unschedulable_patch(pod, "0/2 nodes are available.", now=5) is not None
+
+
+@pytest.mark.parametrize(
+    ("pod", "pending"),
+    [
+        (b.pod("p"), True),
+        (b.pod("p", scheduler="default-scheduler"), False),
+        (b.pod("p", node="n"), False),
+        (b.pod("p", deleting=True), False),
+        (b.pod("p", phase="Failed"), False),
+    ],
+    ids=["ours", "other scheduler", "bound", "deleting", "finished"],
+)
+def test_is_pending(pod: dict[str, Any], pending: bool) -> None:
+    assert s.is_pending(pod) == pending
+
+
+def test_scheduling_inputs_changed_ignores_condition_writes() -> None:
+    pod = b.pod("p")
+    marked = copy.deepcopy(pod)
+    marked["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    assert not s.scheduling_inputs_changed(pod, marked)
+    claimed = copy.deepcopy(pod)
+    claimed["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "x"}]
+    assert s.scheduling_inputs_changed(pod, claimed)
+    assert s.scheduling_inputs_changed(None, pod)
+
+
+def test_binding_carries_uid() -> None:
+    assert s.binding(POD, "node-a") == {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": "default", "uid": "pod-uid"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+    }
