@@ -15,15 +15,22 @@ ENV PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /opt/dra-solver
 WORKDIR /src
-# Metadata first so the dependency layer is cached across source edits.
+# Dependencies first, from the project metadata alone (with empty stand-in packages), so that
+# editing the source does not re-download OR-Tools and friends.
 COPY pyproject.toml README.md ./
+RUN /opt/dra-solver/bin/pip install --upgrade pip \
+ && mkdir model service controllers kubeletplugin \
+ && touch model/__init__.py service/__init__.py controllers/__init__.py kubeletplugin/__init__.py \
+ && /opt/dra-solver/bin/pip install . \
+ && /opt/dra-solver/bin/pip uninstall -y dra-solver \
+ && rm -rf model service controllers kubeletplugin build
 COPY model/ model/
 COPY service/ service/
 COPY controllers/ controllers/
 COPY kubeletplugin/ kubeletplugin/
-RUN /opt/dra-solver/bin/pip install --upgrade pip \
- && /opt/dra-solver/bin/pip install . \
- && /opt/dra-solver/bin/dra-solver --help >/dev/null
+RUN /opt/dra-solver/bin/pip install --no-deps . \
+ && /opt/dra-solver/bin/dra-solver --help >/dev/null \
+ && /opt/dra-solver/bin/dra-solver serve --help >/dev/null
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="dra-solver" \

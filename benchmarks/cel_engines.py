@@ -11,6 +11,7 @@ express (no Kubernetes functions, no cel.bind, no optional chaining) for compari
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -18,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.cel import ENGINES, CelDevice, CelEnvironment  # noqa: E402
-from model.quantity import parse_quantity  # noqa: E402
-from model.semver import parse_semver  # noqa: E402
+from model.cel import ENGINES, CelDevice, CelEnvironment
+from model.quantity import parse_quantity
+from model.semver import parse_semver
 
 DEVICE = CelDevice(
     "gpu.example.com",
@@ -65,28 +66,35 @@ def per_call(fn: Callable[[], object], n: int) -> float:
 
 def bench_engine(engine: str, n: int) -> None:
     env = CelEnvironment(engine=engine)
+    evaluate: Callable[..., bool] = env._engine.evaluate
     print(f"\n== {engine}")
     for name, expression in SELECTORS.items():
         selector = env.compile(expression)
         program = selector.program  # type: ignore[attr-defined]
-        raw = per_call(lambda program=program: env._engine.evaluate(program, DEVICE), n)
-        cached = per_call(lambda selector=selector: selector.matches(DEVICE), n)
+        raw = per_call(functools.partial(evaluate, program, DEVICE), n)
+        cached = per_call(functools.partial(selector.matches, DEVICE), n)
         print(f"  {name:22} eval {raw:7.2f} us   cached match {cached:5.2f} us")
-    counter = iter(range(10**9))
-    fresh = per_call(lambda: env._engine.evaluate(  # type: ignore[attr-defined]
-        env.compile(SELECTORS["attribute =="]).program,  # type: ignore[attr-defined]
-        CelDevice("gpu.example.com", {**DEVICE.attributes, "serial": next(counter)}, DEVICE.capacity),
-    ), max(n // 10, 100))
+    program = env.compile(SELECTORS["attribute =="]).program  # type: ignore[attr-defined]
+    serials = iter(range(10**9))
+
+    def fresh_device() -> bool:
+        attributes = {**DEVICE.attributes, "serial": next(serials)}
+        return evaluate(program, CelDevice(DEVICE.driver, attributes, DEVICE.capacity))
+
+    fresh = per_call(fresh_device, max(n // 10, 100))
     print(f"  {'new device':22} eval {fresh:7.2f} us   (activation built each time)")
     compiles = iter(range(10**9))
-    compile_us = per_call(lambda: env._engine.compile(f'device.attributes["gpu.example.com"].index == {next(compiles)}'),
-                          max(n // 100, 50))
+
+    def compile_one() -> object:
+        return env._engine.compile(f'device.attributes["gpu.example.com"].index == {next(compiles)}')
+
+    compile_us = per_call(compile_one, max(n // 100, 50))
     print(f"  {'compile':22} {compile_us / 1000:7.3f} ms")
 
 
 def bench_celpy(n: int) -> None:
     try:
-        import celpy  # type: ignore[import-not-found]
+        import celpy
     except ImportError:
         print("\n== cel-python: not installed (pip install cel-python to compare)")
         return
@@ -100,7 +108,7 @@ def bench_celpy(n: int) -> None:
     }
     for name, expression in CELPY_SELECTORS.items():
         program = env.program(env.compile(expression))
-        us = per_call(lambda program=program: program.evaluate(activation), max(n // 20, 200))
+        us = per_call(functools.partial(program.evaluate, activation), max(n // 20, 200))
         print(f"  {name:22} eval {us:7.2f} us")
 
 

@@ -29,13 +29,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model import objects as o  # noqa: E402
-from model.allocate import allocate  # noqa: E402
-from model.allocation import AllocationOutcome, AllocationRequest, Inventory  # noqa: E402
-from model.cel import CelEnvironment  # noqa: E402
-from model.check import assert_valid  # noqa: E402
-from model.cpsat import allocate_cpsat  # noqa: E402
-from model.decode import decode_all  # noqa: E402
+from model import objects as o
+from model.allocate import allocate
+from model.allocation import AllocationOutcome, AllocationRequest, Inventory
+from model.cel import CelEnvironment
+from model.check import assert_valid
+from model.cpsat import allocate_cpsat
+from model.decode import decode_all
 
 DRIVER = "gpu.example.com"
 NODE = "node-1"
@@ -174,12 +174,22 @@ def run(repeat: int) -> list[dict[str, Any]]:
     )
     for name, cluster, claim in cases:
         request = _request_for(cluster, claim)
-        fast, outcome = _time(lambda r=request: allocate_cpsat(r, cel=cel), repeat)
+
+        def default_path(r: AllocationRequest = request) -> AllocationOutcome:
+            return allocate_cpsat(r, cel=cel)
+
+        def forced_model(r: AllocationRequest = request) -> AllocationOutcome:
+            return allocate_cpsat(r, cel=cel, fast_path=False)
+
+        def front_door(r: AllocationRequest = request) -> AllocationOutcome:
+            return allocate(r, cel=cel)
+
+        fast, outcome = _time(default_path, repeat)
         assert outcome.allocated, f"{name}: {outcome.reason}"
         assert_valid(request, outcome, cel=cel)
-        forced, modeled = _time(lambda r=request: allocate_cpsat(r, cel=cel, fast_path=False), repeat)
+        forced, modeled = _time(forced_model, repeat)
         assert_valid(request, modeled, cel=cel)
-        front, _ = _time(lambda r=request: allocate(r, cel=cel), max(10, repeat // 4))
+        front, _ = _time(front_door, max(10, repeat // 4))
         rows.append(
             {
                 "scenario": name,

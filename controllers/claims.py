@@ -162,7 +162,9 @@ def sync_pod(
     ``claims`` and ``templates`` are keyed ``namespace/name``; ``owned`` are the claims whose
     controlling owner is the pod (for finding a claim created before a failed status write).
     """
-    if ob.deleting(pod):
+    if ob.deleting(pod) or ob.pod_done(pod):
+        # A pod that will never run needs no claims; creating one would only have it deleted
+        # again by sync_claim (claims of finished pods go), over and over.
         return PodPlan()
     ns = ob.namespace(pod)
     creates: list[CreateClaim] = []
@@ -241,6 +243,8 @@ def pod_needs_work(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any
     """Whether a new or changed pod needs :func:`sync_pod` (upstream ``podNeedsWork``)."""
     if ob.deleting(pod):
         return False, "pod is deleted"
+    if ob.pod_terminal(pod):
+        return False, "pod is done"
     ns = ob.namespace(pod)
     for pod_claim in ob.pod_claims(pod):
         try:

@@ -158,8 +158,8 @@ class EvictionController:
             pod = self.kube.get_pod(ns, name)
         except kube.NotFound:
             return
-        if ob.uid(pod) != uid or ob.deleting(pod):
-            return  # replaced by a new pod of the same name, or already on its way out
+        if ob.uid(pod) != uid or ob.deleting(pod) or ob.pod_terminal(pod):
+            return  # replaced by a new pod of the same name, already on its way out, or done
         self.events.emit(pod, "Pod", type_="Normal", reason="DeviceTaintManagerEviction", message="Marking for deletion")
         patch = logic.disruption_condition_patch(pod, now=self.clock())
         if patch is not None:

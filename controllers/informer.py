@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -219,11 +220,15 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
-        w = self._watch
-        if w is not None:
-            w.stop()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._thread is None:
+            return
+        # The watch may be opening right now: keep closing it until the thread is out.
+        deadline = time.monotonic() + 5
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            w = self._watch
+            if w is not None:
+                w.stop()
+            self._thread.join(0.05)
 
     def _notify(self, old: Obj | None, new: Obj | None) -> None:
         for handler in self._handlers:
@@ -287,9 +292,9 @@ class Informer:
         from kubernetes import watch
 
         watch_module: Any = watch  # untyped module
-        # Events stay JSON (deserialize=False); naming a return type keeps the client from
-        # guessing a model class from the list method's annotation, which fails for some.
-        w = watch_module.Watch(return_type=dict)
+        # "object" keeps events as JSON; without it the client guesses a model class from the
+        # list method's annotation (which fails for some) and builds models we do not use.
+        w = watch_module.Watch(return_type="object")
         self._watch = w
         try:
             yield from w.stream(
@@ -297,7 +302,6 @@ class Informer:
                 resource_version=self._rv,
                 timeout_seconds=self.watch_timeout,
                 allow_watch_bookmarks=True,
-                deserialize=False,
                 _request_timeout=(10.0, self.watch_timeout + 30.0),
             )
         finally:
@@ -310,7 +314,7 @@ class Informer:
                 if self._stop.is_set():
                     return
                 etype = event.get("type")
-                obj = event.get("object")
+                obj = event.get("raw_object")
                 if not isinstance(obj, dict):
                     continue
                 rv = ob.resource_version(obj)
@@ -330,8 +334,6 @@ class Informer:
 
 def wait_for_sync(informers: list[Informer], *, timeout: float, stop: threading.Event | None = None) -> bool:
     """True once every informer has listed (False on timeout or when ``stop`` is set)."""
-    import time
-
     deadline = time.monotonic() + timeout
     for informer in informers:
         while not informer.has_synced():

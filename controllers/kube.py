@@ -1,8 +1,9 @@
 """The only module that talks to the Kubernetes API: a thin layer over the ``kubernetes`` client.
 
 Every call goes through the client's typed API classes (``CoreV1Api``, ``ResourceV1Api``,
-``CoordinationV1Api``) with ``_preload_content=False``, so objects stay the API's JSON (no
-lossy model round trip) and bodies are sent as given. Failures become one small hierarchy the
+``CoordinationV1Api``): reads with ``_preload_content=False``, writes through each typed
+method's own request builder, so objects stay the API's JSON both ways (no lossy round trip
+through the client's models, which refuse fields they do not know). Failures become one small hierarchy the
 controllers branch on: :class:`NotFound`, :class:`Conflict` (stale resourceVersion, failed
 precondition, name taken), :class:`Gone` (watch too old), :class:`Transient` (retry later,
 with the server's Retry-After when it gave one) and :class:`Invalid` (retrying will not help).
@@ -12,6 +13,7 @@ with the server's Retry-After when it gave one) and :class:`Invalid` (retrying w
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Callable
@@ -83,6 +85,8 @@ def wrap(err: BaseException, what: str) -> ApiError:
                 delay = 0.0
             return Transient(text, status=status, reason=reason, delay=delay)
         return Invalid(text, status=status, reason=reason)
+    if isinstance(err, ValueError | TypeError):  # a body the client refuses to send
+        return Invalid(f"{what}: {err}")
     return Transient(f"{what}: {type(err).__name__}: {err}")
 
 
@@ -140,8 +144,32 @@ class Kube:
         self.rules: Any = rules_api(api_client)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        """A read through a typed method (nothing to validate on the way out)."""
         try:
             return _json(fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs))
+        except Exception as err:
+            raise wrap(err, what) from err
+
+    def _write(self, what: str, api: Any, method: str, **params: Any) -> Obj:
+        """A write through the typed method's own request builder, body sent as given.
+
+        The typed methods validate bodies against the client's models, which forbid fields
+        they do not know: a claim from a newer API server (or an allocation result with a
+        newer field) could then never be written back. The request builder still supplies the
+        path, query, headers and authentication of ``method``.
+        """
+        from kubernetes.client.exceptions import ApiException
+
+        serialize = getattr(api, f"_{method}_serialize")
+        args = {name: params.get(name) for name in inspect.signature(serialize).parameters}
+        args["_host_index"] = 0
+        try:
+            request = serialize(**args)
+            resp = self.api_client.call_api(*request, _request_timeout=REQUEST_TIMEOUT)
+            resp.read()
+            if not 200 <= resp.status <= 299:
+                raise ApiException.from_response(http_resp=resp, body=None, data=None)
+            return _json(resp)
         except Exception as err:
             raise wrap(err, what) from err
 
@@ -176,25 +204,26 @@ class Kube:
 
     def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
         """Strategic-merge patch of the status subresource (lists merge by their keys)."""
-        return self._call(
-            f"patch pod {namespace}/{name} status", self.core.patch_namespaced_pod_status, name, namespace, patch, _content_type=STRATEGIC_MERGE
+        return self._write(
+            f"patch pod {namespace}/{name} status", self.core, "patch_namespaced_pod_status",
+            name=name, namespace=namespace, body=patch, _content_type=STRATEGIC_MERGE,
         )
 
     def bind_pod(self, namespace: str, name: str, binding: Obj) -> Obj:
-        return self._call(f"bind pod {namespace}/{name}", self.core.create_namespaced_pod_binding, name, namespace, binding)
+        return self._write(f"bind pod {namespace}/{name}", self.core, "create_namespaced_pod_binding", name=name, namespace=namespace, body=binding)
 
     def delete_pod(self, namespace: str, name: str, *, uid: str) -> Obj:
         """Delete only this instance: a pod re-created under the same name is left alone."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        return self._call(f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, body=body)
+        return self._write(f"delete pod {namespace}/{name}", self.core, "delete_namespaced_pod", name=name, namespace=namespace, body=body)
 
     def create_event(self, namespace: str, event: Obj) -> Obj:
-        return self._call(f"create event in {namespace}", self.core.create_namespaced_event, namespace, event)
+        return self._write(f"create event in {namespace}", self.core, "create_namespaced_event", namespace=namespace, body=event)
 
     # --- claims -------------------------------------------------------------------------------
 
     def create_claim(self, namespace: str, claim: Obj) -> Obj:
-        return self._call(f"create claim in {namespace}", self.resource.create_namespaced_resource_claim, namespace, claim)
+        return self._write(f"create claim in {namespace}", self.resource, "create_namespaced_resource_claim", namespace=namespace, body=claim)
 
     def get_claim(self, namespace: str, name: str) -> Obj:
         return self._call(f"get claim {namespace}/{name}", self.resource.read_namespaced_resource_claim, name, namespace)
@@ -202,24 +231,22 @@ class Kube:
     def update_claim(self, claim: Obj) -> Obj:
         """Metadata/spec update; its resourceVersion is the precondition (409 when stale)."""
         meta = claim["metadata"]
-        return self._call(
-            f"update claim {meta['namespace']}/{meta['name']}", self.resource.replace_namespaced_resource_claim, meta["name"], meta["namespace"], claim
+        return self._write(
+            f"update claim {meta['namespace']}/{meta['name']}", self.resource, "replace_namespaced_resource_claim",
+            name=meta["name"], namespace=meta["namespace"], body=claim,
         )
 
     def update_claim_status(self, claim: Obj) -> Obj:
         """Status update; its resourceVersion is the precondition (409 when stale)."""
         meta = claim["metadata"]
-        return self._call(
-            f"update claim {meta['namespace']}/{meta['name']} status",
-            self.resource.replace_namespaced_resource_claim_status,
-            meta["name"],
-            meta["namespace"],
-            claim,
+        return self._write(
+            f"update claim {meta['namespace']}/{meta['name']} status", self.resource, "replace_namespaced_resource_claim_status",
+            name=meta["name"], namespace=meta["namespace"], body=claim,
         )
 
     def delete_claim(self, namespace: str, name: str, *, uid: str) -> Obj:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        return self._call(f"delete claim {namespace}/{name}", self.resource.delete_namespaced_resource_claim, name, namespace, body=body)
+        return self._write(f"delete claim {namespace}/{name}", self.resource, "delete_namespaced_resource_claim", name=name, namespace=namespace, body=body)
 
     # --- leases -------------------------------------------------------------------------------
 
@@ -227,11 +254,14 @@ class Kube:
         return self._call(f"get lease {namespace}/{name}", self.coordination.read_namespaced_lease, name, namespace)
 
     def create_lease(self, namespace: str, lease: Obj) -> Obj:
-        return self._call(f"create lease in {namespace}", self.coordination.create_namespaced_lease, namespace, lease)
+        return self._write(f"create lease in {namespace}", self.coordination, "create_namespaced_lease", namespace=namespace, body=lease)
 
     def update_lease(self, lease: Obj) -> Obj:
         meta = lease["metadata"]
-        return self._call(f"update lease {meta['namespace']}/{meta['name']}", self.coordination.replace_namespaced_lease, meta["name"], meta["namespace"], lease)
+        return self._write(
+            f"update lease {meta['namespace']}/{meta['name']}", self.coordination, "replace_namespaced_lease",
+            name=meta["name"], namespace=meta["namespace"], body=lease,
+        )
 
 
 def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False, host: str | None = None, user_agent: str = "dra-solver-controllers") -> Any:

@@ -30,7 +30,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,6 +175,11 @@ class Scheduler:
         self._unschedulable: dict[str, float] = {}
         self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
         self._inflight: dict[str, Mapping[str, Obj]] = {}
+        self._held: dict[str, set[str]] = {}
+        """Reservation id -> claims (keys) we allocated under it that the API still shows allocated."""
+        self._held_by_claim: dict[str, str] = {}
+        self.release_queue = new_queue("scheduler_release", metrics)
+        self.releaser = Runner("scheduler_release", self.release_queue, self._release, workers=1, metrics=metrics)
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self.pods.add_handler(self._on_pod)
@@ -185,12 +190,14 @@ class Scheduler:
     def start(self) -> None:
         self._stop.clear()
         self.runner.start()
+        self.releaser.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="scheduler-flush", daemon=True)
         self._flusher.start()
 
     def stop(self) -> None:
         self._stop.set()
         self.runner.stop()
+        self.releaser.stop()
         if self._flusher is not None:
             self._flusher.join(timeout=5)
 
@@ -226,7 +233,40 @@ class Scheduler:
                 self.queue.add(ob.key(pod))
         freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
         if freed:
+            self._release_held(ob.key(claim))
             self._cluster_changed()
+
+    def _release(self, reservation: str) -> None:
+        self.solver.unreserve(reservation)
+        self._cluster_changed()  # the devices are free for the service now too
+
+    def _hold(self, reservation: str, claims: Iterable[str]) -> None:
+        with self._lock:
+            keys = set(claims)
+            if reservation and keys:
+                self._held[reservation] = keys
+                for k in keys:
+                    self._held_by_claim[k] = reservation
+
+    def _release_held(self, claim_key: str) -> None:
+        """The API shows the claim deallocated or gone: once every claim of its reservation is,
+        the reservation protects nothing and only blocks the devices, so release it.
+
+        The service drops a reservation by itself when its inventory shows the claims
+        allocated; but a pod deleted right after binding can have its claims freed before the
+        service ever saw them allocated, and the reservation would then hold the devices until
+        it expires. Releasing earlier is never unsafe: the API no longer holds the devices.
+        """
+        with self._lock:
+            reservation = self._held_by_claim.pop(claim_key, None)
+            if reservation is None:
+                return
+            remaining = self._held.get(reservation, set())
+            remaining.discard(claim_key)
+            if remaining:
+                return
+            self._held.pop(reservation, None)
+        self.release_queue.add(reservation)
 
     def _cluster_changed(self) -> None:
         """Something that may make unschedulable pods fit: try them again, with backoff."""
@@ -335,6 +375,7 @@ class Scheduler:
             raise
         with self._lock:
             self._inflight.pop(key, None)
+        self._hold(placement.reservation, placement.allocations)
         self.metrics.bindings.inc()
         self.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {key} to {node}")
         log.info("pod %s: bound to %s", key, node)

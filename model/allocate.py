@@ -26,7 +26,7 @@ its compile and match caches warm.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest
 from model.errors import InvalidInput
@@ -51,7 +51,7 @@ def allocate(
     if cel is None:
         cel = default_cel(request)
     if validate:
-        _validate(request)
+        _validate(request, cel)
     if request.allocator == "backtracking":
         from model.backtracking import allocate_backtracking
 
@@ -74,19 +74,41 @@ def default_cel(request: AllocationRequest) -> CelEnvironment:
     )
 
 
-def _validate(request: AllocationRequest) -> None:
-    """API-server validation of everything the attempt reads (hook: ``model.validation``)."""
+def _validate(request: AllocationRequest, cel: CelEnvironment) -> None:
+    """API-server validation of everything the attempt reads (``model.validation``)."""
     try:
-        from model.validation import validate_objects
-    except ImportError:  # pragma: no cover - validation is optional while it is being written
+        from model import validation
+    except ImportError:  # pragma: no cover - hook while validation is being written
         return
     inventory = request.inventory
-    validate_objects(
+    validation.validate_objects(
         [
             *request.claims,
             *inventory.classes,
             *inventory.slices,
             *inventory.taint_rules,
             request.node,
-        ]
+        ],
+        **_selector_check(cel),
     )
+
+
+def _selector_check(cel: CelEnvironment) -> dict[str, Any]:
+    """Compile selectors for validation with the caller's environment when it has every CEL
+    feature on (as the API server validates), so its compile cache is reused across calls;
+    otherwise let validation build its own all-features environment."""
+    from model.cel import CEL_SELECTOR_EXPRESSION_MAX_COST, CelCompileError, CelFeatures
+    from model.validation import CEL_COST_EXCEEDED
+
+    if cel.features != CelFeatures() or cel.cost_limit != CEL_SELECTOR_EXPRESSION_MAX_COST:
+        return {}
+
+    def check(expression: str) -> str | None:
+        try:
+            compiled = cel.compile(expression)
+        except CelCompileError as err:
+            message = str(err)
+            return message if message.startswith("compilation failed") else f"compilation failed: {message}"
+        return CEL_COST_EXCEEDED if compiled.max_cost > CEL_SELECTOR_EXPRESSION_MAX_COST else None
+
+    return {"selector_check": check}

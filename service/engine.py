@@ -309,7 +309,8 @@ class Engine:
         try:
             outcome = self.allocate_fn(request)
         except SolveTimeout:
-            self.metrics.solver_status.labels(allocator=request.allocator, status="UNKNOWN").inc()
+            status = "UNKNOWN" if request.allocator == "cpsat" else "DEADLINE"
+            self.metrics.solver_status.labels(allocator=request.allocator, status=status).inc()
             raise
         self.metrics.observe_solve(outcome.stats, score=outcome.score if outcome.allocated else None)
         return outcome
@@ -524,9 +525,8 @@ class Engine:
                 known = name in index.nodes_by_name
                 verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f'node "{name}" not found in the inventory'))
                 continue
-            reserved = self.reservations.state(view.pools).devices if exclusive else frozenset()
             if exclusive and not view.shared_devices:
-                free = len(view.local_devices - index.in_use(name).devices - reserved)
+                free = index.free_devices(name, self.reservations.devices(view.pools))
                 if free < need:
                     stats.nodes_pruned += 1
                     verdicts.append(NodeVerdict(name, "unschedulable", reason=f"cannot allocate all claims: {free} free devices, at least {need} needed"))

@@ -19,6 +19,8 @@ device once), so consumers must treat inventory objects as immutable and never k
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -115,8 +117,8 @@ class NodeView:
     """Every slice the core needs for this node: its pools' slices and all non-local slices."""
     shape: bytes
     """Fingerprint of the node's devices with its own name factored out."""
-    local_devices: frozenset[DeviceID]
-    """Devices of this node's local slices that can be allocated exclusively."""
+    exclusive_devices: int
+    """Devices of this node's local slices that are allocated exclusively (not shareable)."""
     shared_devices: int
     """Devices outside node-local slices the node may reach (no pruning by count then)."""
 
@@ -124,8 +126,12 @@ class NodeView:
 class NodeIndex:
     """Per-snapshot lookup structures for whole-cluster questions (built once, read-only)."""
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, inventory: Inventory, *, previous: NodeIndex | None = None) -> None:
         self.inventory = inventory
+        # Fingerprints of unchanged slices carry over from the previous snapshot's index, so a
+        # watch event about a claim does not re-fingerprint 5,000 nodes' devices.
+        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, tuple[str, ...]]]] = {}
+        carried = previous._slice_parts if previous is not None else {}
         self.nodes_by_name: dict[str, o.Node] = {n.name: n for n in inventory.nodes if n.name}
         slices_by_pool: dict[PoolKey, list[o.ResourceSlice]] = {}
         local_by_node: dict[str, list[o.ResourceSlice]] = {}
@@ -168,14 +174,20 @@ class NodeIndex:
             slices.extend(shared_slices)
             parts: list[object] = []
             for s in local:
-                devs = []
-                for d in s.spec.devices or []:
-                    fp = device_fp.get(id(d))
-                    if fp is None:
-                        fp = device_fp[id(d)] = _canonical(d)
-                    devs.append(fp)
-                head = s.spec.model_copy(update={"devices": None, "node_name": None})
-                parts.append((_placeholder(s.name, name), _placeholder(_canonical(head), name), tuple(devs)))
+                known = carried.get(id(s))
+                if known is not None and known[0] is s:
+                    part = known[1]
+                else:
+                    devs = []
+                    for d in s.spec.devices or []:
+                        fp = device_fp.get(id(d))
+                        if fp is None:
+                            fp = device_fp[id(d)] = _canonical(d)
+                        devs.append(fp)
+                    head = s.spec.model_copy(update={"devices": None, "node_name": None})
+                    part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), tuple(devs))
+                self._slice_parts[id(s)] = (s, part)
+                parts.append(part)
             node_obj = self.nodes_by_name.get(name)
             labels = (node_obj.metadata.labels or {}) if node_obj else {}
             parts.append(tuple(sorted((k, labels.get(k)) for k in selector_keys)))
@@ -183,18 +195,13 @@ class NodeIndex:
                 parts.append(name)
             if any(p in entangled for p in pools) or any(p[1] in rule_pools for p in pools):
                 parts.append(("node", name))
-            local_devices = frozenset(
-                DeviceID(s.spec.driver, s.spec.pool.name, d.name)
-                for s in local
-                for d in s.spec.devices or []
-                if _exclusive_capable(d)
-            )
+            exclusive = sum(1 for s in local for d in s.spec.devices or [] if _exclusive_capable(d))
             views[name] = NodeView(
                 name=name,
                 pools=pools,
                 slices=tuple(slices),
                 shape=_digest(parts),
-                local_devices=local_devices,
+                exclusive_devices=exclusive,
                 shared_devices=shared_device_count,
             )
         self.views = views
@@ -210,6 +217,7 @@ class NodeIndex:
         for s in inventory.slices:
             self.device_count_by_driver[s.spec.driver] = self.device_count_by_driver.get(s.spec.driver, 0) + len(s.spec.devices or [])
         self._inuse_keys: dict[str, bytes] = {}
+        self._local_sets: dict[str, frozenset[DeviceID]] = {}
         self.shared_inuse_key = state_key(self._shared_state(), "")
         self._holders: dict[DeviceID, str] | None = None
         self._lock = threading.Lock()
@@ -237,6 +245,25 @@ class NodeIndex:
 
     def view(self, node: str) -> NodeView | None:
         return self.views.get(node)
+
+    def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
+        """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""
+        view = self.views[node]
+        busy = self.in_use(node).devices | taken
+        if not busy:
+            return view.exclusive_devices
+        local = self._local_sets.get(node)
+        if local is None:
+            # Built only for nodes with devices in use: most nodes of a big cluster have none.
+            local = self._local_sets[node] = frozenset(
+                DeviceID(s.spec.driver, s.spec.pool.name, d.name)
+                for pool in view.pools
+                for s in self.slices_by_pool[pool]
+                if s.spec.node_name == node
+                for d in s.spec.devices or []
+                if _exclusive_capable(d)
+            )
+        return view.exclusive_devices - len(local & busy)
 
     @property
     def allocated(self) -> AllocatedState:
@@ -334,8 +361,9 @@ def state_key(state: AllocatedState, node: str) -> bytes:
 class Snapshot:
     """One consistent, immutable view of the inventory."""
 
-    def __init__(self, inventory: Inventory, *, generation: int, source: str, ready: bool = True) -> None:
+    def __init__(self, inventory: Inventory, *, generation: int, source: str, ready: bool = True, previous: Snapshot | None = None) -> None:
         self.inventory = inventory
+        self._previous = previous
         self.generation = generation
         self.source = source
         self.ready = ready
@@ -346,7 +374,18 @@ class Snapshot:
     def index(self) -> NodeIndex:
         with self._lock:
             if self._index is None:
-                self._index = NodeIndex(self.inventory)
+                prev = self._previous._index if self._previous is not None else None
+                # Building allocates ~100k small objects; with millions of live inventory objects
+                # the cyclic GC would rescan them all several times over for nothing.
+                enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    self._index = NodeIndex(self.inventory, previous=prev)
+                    gc.freeze()  # long-lived, like the inventory itself
+                finally:
+                    if enabled:
+                        gc.enable()
+                self._previous = None  # do not keep a chain of old snapshots alive
             return self._index
 
     def counts(self) -> dict[str, int]:
@@ -391,7 +430,7 @@ class InventorySource:
     def publish(self, inventory: Inventory, *, ready: bool = True) -> Snapshot:
         with self._lock:
             self._generation += 1
-            snap = Snapshot(inventory, generation=self._generation, source=self.name, ready=ready)
+            snap = Snapshot(inventory, generation=self._generation, source=self.name, ready=ready, previous=self._snapshot)
             self._snapshot = snap
         for listener in list(self._listeners):
             try:
@@ -578,6 +617,7 @@ class KubeSource(InventorySource):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._decoder = ObjectDecoder()
+        self._watches: list[Any] = []
         self.relists = 0
         self.on_relist: Callable[[str], None] | None = None
 
@@ -593,6 +633,15 @@ class KubeSource(InventorySource):
     def stop(self) -> None:
         self._stop.set()
         self._dirty.set()
+        with self._state_lock:
+            watches = list(self._watches)
+        for w in watches:
+            # Closing the stream wakes the thread blocked reading it.
+            w.stop()
+            resp = getattr(w, "_resp", None)
+            if resp is not None:
+                with contextlib.suppress(Exception):  # already closed
+                    resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
         for t in self._threads:
             t.join(timeout=2)
 
@@ -665,7 +714,15 @@ class KubeSource(InventorySource):
         w = watch.Watch()
         with self._state_lock:
             rv = self._state[kind.kind].resource_version
-        for event in w.stream(func, *args, resource_version=rv, timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True):
+            self._watches.append(w)
+        try:
+            self._consume(kind, w, w.stream(func, *args, resource_version=rv, timeout_seconds=self.watch_timeout, allow_watch_bookmarks=True))
+        finally:
+            with self._state_lock:
+                self._watches.remove(w)
+
+    def _consume(self, kind: KubeKind, w: Any, events: Any) -> None:
+        for event in events:
             if self._stop.is_set():
                 w.stop()
                 return

@@ -114,6 +114,15 @@ class ReservationStore:
                 out = out.merge(self._pool_state(pool)[0])
             return out
 
+    def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
+        """Exclusive devices held in the given pools (cheap: per-pool states are cached)."""
+        with self._lock:
+            self._expire()
+            held = [self._pool_state(p)[0].devices for p in pools if p in self._by_pool]
+            if not held:
+                return frozenset()
+            return held[0] if len(held) == 1 else frozenset().union(*held)
+
     def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]:
         """Fingerprints of the in-flight state of each given pool that has any (grouping)."""
         with self._lock:

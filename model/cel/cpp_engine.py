@@ -142,7 +142,9 @@ class CppEngine:
         self._quantity_msg: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName(QUANTITY_TYPE))
         self._semver_msg: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName(SEMVER_TYPE))
         self._device_msg: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName(DEVICE_TYPE))
+        # Decoded values by their wire form: the same few values recur in every evaluation.
         self._quantities: dict[str, Quantity] = {}
+        self._semvers: dict[str, Semver] = {}
         self._activations: dict[DeviceKey, Any] = {}
         self._profiles: dict[DeviceKey, DeviceProfile] = {}
 
@@ -194,7 +196,14 @@ class CppEngine:
                 self._quantities[encoded] = known
             return known
         if isinstance(value, self._semver_msg):
-            return parse_semver(getattr(value, SEMVER_FIELD))
+            version: str = getattr(value, SEMVER_FIELD)
+            parsed = self._semvers.get(version)
+            if parsed is None:
+                parsed = parse_semver(version)
+                if len(self._semvers) >= _QUANTITY_CACHE_SIZE:
+                    self._semvers.clear()
+                self._semvers[version] = parsed
+            return parsed
         if isinstance(value, list):
             return [self._from_cel(v) for v in value]
         if isinstance(value, dict):
@@ -215,6 +224,23 @@ class CppEngine:
             except library.CelFunctionError as err:
                 raise ValueError(str(err)) from None
             return self._to_cel(result)
+
+        return call
+
+    def _bind_parser(self, fn: Callable[..., object]) -> Callable[..., object]:
+        """Like :meth:`_bind` for ``quantity()``/``semver()``: selectors call them with the same
+        literals for every device, so the converted result is remembered per argument."""
+        bound = self._bind(fn)
+        results: dict[tuple[object, ...], object] = {}
+
+        def call(*args: object) -> object:
+            known = results.get(args)
+            if known is None:
+                known = bound(*args)
+                if len(results) >= _QUANTITY_CACHE_SIZE:
+                    results.clear()
+                results[args] = known
+            return known
 
         return call
 
@@ -265,7 +291,8 @@ class CppEngine:
         ]
         by_name: dict[str, list[Any]] = {}
         for i, (name, params, member, result, impl) in enumerate(table):
-            overload = _cel.Overload(f"dra_runtime_{i}", result, params, is_member=member, impl=self._bind(impl))
+            bind = self._bind_parser if name in ("quantity", "semver") else self._bind
+            overload = _cel.Overload(f"dra_runtime_{i}", result, params, is_member=member, impl=bind(impl))
             by_name.setdefault(name, []).append(overload)
         return [_cel.FunctionDecl(name, overloads) for name, overloads in sorted(by_name.items())]
 

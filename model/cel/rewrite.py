@@ -69,10 +69,9 @@ def _homogeneous(ast: CheckedAst, items: list[tuple[Expr, bool]]) -> tuple[Expr,
     joined: CelType | None = None
     for e, optional in items:
         t = _element_type(ast, e, optional=optional)
-        if joined is None or joined.is_dyn_like():
-            joined = t
-            continue
-        if not _assignable(joined, t):
+        if joined is None or t.is_dyn_like():
+            joined = t  # the more general type (cel-go's mostGeneral): dyn stays dyn
+        elif not joined.is_dyn_like() and not _assignable(joined, t):
             return e, joined, t
     return None
 

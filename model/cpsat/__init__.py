@@ -8,8 +8,9 @@ API:
 Phases, in order:
 1. prepare (``model.cpsat.problem``): pools, upstream's pre-search checks and errors, and the
    eligible devices of every request and subrequest;
-2. deferred errors: when a selector failed on some device, ask the faithful backtracking port
-   whether upstream's search would have reached that device (then upstream's error is ours);
+2. deferred errors: when a selector failed on some device, or an ``All`` request sits under a
+   claim constraint, ask the faithful backtracking port whether upstream's search would have
+   stopped with an error (then upstream's error is ours);
 3. fast path (``model.cpsat.greedy``): first-fit when requests do not interact beyond
    exclusive use;
 4. model and solve (``model.cpsat.model``, ``model.cpsat.solve``): status mapping OPTIMAL and
@@ -68,7 +69,7 @@ def allocate_cpsat(
         return request.time_limit - (clock() - start)
 
     problem = prepare_problem(request, cel=cel)
-    if problem.deferred_errors:
+    if problem.deferred_errors or problem.search_dependent:
         _settle_deferred_errors(problem, request, cel=cel, budget=remaining(), clock=clock)
 
     quick = greedy(problem) if fast_path else None
@@ -100,7 +101,7 @@ def allocate_cpsat(
     left = remaining()
     if left is not None and left <= 0:
         raise _timeout(request, clock() - start, variables, constraints, policy)
-    config = SolverConfig(time_limit=left)
+    config = SolverConfig.for_model(variables, time_limit=left)
     solution = solve(built, config)
 
     def stats(status: str) -> SolveStats:
@@ -148,8 +149,10 @@ def _settle_deferred_errors(
             return  # the search ended without meeting one of them: our own verdict stands
         raise
     except SolveTimeout:
-        # Unknown whether upstream would reach them; report the first in search order.
-        raise problem.deferred_errors[0] from None
+        # Unknown whether upstream would get there; a selector that fails on a candidate is
+        # reported (first in search order), an order-dependent constraint is left to the model.
+        if problem.deferred_errors:
+            raise problem.deferred_errors[0] from None
 
 
 def _outcome(

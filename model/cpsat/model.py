@@ -67,6 +67,14 @@ _MAX_COEFFICIENT = 1 << 40
 OptionKey = tuple[int, int, int]
 """(claim, request, option) indices."""
 
+Exact = int | Fraction
+"""An exact quantity value: an int when it is one (fast), else a Fraction."""
+
+
+def _exact(q: Quantity) -> Exact:
+    as_int = q.as_int64()
+    return as_int if as_int is not None else q.to_fraction()
+
 
 class _CpModel(cp_model.CpModel):
     """``CpModel`` without its deprecated camelCase aliases, whose creation costs about half a
@@ -263,12 +271,11 @@ class AllocationModel:
                 available = left.get(slot)
                 if available is None:
                     continue
-                terms = demand[slot]
-                if sum((q.to_fraction() for q, _ in terms), Fraction(0)) <= available:
-                    continue  # never binding
-                coefficients, limit = _scaled([q.to_fraction() for q, _ in terms], available)
-                expr = sum(k * self._used_literal(cand) for k, (_, cand) in zip(coefficients, terms, strict=True))
-                self.model.add(expr <= limit)
+                amounts = [_exact(q) for q, _ in demand[slot]]
+                if sum(amounts) <= available:
+                    continue  # never binding: no need for the devices' "used" literals
+                terms = [(a, self._used_literal(cand)) for a, (_, cand) in zip(amounts, demand[slot], strict=True)]
+                self._add_within(terms, available)
 
     def _add_consumable_capacity(self) -> None:
         """Per shareable device and capacity: its shares' rounded amounts fit what is left."""
@@ -284,14 +291,23 @@ class AllocationModel:
                 continue  # one share alone was checked when the device was found eligible
             already = allocated.get(candidate.id, {})
             for name, spec in sorted(candidate.device.capacity.items()):
-                available = spec.value.to_fraction()
+                available = _exact(spec.value)
                 if name in already:
-                    available -= already[name].to_fraction()
-                amounts = [opt.consumed[index][name].to_fraction() for opt, _ in uses]
-                if sum(amounts, Fraction(0)) <= available:
-                    continue
-                coefficients, limit = _scaled(amounts, available)
-                self.model.add(sum(k * var for k, (_, var) in zip(coefficients, uses, strict=True)) <= limit)
+                    available -= _exact(already[name])
+                self._add_within([(_exact(opt.consumed[index][name]), var) for opt, var in uses], available)
+
+    def _add_within(self, terms: Sequence[tuple[Exact, Any]], available: Exact) -> None:
+        """``sum(amount * used) <= available``; with nothing left (over-committed before this
+        attempt), no term that consumes anything may be used."""
+        if sum(amount for amount, _ in terms) <= available:
+            return  # never binding
+        if available < 0:
+            for amount, used in terms:
+                if amount > 0 and not isinstance(used, int):
+                    self.model.add(used == 0)
+            return
+        coefficients, limit = _scaled([amount for amount, _ in terms], available)
+        self.model.add(sum(k * used for k, (_, used) in zip(coefficients, terms, strict=True)) <= limit)
 
     # -- claim constraints -------------------------------------------------------------------
 
@@ -410,10 +426,14 @@ class AllocationModel:
                 score_terms.append((var, subrequest_weight(i)))
         penalty: list[tuple[Any, int]] = []
         if self.policy in ("first-fit", "pack"):
-            for index in self.choices.candidates():
-                for _, var in self.choices.of_candidate(index):
+            # Earlier devices first, and earlier requests before later ones: the weight of a
+            # device's position grows with how early its request comes.
+            positions = sorted({(c, r) for c, r, _ in self.selected})
+            later = {cr: len(positions) - n for n, cr in enumerate(positions)}
+            for key, _opt in self._options():
+                for index, var in sorted(self.choices.of_option(key).items()):
                     if index:
-                        penalty.append((var, index))
+                        penalty.append((var, index * later[(key[0], key[1])]))
         if self.policy == "pack":
             opened = self._opened_counter_sets()
             weight = sum(w for _, w in penalty) + 1
@@ -478,10 +498,10 @@ def _at_most_one(model: cp_model.CpModel, literals: list[cp_model.IntVar]) -> No
         model.add_at_most_one(unique)
 
 
-def _counters_left(pool: Any, in_use: Any) -> dict[tuple[str, str], Fraction]:
+def _counters_left(pool: Any, in_use: Any) -> dict[tuple[str, str], Exact]:
     """Each counter of the pool minus what devices allocated before consume."""
-    left = {
-        (set_name, name): q.to_fraction()
+    left: dict[tuple[str, str], Exact] = {
+        (set_name, name): _exact(q)
         for set_name, counters in pool.counter_sets.items()
         for name, q in counters.items()
     }
@@ -492,11 +512,11 @@ def _counters_left(pool: Any, in_use: Any) -> dict[tuple[str, str], Fraction]:
             for name, amount in consumption.counters.items():
                 slot = (consumption.counter_set, name)
                 if slot in left:
-                    left[slot] -= amount.to_fraction()
+                    left[slot] -= _exact(amount)
     return left
 
 
-def _scaled(amounts: Sequence[Fraction], limit: Fraction) -> tuple[list[int], int]:
+def _scaled(amounts: Sequence[Exact], limit: Exact) -> tuple[list[int], int]:
     """Integer coefficients and bound for ``sum(amounts[i] * x_i) <= limit``, exactly when the
     numbers allow, otherwise conservatively (amounts rounded up, the limit down)."""
     denominator = lcm(*(a.denominator for a in amounts), limit.denominator)

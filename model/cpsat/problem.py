@@ -6,7 +6,8 @@ API:
   with upstream's wording), then for every request or subrequest the devices it may use.
 - ``Problem``: claims (``ClaimPlan``), candidate devices in upstream's search order, and per
   option (a request, or one subrequest) its eligible candidates; ``deferred_errors`` lists the
-  errors upstream only raises when its search reaches the pair (see below).
+  errors upstream only raises when its search reaches the pair (see below), and
+  ``search_dependent`` says whether upstream's verdict may depend on its search order.
 - ``Candidate``: one usable device with its position in search order.
 - ``OptionData``: one request or subrequest and the candidates it may use; ``possible`` is
   False when the option can never be satisfied (an ``All`` request whose devices are not all
@@ -94,6 +95,9 @@ class Problem:
     """``options[claim][request]``: the request's options in priority order."""
     allocated: AllocatedState
     deferred_errors: list[AllocationError] = field(default_factory=list)
+    search_dependent: bool = False
+    """Upstream's verdict may depend on its search order (an ``All`` request under a claim
+    constraint may make it stop with an error); ``deferred_errors`` implies it too."""
     in_use_before: frozenset[DeviceID] = frozenset()
     """Devices allocated before this attempt (exclusively, shared or with consumed capacity):
     their counters are already taken."""
@@ -184,10 +188,14 @@ def _option(
                 data.possible = False
                 continue
             data.candidates.append(candidate)
-        if data.possible and not _all_within_constraints(
-            problem, plan, view, data.candidates, constraints
-        ):
-            data.possible = False
+        if constraints:
+            # Upstream adds an All request's devices to the claim's constraints one by one and
+            # treats a refusal as an error, whatever other requests chose before: the verdict
+            # depends on its search, so the faithful search settles it (see allocate_cpsat).
+            problem.search_dependent = True
+            every = [by_id[d.id] for d in devices if d.id in by_id]
+            if not _all_within_constraints(problem, plan, view, every, constraints):
+                data.possible = False
     else:
         for candidate in problem.candidates:
             device = candidate.device

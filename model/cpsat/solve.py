@@ -1,12 +1,15 @@
 """Solving an ``AllocationModel`` and turning the solution into per-claim choices.
 
 API:
-- ``SolverConfig(time_limit, num_workers=1, random_seed=0, relative_gap=0.0)``: the solver
-  parameters; ``parameters()`` renders them for ``SolveStats.parameters``.
+- ``SolverConfig(time_limit, ...)``: the solver parameters (``SolverConfig.for_model`` picks
+  them by model size); ``parameters()`` renders them for ``SolveStats.parameters``.
 - ``solve(model, config) -> Solution``: status, choices per option, objective figures.
 - ``Solution``: ``status`` (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID), ``chosen``
   (candidate indices per option key), ``score`` and ``score_bound`` (the FirstAvailable score
   and a proven upper bound), ``gap``.
+
+Presolve: off for small models (its fixed cost dominates there), on for larger ones but without
+the quadratic inclusion detection (see ``SolverConfig``).
 
 Why one worker: CP-SAT with several workers races them, and under a time limit which one wins
 depends on timing; one worker with a fixed seed gives the same answer for the same input,
@@ -24,6 +27,11 @@ from ortools.sat.python import cp_model
 from model.cpsat.model import AllocationModel, OptionKey
 
 
+SMALL_MODEL_VARIABLES = 150
+"""Up to this many variables presolve costs more than it saves (measured: an 8-GPU x 7-partition
+node solves in 1.0 ms without presolve and 2.6 ms with it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SolverConfig:
     time_limit: float | None
@@ -31,12 +39,23 @@ class SolverConfig:
     num_workers: int = 1
     random_seed: int = 0
     relative_gap: float = 0.0
+    presolve: bool = True
+    presolve_inclusion_work_limit: int = 0
+    """0 turns off presolve's constraint-inclusion detection, which is quadratic in the
+    at-most-one constraints that distinctAttribute and exclusive use create (measured: 3.7 s
+    versus 71 ms on 320 devices, 8 values, 9 distinct requests)."""
+
+    @staticmethod
+    def for_model(variables: int, *, time_limit: float | None) -> SolverConfig:
+        return SolverConfig(time_limit=time_limit, presolve=variables > SMALL_MODEL_VARIABLES)
 
     def parameters(self) -> dict[str, str]:
         out = {
             "num_workers": str(self.num_workers),
             "random_seed": str(self.random_seed),
             "relative_gap_limit": repr(self.relative_gap),
+            "cp_model_presolve": str(self.presolve).lower(),
+            "presolve_inclusion_work_limit": str(self.presolve_inclusion_work_limit),
         }
         if self.time_limit is not None:
             out["max_time_in_seconds"] = f"{self.time_limit:.6f}"
@@ -60,6 +79,8 @@ def solve(built: AllocationModel, config: SolverConfig) -> Solution:
     params.num_workers = config.num_workers
     params.random_seed = config.random_seed
     params.relative_gap_limit = config.relative_gap
+    params.cp_model_presolve = config.presolve
+    params.presolve_inclusion_work_limit = config.presolve_inclusion_work_limit
     params.log_search_progress = False
     if config.time_limit is not None:
         params.max_time_in_seconds = max(config.time_limit, 0.001)

@@ -74,8 +74,6 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 @contextmanager
 def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
-    from model.cel import CelEnvironment
-
     from service import engine as e
     from service.inventory import FileSource
     from service.metrics import Metrics
@@ -161,12 +159,12 @@ def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, 
                 x = solver.explain([claim], node)
                 _say(render_explain(x))
 
-        _say("\n== 4. CP-SAT vs upstream-style backtracking (same questions, both allocators) ==")
-        _compare(solver, workload, backtracking_timeout=backtracking_timeout)
-
         for rid in reservations:
             solver.unreserve(rid)
         _say(f"\nreleased {len(reservations)} reservations")
+
+        _say("\n== 4. CP-SAT vs upstream-style backtracking (same questions, both allocators) ==")
+        _compare(solver, workload, backtracking_timeout=backtracking_timeout)
 
     _say("\n== 5. Metrics scraped from http://" + metrics_addr + "/metrics ==")
     for line in _metrics_summary(metrics_addr):

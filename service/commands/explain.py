@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
 def render(answer: pb.ExplainResponse) -> str:
     if answer.allocatable:
         return f"node {answer.node}: the claims fit; nothing blocks them."
-    lines = [f"node {answer.node}: {answer.summary}"]
-    lines.append("reasons (all of these together block the claims):")
+    lines = [f"node {answer.node}: the claims cannot be allocated."]
+    lines.append("reasons (together they block the claims; each one is needed):")
     lines.extend(f"  - [{r.kind}] {r.message}" for r in answer.reasons)
     if answer.fixes:
         lines.append("fewest changes that would make them fit:")

@@ -110,6 +110,31 @@ class Request:
     path: str
     user_agent: str
     status: int = 0
+    watch: bool = False
+
+    def rbac(self) -> tuple[str, str, str] | None:
+        """(apiGroup, resource[/subresource], verb) as RBAC authorizes this request."""
+        parts = [p for p in self.path.split("/") if p]
+        if parts[:2] == ["api", "v1"]:
+            group, rest = "", parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, rest = parts[1], parts[3:]
+        else:
+            return None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            rest = rest[2:]
+        if not rest:
+            return None
+        resource = rest[0] + (f"/{rest[2]}" if len(rest) >= 3 else "")
+        named = len(rest) >= 2
+        verb = {
+            "GET": "watch" if self.watch else ("get" if named else "list"),
+            "POST": "create",
+            "PUT": "update",
+            "PATCH": "patch",
+            "DELETE": "delete" if named else "deletecollection",
+        }[self.method]
+        return group, resource, verb
 
 
 @dataclass
@@ -283,6 +308,11 @@ class FakeApiServer:
             if time.monotonic() > deadline:
                 raise AssertionError(f"condition not met within {timeout}s")
             time.sleep(interval)
+
+    def calls(self, user_agent_prefix: str) -> set[tuple[str, str, str]]:
+        """The RBAC view of every request made with a matching user agent."""
+        with self.lock:
+            return {c for r in self.requests if r.user_agent.startswith(user_agent_prefix) and (c := r.rbac()) is not None}
 
     def writes(self, *, user_agent: str | None = None) -> list[Request]:
         return [r for r in self.requests if r.method != "GET" and (user_agent is None or r.user_agent == user_agent)]
@@ -544,6 +574,7 @@ class FakeApiServer:
                     if method == "GET" and not name:
                         if query.get("watch", ["false"])[0] in ("true", "1"):
                             record.status = 200
+                            record.watch = True
                             self._watch(res, version, namespace or None, query)
                             return
                         code, out = 200, fake._list_body(res, version, namespace)

@@ -61,6 +61,9 @@ POD_CASES: dict[str, PodCase] = {
     "admin access allowed when enabled": PodCase(POD, templates=[b.template("tmpl", admin=True)], creates=["gpu"]),
     "user claim is left to the user": PodCase(b.pod("web", uid="pod-uid", claims={"gpu": "shared"})),
     "deleted pod gets nothing": PodCase(b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True)),
+    "finished pod gets no new claim": PodCase(
+        b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}, node="node-a", phase="Succeeded")
+    ),
     "scheduled pod: allocated claim gets reserved": PodCase(
         POD_ON_NODE,
         claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"])],
@@ -236,11 +239,12 @@ def test_pods_to_look_up_skips_cached_and_deleted() -> None:
         (POD, {}, True, "not created yet"),
         (b.pod("web", uid="pod-uid", claims={"gpu": "user"}), {}, False, "nothing to do"),
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True), {}, False, "pod is deleted"),
+        (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, phase="Failed"), {}, False, "pod is done"),
         (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), devices=["gpu-0"])), True, "need to reserve"),
         (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="x"), devices=["gpu-0"])), False, "not created for Pod"),
         (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"))), False, "nothing to do"),
     ],
-    ids=["template missing claim", "user claim missing", "deleted", "reserve", "foreign claim", "unallocated"],
+    ids=["template missing claim", "user claim missing", "deleted", "finished", "reserve", "foreign claim", "unallocated"],
 )
 def test_pod_needs_work(pod: dict[str, Any], claims: dict[str, Any], needed: bool, why: str) -> None:
     got, reason = c.pod_needs_work(pod, claims)

@@ -169,10 +169,7 @@ def test_write_steps_converge() -> None:
         if step.kind == "done":
             break
         assert step.body is not None
-        if step.kind == "finalizer":
-            claim = step.body
-        else:
-            claim = {**claim, "status": step.body}
+        claim = step.body if step.kind == "finalizer" else {**claim, "status": step.body}
     assert step.kind == "done"
     assert ob.allocation(claim) == ALLOC and ob.is_reserved_for_pod(pod, claim)
 

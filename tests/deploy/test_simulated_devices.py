@@ -100,11 +100,10 @@ def test_config_map_is_a_valid_simulated_device_config() -> None:
 
 @pytest.mark.parametrize(("name", "claim"), _claims(), ids=[n for n, _ in _claims()])
 def test_example_claim_allocates_on_a_simulated_node(name: str, claim: dict[str, Any]) -> None:
-    from model.allocate import allocate
-    from model.cel import CelEnvironment
-
     from model import decode
+    from model.allocate import allocate
     from model.allocation import AllocationRequest, Inventory
+    from model.cel import CelEnvironment
 
     driver = _driver()
     classes = [o for o in overlay("production") if o["kind"] == "DeviceClass"]

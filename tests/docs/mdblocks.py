@@ -7,7 +7,8 @@ Convention (also in docs/README-draft.md, "Writing docs"):
   lines are the output it shows. Shown output is checked loosely: each shown line must appear,
   in order, inside the real output (stdout and stderr together); a line ``...`` skips anything
   and ``...`` inside a line is a wildcard. A block without output lines checks only the exit
-  status. Blocks with other info strings (``shell``, ``yaml``, ``text``) are not run.
+  status; runs of spaces match any run of spaces, so table columns may shift. Blocks with
+  other info strings (``shell``, ``yaml``, ``text``) are not run.
 - An HTML comment right above the fence (blank lines between are fine) says how to run it:
   ``<!-- doctest: exit=1 timeout=60 -->``. Keys:
 
@@ -153,7 +154,10 @@ def shown_matches(shown: tuple[str, ...], actual: str) -> str | None:
         want = want.strip()
         if not want or want == "...":
             continue
-        pattern = re.compile(".*".join(re.escape(part.strip()) for part in want.split("...")))
+        # Column widths in tables vary with their content: any run of spaces matches any other.
+        pattern = re.compile(
+            ".*".join(r"\s+".join(re.escape(w) for w in part.split()) for part in want.split("..."))
+        )
         while pos < len(actual_lines) and not pattern.search(actual_lines[pos]):
             pos += 1
         if pos >= len(actual_lines):

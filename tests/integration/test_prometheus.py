@@ -186,9 +186,15 @@ def drive_workload(grpc_address: str, *, seconds: float) -> dict[str, int]:
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"name": "too-many", "namespace": "default", "uid": "u-too-many"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 64}}]}},
+            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 16}}]}},
     }).encode()
-    invalid = b'{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "bad"}}'
+    # Fails API validation: a request count must be positive.
+    invalid = json.dumps({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "bad", "namespace": "default", "uid": "u-bad"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 0}}]}},
+    }).encode()
     counts: dict[str, int] = {}
     with grpc.insecure_channel(grpc_address) as channel:
         stub: Any = cast(Any, pb_grpc).AllocationServiceStub(channel)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import filecmp
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -152,7 +154,14 @@ def test_raw_wire_call_without_generated_stubs(start_plugin) -> None:  # type: i
 def test_generated_code_is_fresh() -> None:
     out = short_tmpdir()
     try:
-        protogen.generate(out)
+        # protoc runs in a fresh interpreter: grpc_tools' bundled protobuf aborts the process
+        # when loaded beside OR-Tools' copy (which other tests in the same worker import).
+        subprocess.run(
+            [sys.executable, "-c",
+             "import sys, pathlib; from kubeletplugin import protogen; protogen.generate(pathlib.Path(sys.argv[1]))",
+             str(out)],
+            check=True, timeout=120,
+        )
         committed = protogen.DEFAULT_OUT
         fresh = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
         present = sorted(

@@ -75,7 +75,7 @@ def _rules(violations: list[Violation]) -> set[str]:
 
 
 def _broken(
-    req: AllocationRequest, change: Callable[[list[o.AllocationResult]], None]
+    req: AllocationRequest, change: Callable[[list[o.AllocationResult]], object]
 ) -> set[str]:
     results = _solve(req)
     change(results)
@@ -331,36 +331,42 @@ def _q(text: str) -> Any:
 
 
 def _partitions() -> list[o.ResourceSlice]:
-    counters = [{"name": "gpu-0", "counters": {"mem": {"value": "4"}}}]
+    """Three partitions of 2 on a counter of 4: any two fit, three do not."""
+    from model.decode import decode_object
+
+    counters = decode_object(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "counters"},
+            "spec": {
+                "driver": DRIVER_A,
+                "nodeName": "node-1",
+                "pool": {"name": "pool-1", "generation": 1, "resourceSliceCount": 2},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"mem": {"value": "4"}}}],
+            },
+        }
+    )
+    assert isinstance(counters, o.ResourceSlice)
     parts = [
         device(f"p{i}", consumesCounters=[{"counterSet": "gpu-0", "counters": {"mem": {"value": "2"}}}])
         for i in range(3)
     ]
-    return [
-        slice_("counters", count=2, devices=None, sharedCounters=counters),
-        slice_("parts", count=2, devices=parts),
-    ]
+    return [counters, slice_("parts", count=2, devices=parts)]
 
 
 def test_counters_exceeded() -> None:
     slices = _partitions()
-    del slices[0].spec.devices
-    slices[0].spec.devices = None
-    req = _request([claim("c", request()), claim("d", request())], slices)
-
-    def third(rs: list[o.AllocationResult]) -> None:
-        _items(rs[0]).append(Item(request="req-0", driver=DRIVER_A, pool="pool-1", device="p2"))
-        _items(rs[0])[1].request = "req-0"
-
-    results = _solve(req)
-    used = {_items(results[0])[0].device, _items(results[1])[0].device}
-    assert "p2" not in used or len(used) == 2
-    extra = claim("e", request())
-    req3 = _request([claim("c", request()), claim("d", request()), extra], slices)
-    broken = [*results, o.AllocationResult.model_validate(results[0].to_api())]
-    free = ({"p0", "p1", "p2"} - used).pop()
-    _items(broken[2])[0].device = free
-    assert "counters" in _rules(check_allocation(req3, broken, cel=CEL))
+    two = _solve(_request([claim("c", request()), claim("d", request())], slices))
+    used = {_items(r)[0].device for r in two}
+    third = o.AllocationResult.model_validate(two[0].to_api())
+    _items(third)[0].device = ({"p0", "p1", "p2"} - used).pop()
+    req = _request([claim("c", request()), claim("d", request()), claim("e", request())], slices)
+    assert _rules(check_allocation(req, [*two, third], cel=CEL)) == {"counters"}
+    # The same two are too many when one partition was allocated before.
+    before = AllocatedState(devices=frozenset({DeviceID(DRIVER_A, "pool-1", third.devices.results[0].device)}))  # type: ignore[union-attr,index]
+    req = _request([claim("c", request()), claim("d", request())], slices, allocated=before)
+    assert "counters" in _rules(check_allocation(req, two, cel=CEL))
 
 
 # --- constraints ------------------------------------------------------------------------------

@@ -79,9 +79,8 @@ class Running:
 
 
 def assert_valid(objects: list[o.TypedObject], claims: list[dict[str, Any]], response: Any, node: str, *, extra: ReservationStore | None = None) -> None:
-    from model.check import check_allocation
-
     from model.allocation import Inventory
+    from model.check import check_allocation
     from model.decode import decode_object
 
     decoded = tuple(decode_object(c) for c in claims)

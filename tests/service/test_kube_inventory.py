@@ -108,3 +108,11 @@ def test_relist_after_410_gone(fake: FakeKube, source: KubeSource) -> None:
     assert source.snapshot().counts()["ResourceSlice"] == 1
     assert source.ready
     assert any("watch=true" in r for r in fake.requests)
+
+
+def test_rbac_list_matches_the_kinds_watched() -> None:
+    from service.inventory import DEFAULT_KUBE_KINDS
+    from service.rbac_calls import API_CALLS
+
+    assert {(k.group, k.plural) for k in DEFAULT_KUBE_KINDS} == {(g, r) for g, r, _ in API_CALLS}
+    assert all(set(verbs) == {"list", "watch"} for _, _, verbs in API_CALLS)

@@ -19,7 +19,7 @@ from service.client import Client
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 from service.inventory import InventorySource
 from service.server import SERVICE_NAME
-from tests.service.conftest import ROOT, Running, gpu_claim, workload
+from tests.service.conftest import Running, gpu_claim, workload
 
 
 def _code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:

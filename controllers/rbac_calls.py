@@ -1,0 +1,80 @@
+"""Every Kubernetes API request the controllers make, as RBAC sees it: (apiGroup, resource, verb).
+
+The deploy manifests derive the controllers' ClusterRole and Role from this list, and a test
+compares it with the requests ``controllers/kube.py`` and ``controllers/informer.py`` actually
+make (tests/controllers/test_kube.py drives the controllers against a fake API server and checks
+that every request it sees is listed here). Keep it exact: a missing entry breaks the
+controllers in a real cluster, an extra one is privilege nobody uses.
+
+Leases are only touched in the namespace given by ``--lease-namespace`` (a namespaced Role
+suffices); everything else is cluster-wide (pods and claims live in every namespace).
+"""
+
+from __future__ import annotations
+
+API_CALLS: tuple[tuple[str, str, str], ...] = (
+    # Pods: the informer of all three controllers; get to re-read before evicting and to check
+    # reservations of pods the cache has not seen; delete to evict.
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    ("", "pods", "get"),
+    ("", "pods", "delete"),
+    # resourceClaimStatuses (claim controller), PodScheduled=False (scheduler),
+    # DisruptionTarget (eviction): strategic-merge patches of the status subresource.
+    ("", "pods/status", "patch"),
+    ("", "pods/binding", "create"),
+    ("", "nodes", "list"),
+    ("", "nodes", "watch"),
+    ("", "events", "create"),
+    ("resource.k8s.io", "resourceclaims", "list"),
+    ("resource.k8s.io", "resourceclaims", "watch"),
+    ("resource.k8s.io", "resourceclaims", "get"),
+    ("resource.k8s.io", "resourceclaims", "create"),
+    # Finalizer add/remove: metadata updates with a resourceVersion precondition.
+    ("resource.k8s.io", "resourceclaims", "update"),
+    ("resource.k8s.io", "resourceclaims", "delete"),
+    # Allocation and reservedFor: status updates with a resourceVersion precondition.
+    ("resource.k8s.io", "resourceclaims/status", "update"),
+    ("resource.k8s.io", "resourceclaimtemplates", "list"),
+    ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ("resource.k8s.io", "resourceslices", "list"),
+    ("resource.k8s.io", "resourceslices", "watch"),
+    ("resource.k8s.io", "devicetaintrules", "list"),
+    ("resource.k8s.io", "devicetaintrules", "watch"),
+    # Leader election (namespaced, --lease-namespace).
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+)
+
+NAMESPACED_ONLY: frozenset[tuple[str, str]] = frozenset({("coordination.k8s.io", "leases")})
+"""Resources granted by a Role in the lease namespace rather than cluster-wide."""
+
+BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
+    "claim": frozenset({
+        ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods/status", "patch"), ("", "events", "create"),
+        ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims", "create"), ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims", "delete"), ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceclaimtemplates", "list"), ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    }),
+    "scheduler": frozenset({
+        ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods/status", "patch"),
+        ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "events", "create"),
+        ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims", "get"), ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "watch"),
+    }),
+    "eviction": frozenset({
+        ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods", "delete"), ("", "pods/status", "patch"),
+        ("", "events", "create"),
+        ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "devicetaintrules", "list"), ("resource.k8s.io", "devicetaintrules", "watch"),
+    }),
+    "leader-election": frozenset({
+        ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "update"),
+    }),
+}
+"""The same requests by the controller (``--enable``) that makes them, for narrower roles."""

@@ -1,0 +1,209 @@
+"""CP-SAT allocator: exclusive use, adminAccess, shareable devices, shared counters and
+consumable capacity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from model import objects as o
+from model.allocation import AllocatedState, DeviceID
+from model.errors import AllocationError
+from model.features import FeatureGates
+from model.quantity import parse_quantity
+from tests.model.alloc_builders import DRIVER_A, claim, device, request, slice_
+from tests.model.cpsat_helpers import (
+    allocated_claim,
+    consumes,
+    counter_slice,
+    devices,
+    make_request,
+    solve,
+    solve_both,
+)
+
+
+def _one() -> list[o.ResourceSlice]:
+    return [slice_("s1", devices=[device("d0")])]
+
+
+def _results(outcome: Any, c: int = 0) -> list[o.DeviceRequestAllocationResult]:
+    result = outcome.results[c]
+    assert result.devices is not None
+    return list(result.devices.results or [])
+
+
+# --- exclusive use and adminAccess ------------------------------------------------------------
+
+
+def test_a_device_serves_one_claim() -> None:
+    assert not solve_both(make_request([claim("a", request()), claim("b", request())], _one())).allocated
+
+
+def test_devices_in_use_are_skipped() -> None:
+    slices = [slice_("s1", devices=[device("d0"), device("d1")])]
+    held = (allocated_claim("old", ("pool-1", "d0")),)
+    outcome = solve_both(make_request([claim("c", request())], slices, allocated_claims=held))
+    assert devices(outcome) == ["req-0=d1"]
+
+
+def test_admin_access_takes_devices_in_use() -> None:
+    held = (allocated_claim("old", ("pool-1", "d0")),)
+    outcome = solve_both(make_request([claim("c", request(adminAccess=True))], _one(), allocated_claims=held))
+    assert _results(outcome)[0].admin_access is True
+
+
+def test_admin_access_shares_with_other_claims_but_not_inside_its_claim() -> None:
+    assert solve_both(make_request([claim("a", request()), claim("b", request(adminAccess=True))], _one())).allocated
+    two = claim("a", request("x", adminAccess=True), request("y", adminAccess=True))
+    assert not solve_both(make_request([two], _one())).allocated
+
+
+def test_admin_access_with_the_gate_off_is_an_error() -> None:
+    req = make_request([claim("c", request(adminAccess=True))], _one(), gates=FeatureGates(admin_access=False))
+    with pytest.raises(AllocationError, match="admin access is requested, but the feature is disabled"):
+        solve(req)
+
+
+# --- shareable devices and consumable capacity ------------------------------------------------
+
+
+def _shareable(**capacity: Any) -> list[o.ResourceSlice]:
+    return [slice_("s1", devices=[device("d0", allowMultipleAllocations=True, capacity=capacity)])]
+
+
+def _wants(amount: str, name: str = "c") -> o.ResourceClaim:
+    return claim(name, request(capacity={"requests": {"mem": amount}}))
+
+
+def test_shareable_device_serves_several_claims_with_own_share_ids() -> None:
+    req = make_request([_wants("1Gi", "a"), _wants("1Gi", "b")], _shareable(mem={"value": "4Gi"}))
+    outcome = solve_both(req)
+    ids = {_results(outcome, 0)[0].share_id, _results(outcome, 1)[0].share_id}
+    assert None not in ids and len(ids) == 2
+    assert _results(outcome, 0)[0].consumed_capacity == {"mem": "1Gi"}
+
+
+def test_shareable_device_is_exclusive_without_consumable_capacity() -> None:
+    slices = [slice_("s1", devices=[device("d0", allowMultipleAllocations=True)])]
+    gates = FeatureGates(consumable_capacity=False)
+    assert solve(make_request([claim("a", request())], slices, gates=gates)).allocated
+    assert not solve_both(make_request([claim("a", request()), claim("b", request())], slices, gates=gates)).allocated
+
+
+def test_shares_fit_within_the_capacity() -> None:
+    cap = {"mem": {"value": "4Gi"}}
+    assert solve_both(make_request([_wants("2Gi", "a"), _wants("2Gi", "b")], _shareable(**cap))).allocated
+    three = [_wants("2Gi", n) for n in "abc"]
+    assert not solve_both(make_request(three, _shareable(**cap))).allocated
+
+
+def test_capacity_consumed_before_counts() -> None:
+    taken = AllocatedState(
+        shared=frozenset({(DeviceID(DRIVER_A, "pool-1", "d0"), "old-share")}),
+        capacity={DeviceID(DRIVER_A, "pool-1", "d0"): {"mem": parse_quantity("3Gi")}},
+    )
+    req = make_request([_wants("2Gi")], _shareable(mem={"value": "4Gi"}), allocated=taken)
+    assert not solve_both(req).allocated
+    req = make_request([_wants("1Gi")], _shareable(mem={"value": "4Gi"}), allocated=taken)
+    assert solve_both(req).allocated
+
+
+def test_request_policy_rounds_up_and_limits() -> None:
+    policy = {"default": "1Gi", "validRange": {"min": "1Gi", "max": "2Gi", "step": "1Gi"}}
+    cap = {"mem": {"value": "4Gi", "requestPolicy": policy}}
+    outcome = solve(make_request([_wants("1200Mi")], _shareable(**cap)))
+    assert _results(outcome)[0].consumed_capacity == {"mem": "2Gi"}
+    # Over validRange.max: the device cannot serve the request at all.
+    assert not solve(make_request([_wants("3Gi")], _shareable(**cap))).allocated
+    # Without a request the default is consumed.
+    outcome = solve(make_request([claim("c", request())], _shareable(**cap)))
+    assert _results(outcome)[0].consumed_capacity == {"mem": "1Gi"}
+
+
+def test_valid_values_round_up() -> None:
+    cap = {"mem": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validValues": ["1Gi", "4Gi"]}}}
+    outcome = solve(make_request([_wants("2Gi")], _shareable(**cap)))
+    assert _results(outcome)[0].consumed_capacity == {"mem": "4Gi"}
+    three = [_wants("2Gi", n) for n in "abc"]
+    assert not solve(make_request(three, _shareable(**cap))).allocated
+
+
+def test_undefined_capacity_makes_a_device_ineligible() -> None:
+    req = make_request([claim("c", request(capacity={"requests": {"other": "1"}}))], _shareable(mem={"value": "4Gi"}))
+    assert not solve_both(req).allocated
+
+
+def test_fractional_capacities_stay_exact() -> None:
+    cap = {"cpu": {"value": "1"}}
+    claims = [claim(n, request(capacity={"requests": {"cpu": "250m"}})) for n in "abcd"]
+    assert solve_both(make_request(claims, _shareable(**cap))).allocated
+    five = [*claims, claim("e", request(capacity={"requests": {"cpu": "1m"}}))]
+    assert not solve_both(make_request(five, _shareable(**cap))).allocated
+
+
+# --- shared counters --------------------------------------------------------------------------
+
+
+def _gpu(sets: int = 1) -> list[o.ResourceSlice]:
+    """Per GPU: the whole GPU (4 of 4) and three partitions of 2 on the counter set gpu-N."""
+    devs = []
+    for g in range(sets):
+        devs.append(device(f"gpu-{g}", attributes={"kind": {"string": "whole"}}, consumesCounters=consumes(f"gpu-{g}", mem="4")))
+        devs += [
+            device(f"gpu-{g}-p{i}", attributes={"kind": {"string": "part"}}, consumesCounters=consumes(f"gpu-{g}", mem="2"))
+            for i in range(3)
+        ]
+    return [counter_slice({f"gpu-{g}": {"mem": "4"} for g in range(sets)}), slice_("devs", count=2, devices=devs)]
+
+
+def _kind(kind: str, count: int = 1, name: str = "req-0") -> dict[str, Any]:
+    return request(name, count=count, selectors=[{"cel": {"expression": f"device.attributes['driver-a'].kind == '{kind}'"}}])
+
+
+def test_counters_limit_partitions() -> None:
+    assert solve_both(make_request([claim("c", _kind("part", 2))], _gpu())).allocated
+    assert not solve_both(make_request([claim("c", _kind("part", 3))], _gpu())).allocated
+    both = claim("c", _kind("whole", name="w"), _kind("part", name="p"))
+    assert not solve_both(make_request([both], _gpu())).allocated
+
+
+def test_counters_consumed_by_allocated_devices_are_gone() -> None:
+    held = (allocated_claim("old", ("pool-1", "gpu-0-p0")),)
+    req = make_request([claim("c", _kind("part", 2))], _gpu(), allocated_claims=held)
+    assert not solve_both(req).allocated
+    req = make_request([claim("c", _kind("whole"))], _gpu(), allocated_claims=held)
+    assert not solve_both(req).allocated
+
+
+def test_overdrawn_counters_block_only_their_own_devices() -> None:
+    """Allocated before: the whole gpu-0 and a partition (more than its counters hold). Its
+    partitions are out; gpu-1's are not (upstream would refuse the whole pool: README quirk)."""
+    held = (allocated_claim("old", ("pool-1", "gpu-0"), ("pool-1", "gpu-0-p0")),)
+    req = make_request([claim("c", _kind("part"))], _gpu(2), allocated_claims=held)
+    assert devices(solve_both(req)) == ["req-0=gpu-1-p0"]
+
+
+def test_partitions_without_the_gate_are_not_used() -> None:
+    gates = FeatureGates(partitionable_devices=False)
+    assert not solve(make_request([claim("c", _kind("part"))], _gpu(), gates=gates)).allocated
+
+
+def test_shareable_device_consumes_its_counters_once() -> None:
+    devs = [device("d0", allowMultipleAllocations=True, consumesCounters=consumes("set", mem="2"))]
+    slices = [counter_slice({"set": {"mem": "2"}}), slice_("devs", count=2, devices=devs)]
+    assert solve_both(make_request([claim("a", request()), claim("b", request())], slices)).allocated
+
+
+def test_pack_policy_fills_a_gpu_in_use_before_opening_another() -> None:
+    # gpu-1's partitions come first in search order; gpu-0 already has one in use.
+    slices = _gpu(2)
+    devs = slices[1].spec.devices or []
+    slices[1].spec.devices = [d for d in devs if d.name.startswith("gpu-1")] + [d for d in devs if d.name.startswith("gpu-0")]
+    held = (allocated_claim("old", ("pool-1", "gpu-0-p0")),)
+    first_fit = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held))
+    pack = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="pack"))
+    assert devices(first_fit) == ["req-0=gpu-1-p0"]
+    assert devices(pack) == ["req-0=gpu-0-p1"]
+    assert pack.stats.policy == "pack"
