@@ -852,7 +852,7 @@ class _Checker:
                 consumed[name] = amount
             given = {n: parse_quantity(v) for n, v in (use.result.consumed_capacity or {}).items()}
             want = consumed if multi else {}
-            if {n: q for n, q in want.items()} != given and not (not want and not given):
+            if want != given:
                 shown = {n: str(q) for n, q in sorted(want.items())}
                 self.add("capacity", label, f"consumedCapacity {use.result.consumed_capacity} should be {shown}", use.index)
             if not multi:

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 DRIVER = "gpu.example.com"
 PROFILES = (("1g.10gb", 1, 10, 7), ("2g.20gb", 2, 20, 3), ("3g.40gb", 3, 40, 2), ("4g.40gb", 4, 40, 1))
 NODES_PER_FILE = 250
@@ -178,7 +180,14 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
                                 return
                             claim = queue.pop()
                         t = time.perf_counter()
-                        answer = client.schedule([claim], reserve=True, ttl=3600)
+                        for _attempt in range(20):
+                            try:
+                                answer = client.schedule([claim], reserve=True, ttl=3600)
+                                break
+                            except grpc.RpcError as err:
+                                # Concurrent callers raced for the same devices: solve again.
+                                if err.code() != grpc.StatusCode.ABORTED:
+                                    raise
                         dt = time.perf_counter() - t
                         with lock:
                             latencies.append(dt)

@@ -79,7 +79,8 @@ class Limits:
     max_solve_seconds: float = 60.0
     deadline_margin: float = 0.02
     """Seconds kept back from the caller's deadline for verification and encoding."""
-    reserve_retries: int = 3
+    reserve_retries: int = 8
+    """Re-solves after a concurrent caller took the chosen devices first."""
     cache_entries: int = 8192
 
 
@@ -191,6 +192,7 @@ class Engine:
 
     def __post_init__(self) -> None:
         self._cels: dict[tuple[FeatureGates, int], Any] = {}
+        self._solved_at = threading.local()
         self._cel_lock = threading.Lock()
         if self.allocate_fn is None:
             self.allocate_fn = default_allocate_fn(self.cel_for)
@@ -337,6 +339,7 @@ class Engine:
         index = snap.index
         extra = None
         if use_reservations:
+            self._solved_at.version = self.reservations.version
             view = index.view(node)
             pools = list(view.pools) if view else []
             pools.extend(index.shared_pools)
@@ -375,6 +378,7 @@ class Engine:
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
                 raise NotFound(f'node "{node}" not found in the inventory')
             request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+            solved_at = getattr(self._solved_at, "version", None) if not inline else None
             outcome = self._solve(request)
             if not outcome.allocated:
                 return AllocateAnswer(node, False, tuple(ClaimAnswer(c, None) for c in claims), 0, outcome.reason or "cannot allocate all claims", outcome.stats, snap.generation)
@@ -382,7 +386,7 @@ class Engine:
             reservation = None
             if reserve:
                 try:
-                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="")
+                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="", solved_at=solved_at)
                 except ReservationConflict:
                     if attempt == self.limits.reserve_retries:
                         raise
@@ -399,7 +403,9 @@ class Engine:
 
     # --- Reserve ----------------------------------------------------------------------------
 
-    def _reserve(self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str) -> Reservation:
+    def _reserve(
+        self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str, solved_at: int | None = None
+    ) -> Reservation:
         state = AllocatedState.from_claims(_with_results(request.claims, outcome.results))
         index = snap.index
 
@@ -425,6 +431,7 @@ class Engine:
             ttl=ttl,
             pod=pod,
             validate=validate,
+            solved_at=solved_at,
         )
 
     def reserve(self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "") -> Reservation:
@@ -480,11 +487,11 @@ class Engine:
             raise InvalidInput("", ("feasibleNodesWanted",), f"Invalid value: {wanted}: must be greater than or equal to 0")
         for attempt in range(self.limits.reserve_retries + 1):
             snap = self.current()
-            answer, request, outcome = self._schedule_once(snap, claims, nodes, opts, wanted=wanted, deadline=deadline)
+            answer, request, outcome, solved_at = self._schedule_once(snap, claims, nodes, opts, wanted=wanted, deadline=deadline)
             if not reserve or request is None or outcome is None:
                 return answer
             try:
-                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod)
+                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod, solved_at=solved_at)
             except ReservationConflict:
                 if attempt == self.limits.reserve_retries:
                     raise
@@ -501,7 +508,7 @@ class Engine:
         *,
         wanted: int,
         deadline: float | None,
-    ) -> tuple[ScheduleAnswer, AllocationRequest | None, AllocationOutcome | None]:
+    ) -> tuple[ScheduleAnswer, AllocationRequest | None, AllocationOutcome | None, int | None]:
         start = self.clock()
         index = snap.index
         names = sorted(set(candidates)) if candidates else list(index.node_names)
@@ -511,7 +518,7 @@ class Engine:
         claims_key = _claims_key(claims, opts, self.gates_for(opts.feature_gates))
         global_key = (index.global_key, index.shared_inuse_key, *self.reservations.pool_keys(index.shared_pools), claims_key)
         groups: dict[tuple[bytes, ...], tuple[_GroupVerdict, str]] = {}
-        solved: dict[str, tuple[AllocationRequest, AllocationOutcome]] = {}
+        solved: dict[str, tuple[AllocationRequest, AllocationOutcome, int | None]] = {}
         verdicts: list[NodeVerdict] = []
         best: tuple[int, str] | None = None
         stopped = False
@@ -555,7 +562,7 @@ class Engine:
                     stats.solves += 1
                     verdict = _GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
                     if outcome.allocated:
-                        solved[name] = (request, outcome)
+                        solved[name] = (request, outcome, getattr(self._solved_at, "version", None))
                     self._cache_put((*global_key, *key), verdict)
                 groups[key] = (verdict, name)
             if verdict.feasible:
@@ -569,15 +576,17 @@ class Engine:
         stats.groups = len(groups)
         chosen_request: AllocationRequest | None = None
         chosen_outcome: AllocationOutcome | None = None
+        chosen_at: int | None = None
         chosen = ""
         # The chosen node needs a real allocation: reuse its solve, else solve it now.
         order = sorted((v for v in verdicts if v.verdict == "feasible"), key=lambda v: (-v.score, v.node))
         for v in order:
             if v.node in solved:
-                chosen_request, chosen_outcome = solved[v.node]
+                chosen_request, chosen_outcome, chosen_at = solved[v.node]
             else:
                 try:
                     chosen_request = self._node_request(snap, claims, v.node, opts, time_limit=self.time_limit(deadline), use_reservations=True)
+                    chosen_at = getattr(self._solved_at, "version", None)
                     chosen_outcome = self._solve(chosen_request)
                 except (DeadlineExceeded, SolveTimeout):
                     if chosen_outcome is None:
@@ -599,12 +608,13 @@ class Engine:
                 ScheduleAnswer("", tuple(ClaimAnswer(c, None) for c in claims), 0, tuple(verdicts), stats, None, reason, snap.generation),
                 None,
                 None,
+                None,
             )
         self._verify(chosen_request, chosen_outcome)
         self._count_devices(chosen_outcome)
         answers = tuple(ClaimAnswer(c, r) for c, r in zip(claims, chosen_outcome.results, strict=True))
         answer = ScheduleAnswer(chosen, answers, chosen_outcome.score, tuple(verdicts), stats, chosen_outcome.stats, "", snap.generation)
-        return answer, chosen_request, chosen_outcome
+        return answer, chosen_request, chosen_outcome, chosen_at
 
     def _observe_schedule(self, stats: ScheduleStats) -> None:
         h = self.metrics.schedule_nodes

@@ -69,7 +69,6 @@ def explain_on_node(
         allocator="explain",
         status=result.status,
         wall_seconds=time.perf_counter() - start,
-        variables=result.solves,
         parameters={"num_workers": "1", "random_seed": "0", "solves": str(result.solves)},
     )
     if result.allocatable:
@@ -108,10 +107,9 @@ def _list(devs: Sequence[str], limit: int = 6) -> str:
 
 def build_problem(request: AllocationRequest, *, cel: Any, holders: Mapping[DeviceID, str]) -> Problem:
     """The relaxed problem of ``request`` (see ``model.explain``)."""
-    from model.quantity import parse_quantity
-
     from model.capacity import consumed_amount, integer_value
     from model.pools import gather_pools
+    from model.quantity import parse_quantity
     from model.taints import BLOCKING_EFFECTS, tolerates
 
     inv = request.inventory

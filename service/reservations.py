@@ -80,6 +80,8 @@ class ReservationStore:
         self._by_pool: dict[PoolKey, _PoolEntry] = {}
         self._expiry: list[tuple[float, str]] = []
         self._ids = itertools.count(1)
+        self.version = 0
+        """Bumped on every change; an answer solved at the current version needs no re-check."""
         self.on_change = on_change
         """Called with (event, count): reserved, released, expired, allocated, conflict."""
 
@@ -163,9 +165,12 @@ class ReservationStore:
         ttl: float = 0.0,
         pod: str = "",
         validate: Callable[[AllocatedState], None] | None = None,
+        solved_at: int | None = None,
     ) -> Reservation:
         """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
 
+        ``solved_at``: the version the allocation was solved against; when nothing changed since,
+        it already accounts for every other reservation and ``validate`` is skipped.
         ``taken``: what the inventory snapshot already shows in use. Raises
         ReservationConflict when an exclusive device is already in use or held, or when
         ``validate`` (given the other in-flight state) rejects the allocation.
@@ -198,7 +203,7 @@ class ReservationStore:
                     self._notify("conflict", 1)
                     who = f" for claim {', '.join(holder.claim_refs)}" if holder else ""
                     raise ReservationConflict(f"device {dev} is already reserved{who}")
-            if validate is not None:
+            if validate is not None and solved_at != self.version:
                 try:
                     validate(others)
                 except ReservationConflict:
@@ -250,6 +255,7 @@ class ReservationStore:
         return fresh
 
     def _add(self, r: Reservation) -> None:
+        self.version += 1
         self._by_id[r.id] = r
         for ref, _ in r.claims:
             self._by_claim[ref] = r.id
@@ -263,6 +269,7 @@ class ReservationStore:
         r = self._by_id.pop(rid, None)
         if r is None:
             return
+        self.version += 1
         for ref, _ in r.claims:
             if self._by_claim.get(ref) == rid:
                 del self._by_claim[ref]

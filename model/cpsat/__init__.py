@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING
 from model import objects as o
 from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
 from model.cpsat.greedy import greedy
-from model.cpsat.model import DEFAULT_POLICY, POLICIES, AllocationModel, OptionKey
-from model.cpsat.problem import Problem, prepare_problem
-from model.cpsat.solve import SolverConfig, solve
+from model.cpsat.problem import DEFAULT_POLICY, POLICIES, OptionKey, Problem, prepare_problem
 from model.errors import AllocationError, InvalidInput, SolveTimeout
 from model.results import ChosenDevice, build_result
 from model.score import first_available_score
@@ -39,7 +37,7 @@ from model.score import first_available_score
 if TYPE_CHECKING:
     from model.cel import CelEnvironment
 
-__all__ = ["DEFAULT_POLICY", "POLICIES", "SolverConfig", "allocate_cpsat"]
+__all__ = ["DEFAULT_POLICY", "POLICIES", "allocate_cpsat"]
 
 ALLOCATOR_NAME = "cpsat"
 DEFERRED_CHECK_SHARE = 0.5
@@ -84,6 +82,11 @@ def allocate_cpsat(
             gap=0.0,
         )
         return _outcome(problem, quick, {(c, r): 0 for c, r, _ in quick}, trivial)
+
+    # Imported here: OR-Tools (with numpy and pandas) costs ~0.4 s to import, which a one-shot
+    # CLI call that the fast path answers should not pay.
+    from model.cpsat.model import AllocationModel
+    from model.cpsat.solve import SolverConfig, solve
 
     built = AllocationModel(problem, policy=policy)
     variables, constraints = built.size()

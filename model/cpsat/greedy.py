@@ -16,8 +16,7 @@ reach the solver.
 from __future__ import annotations
 
 from model.allocation import DeviceID
-from model.cpsat.model import OptionKey
-from model.cpsat.problem import Problem
+from model.cpsat.problem import OptionKey, Problem
 from model.matching import ALLOCATION_RESULTS_MAX_SIZE
 
 

@@ -5,12 +5,13 @@ API:
   :class:`~model.cpsat.problem.Problem`. ``model`` is the ``CpModel``; ``choices`` the device
   choice variables; ``selected`` one literal per option; ``infeasible`` names a reason when the
   problem was found impossible while building (no solve needed).
-- ``DeviceChoiceVars``: ``chosen(option, candidate)`` gives the literal "this device serves this
-  request or subrequest"; ``extract(solver)`` the chosen candidates per option.
-- ``POLICIES``: the quality objectives after the FirstAvailable score. ``first-fit`` (the
-  default, also ``""``): prefer devices early in upstream's search order, so answers look like
-  upstream's where the score allows; ``pack``: first open as few untouched counter sets (whole
-  GPUs whose partitions are all free) as possible, then first-fit; ``score``: the score only.
+- ``DeviceChoiceVars``: ``chosen(request_key, device_id)`` gives the literal "this device serves
+  this request or subrequest"; ``extract(solver)`` the chosen candidates per option.
+- Policies (``model.cpsat.problem.POLICIES``), the quality objective after the FirstAvailable
+  score: ``first-fit`` (the default, also ``""``) prefers devices early in upstream's search
+  order, earlier requests first, so answers look like upstream's where the score allows;
+  ``pack`` first opens as few untouched counter sets (whole GPUs whose partitions are all free)
+  as possible, then first-fit; ``score`` is the score only.
 
 The translation, rule by rule (each ``_add_*`` method below):
 - one boolean per (option, eligible device), none for ineligible pairs; an ``All`` option's
@@ -20,8 +21,9 @@ The translation, rule by rule (each ``_add_*`` method below):
 - exclusive use: a device serves at most one option of a claim, and at most one option without
   adminAccess over all claims, unless it allows multiple allocations;
 - the 32-device limit per claim;
-- shared counters: per counter, the consumption of the devices used (once per device, also for
-  shareable devices) stays within what allocated devices left;
+- shared counters: per counter, the consumption of the devices newly used (once per device,
+  also for shareable devices; adminAccess uses count, as in upstream's attempt) stays within
+  what devices allocated before left; nothing left means no consumer may be used;
 - consumable capacity: per shareable device and capacity, the policy-rounded amounts of its
   shares stay within what allocated shares left;
 - matchAttribute: one chosen value per constraint; every device of the constraint has it
@@ -47,25 +49,24 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from model.allocation import DeviceID
 from model.cpsat.problem import (
+    DEFAULT_POLICY,
     Candidate,
     Element,
     OptionData,
+    OptionKey,
     Problem,
     attribute_elements,
     is_opaque,
 )
-from model.matching import ALLOCATION_RESULTS_MAX_SIZE, lookup_attribute
+from model.matching import ALLOCATION_RESULTS_MAX_SIZE, RequestKey, lookup_attribute
 from model.quantity import Quantity
 from model.score import subrequest_weight
 
-POLICIES = ("first-fit", "pack", "score")
-DEFAULT_POLICY = "first-fit"
 _MAX_COEFFICIENT = 1 << 40
 """Scaled quantities above this are rounded conservatively (amounts up, limits down)."""
 
-OptionKey = tuple[int, int, int]
-"""(claim, request, option) indices."""
 
 Exact = int | Fraction
 """An exact quantity value: an int when it is one (fast), else a Fraction."""
@@ -90,13 +91,18 @@ class DeviceChoiceVars:
     def __init__(self) -> None:
         self._vars: dict[OptionKey, dict[int, cp_model.IntVar]] = {}
         self._by_candidate: dict[int, list[tuple[OptionData, cp_model.IntVar]]] = defaultdict(list)
+        self._index: dict[DeviceID, int] = {}
 
     def add(self, option: OptionData, key: OptionKey, candidate: Candidate, var: cp_model.IntVar) -> None:
         self._vars.setdefault(key, {})[candidate.index] = var
         self._by_candidate[candidate.index].append((option, var))
+        self._index[candidate.id] = candidate.index
 
-    def chosen(self, key: OptionKey, candidate: int) -> cp_model.IntVar | None:
-        return self._vars.get(key, {}).get(candidate)
+    def chosen(self, request: RequestKey, device: DeviceID) -> cp_model.IntVar | None:
+        """The literal "``device`` serves this request or subrequest", if the pair is eligible."""
+        key = (request.claim, request.request, request.subrequest or 0)
+        index = self._index.get(device)
+        return None if index is None else self._vars.get(key, {}).get(index)
 
     def of_option(self, key: OptionKey) -> dict[int, cp_model.IntVar]:
         return self._vars.get(key, {})
@@ -164,7 +170,7 @@ class AllocationModel:
                         if opt.view.is_all:
                             var = selected  # every device of an All option comes with it
                         else:
-                            var = self.model.new_bool_var(f"x[{c},{r},{i},{cand.index}]")
+                            var = self.model.new_bool_var(f"x[{c},{r},{i},{cand.id}]")
                         self.choices.add(opt, key, cand, var)
 
     def _options(self) -> Iterable[tuple[OptionKey, OptionData]]:

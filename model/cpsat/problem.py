@@ -53,6 +53,13 @@ from model.taints import taint_prevents_allocation
 if TYPE_CHECKING:
     from model.cel import CelEnvironment
 
+POLICIES = ("first-fit", "pack", "score")
+"""Quality objectives after the FirstAvailable score (``model.cpsat.model`` defines them)."""
+DEFAULT_POLICY = "first-fit"
+
+OptionKey = tuple[int, int, int]
+"""(claim, request, option) indices."""
+
 Element = tuple[str, Any]
 """A typed attribute value as constraints compare it: ``("int", 3)``, ``("string", "a")``."""
 

@@ -144,7 +144,7 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     fake.create(b.template("tmpl"))
     ghost = b.pod("ghost", uid="ghost-uid")
     fake.create(b.claim("stale", devices=["gpu-2"], node="node-a", reserved=[ghost], finalizer=True))
-    fake.inject("PUT", r"/resourceclaims/[^/]+/status$", 409, times=1)
+    fake.inject("PUT", r"/resourceclaims/victim-gpu-[^/]+/status$", 409, times=1)  # the scheduler re-reads the claim
     env.manager("rbac", leader_elect=True)
     fake.create(b.pod("victim", templates={"gpu": "tmpl"}))
     fake.create(b.pod("job", templates={"gpu": "tmpl"}))

@@ -210,3 +210,11 @@ def test_scrape_config_and_service_monitor_target_named_ports() -> None:
     assert [r["regex"] for r in port_rules] == ["metrics"] and "metrics" in ports
     namespaces = job["kubernetes_sd_configs"][0]["namespaces"]["names"]
     assert namespaces == ["dra-solver"]
+
+
+def test_controllers_and_solver_watch_the_same_device_taint_rules() -> None:
+    from service.inventory import DEFAULT_KUBE_KINDS
+
+    (kind,) = [k for k in DEFAULT_KUBE_KINDS if k.kind == "DeviceTaintRule"]
+    args = parse_args(find(overlay("production"), "Deployment", "dra-solver-controllers"))
+    assert args.device_taint_rule_version == kind.version

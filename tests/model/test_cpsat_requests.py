@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from model.allocation import DeviceID
 from model.backtracking import allocate_backtracking
 from model.cpsat.model import AllocationModel
 from model.cpsat.problem import prepare_problem
 from model.errors import AllocationError
+from model.matching import RequestKey
 from tests.model.alloc_builders import (
     DRIVER_B,
     claim,
@@ -35,8 +37,9 @@ def test_one_variable_per_eligible_pair_and_none_otherwise() -> None:
     req = make_request([claim("c", request(selectors=selector))], slices)
     built = AllocationModel(prepare_problem(req, cel=CEL))
     assert len(built.choices) == 2
-    assert built.choices.chosen((0, 0, 0), 0) is None
-    assert built.choices.chosen((0, 0, 0), 1) is not None
+    key = RequestKey(0, 0)
+    assert built.choices.chosen(key, DeviceID("driver-a", "pool-1", "d0")) is None
+    assert built.choices.chosen(key, DeviceID("driver-a", "pool-1", "d1")) is not None
     assert devices(solve(req)) == ["req-0=d1"]
 
 

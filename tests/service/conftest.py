@@ -120,7 +120,7 @@ def start(
     deps = ServerDeps(engine=engine, max_concurrent_rpcs=max_concurrent, max_message_bytes=max_message_bytes, credentials=credentials)
     service = Service(address, deps, metrics_address="127.0.0.1", metrics_port=0 if metrics else None).start()
     target = address if address.startswith("unix:") else f"127.0.0.1:{service.port}"
-    client = Client(target, timeout=30) if credentials is None else Client.__new__(Client)
+    client = Client(target, timeout=30)  # plaintext: unused against TLS servers
     return Running(service, client, engine, objects)
 
 
@@ -144,6 +144,5 @@ def fresh() -> Iterator[Callable[..., Running]]:
 
     yield make
     for r in made:
-        if r.client.__dict__:
-            r.client.close()
+        r.client.close()
         r.service.stop(0)

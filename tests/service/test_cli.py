@@ -99,3 +99,11 @@ def test_demo_runs_end_to_end() -> None:
     assert "dra_solver_grpc_requests_total" in out
     assert "service stopped on SIGTERM (exit status 0)" in out
     assert time.monotonic() - start < 60
+
+
+def test_bench_runs_through_the_service() -> None:
+    r = _cli("bench", "--nodes", "20", "--shape", "gpu,mig", "--pods", "12", "-o", "json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(row["shape"], row["nodes"], row["placed"]) for row in rows] == [("gpu", 20, 12), ("mig", 20, 12)]
+    assert all(row["pods_per_second"] > 0 and row["rss_mib"] > 0 for row in rows)

@@ -41,7 +41,7 @@ def _race(r: Running, *, two_step: bool) -> list[str]:
                         if not s.node:
                             return
                 except grpc.RpcError as err:
-                    if err.code() == grpc.StatusCode.ABORTED:  # type: ignore[attr-defined]
+                    if err.code() == grpc.StatusCode.ABORTED:
                         continue
                     raise
                 devices = [f"{d['pool']}/{d['device']}" for d in json.loads(s.claims[0].allocation)["devices"]["results"]]

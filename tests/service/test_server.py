@@ -26,7 +26,7 @@ def _code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.RpcError) as info:
         call()
     err = info.value
-    return err.code(), err.details()  # type: ignore[attr-defined]
+    return err.code(), err.details() or ""
 
 
 # --- Allocate ---------------------------------------------------------------------------------
@@ -237,8 +237,9 @@ def test_invalid_argument_names_object_and_field(running: Running) -> None:
     with pytest.raises(grpc.RpcError) as info:
         running.client.allocate([bad], "node-a")
     err = info.value
-    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-    assert "ResourceClaim test/bad" in err.details() and "spec.devices.requests[0].exactly.count" in err.details()  # type: ignore[attr-defined]
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    details = err.details() or ""
+    assert "ResourceClaim test/bad" in details and "spec.devices.requests[0].exactly.count" in details
     status = rpc_status.from_call(err)  # type: ignore[arg-type]
     assert status is not None
     detail = error_details_pb2.BadRequest()
@@ -376,3 +377,13 @@ def test_graceful_shutdown_drains_in_flight_calls(fresh: Callable[..., Running])
     t.join(10)
     stopper.join(10)
     assert results and results[0].allocated
+
+
+def test_explain_names_reservations_in_flight(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    held = r.client.allocate([gpu_claim("holder", 4)], "node-b", reserve=True)
+    assert held.reservation.id
+    x = r.client.explain([gpu_claim("late")], "node-b")
+    assert not x.allocatable
+    reserved = [f for f in x.fixes if f.kind == "reserved"]
+    assert len(reserved) == 1 and "test/holder" in reserved[0].message, "freeing one reserved GPU is the smallest fix"
