@@ -27,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.allocate import allocate  # noqa: E402
-from model.allocation import AllocationRequest, Inventory  # noqa: E402
-from model.cel import CelEnvironment  # noqa: E402
-from model.decode import decode_all  # noqa: E402
-from model.errors import SolveTimeout  # noqa: E402
-from model.objects import ResourceClaim  # noqa: E402
+from model.allocate import allocate
+from model.allocation import AllocationRequest, Inventory
+from model.cel import CelEnvironment
+from model.decode import decode_all
+from model.errors import SolveTimeout
+from model.objects import ResourceClaim
 
 DRIVER = "gpu.example.com"
 

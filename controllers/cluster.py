@@ -35,7 +35,7 @@ def _claim_owner(claim: Obj) -> list[str]:
 
 
 class Cluster:
-    def __init__(self, kube_api: kube.Kube, *, resources: Iterable[str] = RESOURCES, watch_timeout: int = 300, on_relist: object = None) -> None:
+    def __init__(self, kube_api: kube.Kube, *, resources: Iterable[str] = RESOURCES, watch_timeout: int = 300) -> None:
         self.kube = kube_api
         wanted = set(resources)
         unknown = wanted - set(RESOURCES)
@@ -77,6 +77,8 @@ class Cluster:
             informer.start()
 
     def stop(self) -> None:
+        for informer in self.informers.values():
+            informer.request_stop()  # all at once: their watches close in parallel
         for informer in self.informers.values():
             informer.stop()
 

@@ -218,6 +218,13 @@ class Informer:
             self._thread = threading.Thread(target=self._run, name=f"informer-{self.name}", daemon=True)
             self._thread.start()
 
+    def request_stop(self) -> None:
+        """Ask the thread to end (returns at once; :meth:`stop` also waits)."""
+        self._stop.set()
+        w = self._watch
+        if w is not None:
+            w.stop()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is None:

@@ -5,7 +5,7 @@
 - ``resourceclaim_controller_resource_claims{allocated}``: claims in the cache;
 - ``device_taint_eviction_controller_pod_deletions_total`` and
   ``..._pod_deletion_duration_seconds`` (from the taint's effective time to the deletion);
-- ``workqueue_*{name}``: depth, adds, retries, as client-go's workqueue metrics;
+- ``workqueue_depth{name}``, ``workqueue_retries_total{name}``: as client-go's workqueue metrics;
 - ``dra_solver_scheduler_*``: our scheduler (attempts by result, solver call latency, claim
   write conflicts, rollbacks, bindings);
 - ``dra_solver_leader``: 1 while this replica leads.
@@ -50,7 +50,6 @@ class ControllerMetrics:
             registry=r,
         )
         self.queue_depth = Gauge("workqueue_depth", "Current depth of workqueue", ["name"], registry=r)
-        self.queue_adds = Counter("workqueue_adds", "Total number of adds handled by workqueue", ["name"], registry=r)
         self.queue_retries = Counter("workqueue_retries", "Total number of retries handled by workqueue", ["name"], registry=r)
         self.schedule_attempts = Counter(
             "dra_solver_scheduler_schedule_attempts",

@@ -34,12 +34,14 @@ from model.quantity import QuantityError, parse_quantity
 
 
 def is_pending(pod: Mapping[str, Any], scheduler_name: str = ob.SCHEDULER_NAME) -> bool:
-    """A pod this scheduler should place: ours, not on a node, not deleted, not finished."""
+    """A pod this scheduler should place: ours, not on a node, not deleted, not finished, and
+    without scheduling gates (whoever set them removes them when the pod may be scheduled)."""
     return (
         ob.spec(pod).get("schedulerName") == scheduler_name
         and not ob.pod_node(pod)
         and not ob.deleting(pod)
         and not ob.pod_terminal(pod)
+        and not ob.spec(pod).get("schedulingGates")
     )
 
 

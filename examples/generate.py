@@ -203,7 +203,7 @@ def scenario_higher_score() -> list[dict[str, Any]]:
     ]
 
 
-def scenario_explodes(*, devices: int = 24, values: int = 4, count: int = 5) -> list[dict[str, Any]]:
+def scenario_explodes(*, devices: int = 16, values: int = 4, count: int = 5) -> list[dict[str, Any]]:
     """A claim for ``count`` GPUs (one request each) with pairwise distinct NUMA nodes on a node
     that has only ``values`` NUMA nodes: unsatisfiable, and first-fit backtracking tries every
     combination of GPUs with different values before giving up; CP-SAT proves it at once.

@@ -53,8 +53,6 @@ class AllocatedState:
     capacity: Mapping[DeviceID, Mapping[str, Quantity]] = field(default_factory=dict)
 
     def merge(self, other: AllocatedState) -> AllocatedState:
-        from model.quantity import Quantity  # local: keeps import cost off module load
-
         capacity: dict[DeviceID, dict[str, Quantity]] = {k: dict(v) for k, v in self.capacity.items()}
         for dev, amounts in other.capacity.items():
             mine = capacity.setdefault(dev, {})
@@ -69,7 +67,7 @@ class AllocatedState:
     @staticmethod
     def from_claims(claims: Iterable[o.ResourceClaim]) -> AllocatedState:
         """In-use state from allocated claims, the way the scheduler gathers it."""
-        from model.quantity import Quantity, parse_quantity
+        from model.quantity import parse_quantity  # local: keeps import cost off module load
 
         devices: set[DeviceID] = set()
         shared: set[tuple[DeviceID, str]] = set()

@@ -102,7 +102,9 @@ def run_side(
     try:
         outcome = allocate(request, cel=cel)
     except SolveTimeout as err:
-        return SideResult(request.allocator, "timeout", seconds=clock() - start, message=str(err))
+        stats = getattr(err, "stats", None)  # backtracking attaches how far it got
+        steps = stats.steps if stats is not None else 0
+        return SideResult(request.allocator, "timeout", seconds=clock() - start, steps=steps, message=str(err))
     except (AllocationError, InvalidInput) as err:
         return SideResult(request.allocator, "error", seconds=clock() - start, message=str(err))
     except DraSolverError as err:

@@ -120,7 +120,7 @@ class Metrics:
         )
         self.reservation_events = Counter(
             "dra_solver_reservation_events_total",
-            "Reservation lifecycle events by status (reserved, conflict, released, expired, allocated).",
+            "Reservation lifecycle events by status (reserved, conflict, released, expired, allocated, deleted).",
             ["status"],
             registry=r,
         )

@@ -19,7 +19,13 @@ from typing import Any
 
 from model import objects as o
 from model.allocate import allocate
-from model.allocation import AllocationOutcome, AllocationRequest, AllocatorName, DeviceID, Inventory
+from model.allocation import (
+    AllocationOutcome,
+    AllocationRequest,
+    AllocatorName,
+    DeviceID,
+    Inventory,
+)
 from model.cel import CelEnvironment
 from model.errors import AllocationError, SolveTimeout
 from model.features import FeatureGates

@@ -57,7 +57,7 @@ def score_delta_plot(rows: Sequence[CompareRow]) -> str:
     deltas = [r.cpsat.score - r.backtracking.score for r in rows]
     ax.bar(range(len(deltas)), deltas)
     ax.set_xticks(range(len(labels)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("score CP-SAT − backtracking")
+    ax.set_ylabel("score CP-SAT - backtracking")
     ax.set_title("FirstAvailable score difference")
     return _svg(fig)
 

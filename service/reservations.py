@@ -78,6 +78,8 @@ class ReservationStore:
         self._by_id: dict[str, Reservation] = {}
         self._by_claim: dict[str, str] = {}
         self._by_pool: dict[PoolKey, _PoolEntry] = {}
+        self._seen: dict[str, set[str]] = {}
+        """Reservation id -> its claims already seen in an inventory snapshot."""
         self._expiry: list[tuple[float, str]] = []
         self._ids = itertools.count(1)
         self.version = 0
@@ -234,19 +236,31 @@ class ReservationStore:
             return len(ids)
 
     def observe(self, snapshot: Snapshot) -> int:
-        """Drop reservations whose claims the snapshot shows allocated (listener)."""
+        """Listener: drop reservations whose claims the snapshot shows allocated (the API holds
+        the devices now), or whose claims were seen in an earlier snapshot and are gone
+        (deleted before they were allocated). Claims never seen in the inventory (callers that
+        bring their own) are held until released or expired."""
         allocated = snapshot.allocated_claims()
+        present = {c.ref for c in snapshot.inventory.claims}
         with self._lock:
-            done = [
-                r.id
-                for r in self._by_id.values()
-                if r.claims and all(ref in allocated and (not uid or not allocated[ref] or allocated[ref] == uid) for ref, uid in r.claims)
-            ]
-            for rid in done:
+            done: list[str] = []
+            gone: list[str] = []
+            for r in self._by_id.values():
+                if r.claims and all(ref in allocated and (not uid or not allocated[ref] or allocated[ref] == uid) for ref, uid in r.claims):
+                    done.append(r.id)
+                    continue
+                seen = self._seen.setdefault(r.id, set())
+                if any(ref in seen and ref not in present for ref in r.claim_refs):
+                    gone.append(r.id)
+                    continue
+                seen.update(ref for ref in r.claim_refs if ref in present)
+            for rid in done + gone:
                 self._remove(rid)
             if done:
                 self._notify("allocated", len(done))
-            return len(done)
+            if gone:
+                self._notify("deleted", len(gone))
+            return len(done) + len(gone)
 
     def _refresh(self, r: Reservation, expires_at: float) -> Reservation:
         fresh = Reservation(r.id, r.node, r.claims, r.state, expires_at, r.pod)
@@ -270,6 +284,7 @@ class ReservationStore:
         if r is None:
             return
         self.version += 1
+        self._seen.pop(rid, None)
         for ref, _ in r.claims:
             if self._by_claim.get(ref) == rid:
                 del self._by_claim[ref]

@@ -20,10 +20,8 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import message as pb_message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from grpc_status import rpc_status
 
 from model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from service import engine as e
@@ -53,7 +51,19 @@ class ServerDeps:
     health: health.HealthServicer = field(default_factory=lambda: health.HealthServicer(experimental_non_blocking=True))
 
 
-def _bad_request(err: InvalidInput | InvalidInputs) -> status_pb2.Status:
+def _abort_invalid(context: grpc.ServicerContext, err: InvalidInput | InvalidInputs) -> None:
+    """INVALID_ARGUMENT with a google.rpc.BadRequest detail naming each field (when the
+    googleapis protos are installed; the message alone names them too)."""
+    try:
+        from grpc_status import rpc_status
+    except ImportError:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+    context.abort_with_status(rpc_status.to_status(_bad_request(err)))
+
+
+def _bad_request(err: InvalidInput | InvalidInputs) -> Any:
+    from google.rpc import code_pb2, error_details_pb2, status_pb2
+
     errors = err.errors if isinstance(err, InvalidInputs) else [err]
     detail = error_details_pb2.BadRequest(
         field_violations=[
@@ -138,7 +148,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             return response
         except (InvalidInput, InvalidInputs) as err:
             code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
-            context.abort_with_status(rpc_status.to_status(_bad_request(err)))
+            _abort_invalid(context, err)
         except e.NotFound as err:
             code, outcome = grpc.StatusCode.NOT_FOUND, "invalid"
             context.abort(code, str(err))

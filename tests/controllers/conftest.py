@@ -152,7 +152,7 @@ class Env:
         return all(p is not None and ob.pod_node(p) for p in pods)
 
     def allocated_devices(self) -> list[tuple[str, str, str]]:
-        out = []
+        out: list[tuple[str, str, str]] = []
         for claim in self.fake.list("resourceclaims"):
             out.extend(ob.device_id(r) for r in ob.allocated_devices(claim))
         return out

@@ -26,6 +26,7 @@ with its user agent.
 
 from __future__ import annotations
 
+import builtins
 import copy
 import itertools
 import json
@@ -272,7 +273,7 @@ class FakeApiServer:
             obj = self.objects[plural].get((namespace, name))
             return copy.deepcopy(obj) if obj is not None else None
 
-    def list(self, plural: str, namespace: str | None = None) -> list[Obj]:
+    def list(self, plural: str, namespace: str | None = None) -> builtins.list[Obj]:
         with self.lock:
             return [copy.deepcopy(o) for (ns, _), o in sorted(self.objects[plural].items()) if namespace is None or ns == namespace]
 
@@ -314,7 +315,7 @@ class FakeApiServer:
         with self.lock:
             return {c for r in self.requests if r.user_agent.startswith(user_agent_prefix) and (c := r.rbac()) is not None}
 
-    def writes(self, *, user_agent: str | None = None) -> list[Request]:
+    def writes(self, *, user_agent: str | None = None) -> builtins.list[Request]:
         return [r for r in self.requests if r.method != "GET" and (user_agent is None or r.user_agent == user_agent)]
 
     # --- storage ----------------------------------------------------------------------------
@@ -659,12 +660,12 @@ class FakeApiServer:
                             if remaining <= 0:
                                 break
                             try:
-                                event = watcher.events.get(timeout=min(remaining, 0.5))
+                                live = watcher.events.get(timeout=min(remaining, 0.5))
                             except queue.Empty:
                                 continue
-                            if event is None:
+                            if live is None:
                                 break
-                            self._send_event(event, res, version)
+                            self._send_event(live, res, version)
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError, OSError):

@@ -69,10 +69,10 @@ def test_pod_placed_by_someone_else_gets_its_claim_reserved_and_released(env_no_
     assert current is not None and ob.is_reserved_for_pod(pod, current)
     # The pod finishes: the reservation goes, and as nobody uses the claim any more (and the
     # finalizer says the allocation is ours to clear) it is deallocated and unprotected.
-    pod = fake.get("pods", "runner", b.NS)
-    assert pod is not None
-    pod["status"]["phase"] = "Succeeded"
-    fake.put(pod)
+    finished = fake.get("pods", "runner", b.NS)
+    assert finished is not None
+    finished["status"]["phase"] = "Succeeded"
+    fake.put(finished)
 
     def released() -> bool:
         c = fake.get("resourceclaims", "shared", b.NS) or {}
@@ -209,14 +209,14 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(fake: FakeApiServer, tmp
         first = proc.stdout.readline()
         assert first.startswith("metrics=127.0.0.1:"), first
         fake.create(b.pod("web", templates={"gpu": "tmpl"}))
-        fake.wait_for(lambda: len(fake.list("resourceclaims")) == 1, timeout=30)
+        fake.wait_for(lambda: len(fake.list("resourceclaims")) == 1, timeout=60)
         import urllib.request
 
         with urllib.request.urlopen(f"http://{first.strip().split('=', 1)[1]}/metrics", timeout=5) as resp:
             text = resp.read().decode()
         assert 'resourceclaim_controller_creates_total{admin_access="false",status="success"} 1.0' in text
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

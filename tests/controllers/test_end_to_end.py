@@ -258,3 +258,37 @@ def test_pod_with_existing_user_claim_and_no_devices(env: Env) -> None:
     assert ob.pod_node(env.pod("plain") or {}) != ob.pod_node(first)
     claim = env.fake.get("resourceclaims", "shared", b.NS)
     assert claim is not None and [r["name"] for r in claim["status"]["reservedFor"]] == ["first"]
+
+
+def test_scheduler_restart_after_writing_claims_binds_where_they_were_allocated(env: Env) -> None:
+    # The state a scheduler leaves when it dies between writing the claim and binding the
+    # pod: the claim is allocated on node-b and reserved for the pod, the pod is not bound.
+    env.cluster(nodes=3, gpus=2)
+    pod = env.fake.create(b.pod("resumed", claims={"gpu": "mine"}))
+    claim = b.claim("mine", devices=["gpu-1"], node="node-b", reserved=[pod], finalizer=True)
+    env.fake.create(claim)
+    manager = env.manager()
+    env.fake.wait_for(lambda: env.bound("resumed"), timeout=20)
+    assert ob.pod_node(env.pod("resumed") or {}) == "node-b"
+    current = env.fake.get("resourceclaims", "mine", b.NS)
+    assert current is not None and [r["device"] for r in ob.allocated_devices(current)] == ["gpu-1"]
+    env.settle()
+    assert manager.metrics.solver_latency.labels(rpc="Schedule", code="OK")._sum.get() == 0, "nothing to solve"
+
+
+def test_metrics_use_upstream_names(env: Env) -> None:
+    from prometheus_client import generate_latest
+
+    manager = env.manager(start=False)
+    text = generate_latest(manager.metrics.registry).decode()
+    for name in (
+        "resourceclaim_controller_creates_total",
+        "resourceclaim_controller_resource_claims",
+        "device_taint_eviction_controller_pod_deletions_total",
+        "device_taint_eviction_controller_pod_deletion_duration_seconds_bucket",
+        "dra_solver_scheduler_schedule_attempts_total",
+        "dra_solver_scheduler_solver_request_duration_seconds",
+        "dra_solver_scheduler_claim_write_conflicts_total",
+        "dra_solver_leader",
+    ):
+        assert f"# TYPE {name.removesuffix('_total').removesuffix('_bucket')}" in text, name

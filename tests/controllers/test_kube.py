@@ -144,7 +144,7 @@ def test_unsupported_taint_rule_version() -> None:
 
 def _events(informer: Informer) -> list[tuple[str | None, str | None]]:
     seen: list[tuple[str | None, str | None]] = []
-    informer.add_handler(lambda old, new: seen.append((old and ob.name(old), new and ob.name(new))))
+    informer.add_handler(lambda old, new: seen.append((ob.name(old) if old else None, ob.name(new) if new else None)))
     return seen
 
 

@@ -234,8 +234,9 @@ def test_unschedulable_patch_only_when_changed() -> None:
         (b.pod("p", node="n"), False),
         (b.pod("p", deleting=True), False),
         (b.pod("p", phase="Failed"), False),
+        ({**b.pod("p"), "spec": {**b.pod("p")["spec"], "schedulingGates": [{"name": "example.com/wait"}]}}, False),
     ],
-    ids=["ours", "other scheduler", "bound", "deleting", "finished"],
+    ids=["ours", "other scheduler", "bound", "deleting", "finished", "gated"],
 )
 def test_is_pending(pod: dict[str, Any], pending: bool) -> None:
     assert s.is_pending(pod) == pending

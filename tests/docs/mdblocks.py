@@ -1,6 +1,6 @@
 """The shell examples in README.md and docs/*.md, read so that tests can run every one.
 
-Convention (also in docs/README-draft.md, "Writing docs"):
+Convention (also in README.md, "Writing docs"):
 
 - A fenced block with the info string ``console`` is an example to run. Lines starting with
   ``$ `` are commands (a trailing backslash continues a command on the next line); the other

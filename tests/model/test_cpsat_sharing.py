@@ -158,8 +158,9 @@ def _gpu(sets: int = 1) -> list[o.ResourceSlice]:
     return [counter_slice({f"gpu-{g}": {"mem": "4"} for g in range(sets)}), slice_("devs", count=2, devices=devs)]
 
 
-def _kind(kind: str, count: int = 1, name: str = "req-0") -> dict[str, Any]:
-    return request(name, count=count, selectors=[{"cel": {"expression": f"device.attributes['driver-a'].kind == '{kind}'"}}])
+def _kind(kind: str, count: int = 1, name: str = "req-0", **exactly: Any) -> dict[str, Any]:
+    selector = {"cel": {"expression": f"device.attributes['driver-a'].kind == '{kind}'"}}
+    return request(name, count=count, selectors=[selector], **exactly)
 
 
 def test_counters_limit_partitions() -> None:
@@ -183,6 +184,16 @@ def test_overdrawn_counters_block_only_their_own_devices() -> None:
     held = (allocated_claim("old", ("pool-1", "gpu-0"), ("pool-1", "gpu-0-p0")),)
     req = make_request([claim("c", _kind("part"))], _gpu(2), allocated_claims=held)
     assert devices(solve_both(req)) == ["req-0=gpu-1-p0"]
+
+
+def test_admin_access_uses_draw_on_counters_but_not_twice() -> None:
+    """adminAccess to free devices takes their counters (as upstream's attempt does); to a
+    device already allocated it takes nothing more (upstream counts it again: README quirk)."""
+    every = claim("c", request(allocationMode="All", adminAccess=True))
+    assert not solve(make_request([every], _gpu())).allocated  # whole GPU + partitions > counters
+    held = (allocated_claim("old", ("pool-1", "gpu-0")),)
+    whole = claim("c", _kind("whole", adminAccess=True))
+    assert solve(make_request([whole], _gpu(), allocated_claims=held)).allocated
 
 
 def test_partitions_without_the_gate_are_not_used() -> None:

@@ -10,8 +10,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from model.allocation import AllocationOutcome, AllocationRequest
 from service import engine as e
@@ -240,8 +238,11 @@ def test_invalid_argument_names_object_and_field(running: Running) -> None:
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     details = err.details() or ""
     assert "ResourceClaim test/bad" in details and "spec.devices.requests[0].exactly.count" in details
-    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    rpc_status = pytest.importorskip("grpc_status.rpc_status", reason="grpcio-status carries the BadRequest detail")
+    status = rpc_status.from_call(err)
     assert status is not None
+    from google.rpc import error_details_pb2
+
     detail = error_details_pb2.BadRequest()
     assert status.details[0].Unpack(detail)
     assert "spec.devices.requests[0].exactly.count" in detail.field_violations[0].field
@@ -387,3 +388,18 @@ def test_explain_names_reservations_in_flight(fresh: Callable[..., Running]) -> 
     assert not x.allocatable
     reserved = [f for f in x.fixes if f.kind == "reserved"]
     assert len(reserved) == 1 and "test/holder" in reserved[0].message, "freeing one reserved GPU is the smallest fix"
+
+
+def test_reservation_ends_when_its_claim_is_deleted(fresh: Callable[..., Running]) -> None:
+    from model.allocation import Inventory
+    from model.decode import decode_object
+
+    r = fresh()
+    claim = gpu_claim("deleted-soon")
+    pending = decode_object(claim)
+    r.engine.source.publish(Inventory.from_objects([*r.objects, pending]))
+    r.client.schedule([claim], reserve=True)
+    r.engine.source.publish(Inventory.from_objects([*r.objects, pending]))
+    assert r.client.inventory().reservations == 1, "the claim is still pending: keep holding"
+    r.engine.source.publish(Inventory.from_objects(r.objects))
+    assert r.client.inventory().reservations == 0, "the claim was deleted before it was allocated"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
@@ -12,7 +13,16 @@ import pytest
 from service.client import Client
 from service.tls import is_loopback, server_credentials
 from tests.service.conftest import Running, gpu_claim
-from tests.service.pki import make_pki
+
+if TYPE_CHECKING:
+    from tests.service.pki import Pki
+
+
+def make_pki(directory: Path) -> Pki:
+    pytest.importorskip("cryptography", reason="the TLS tests generate certificates with cryptography (test extra)")
+    from tests.service.pki import make_pki as make
+
+    return make(directory)
 
 
 def test_unix_socket_listener(fresh: Callable[..., Running], tmp_path: Path) -> None:
