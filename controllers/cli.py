@@ -5,8 +5,8 @@ device-taint eviction controller against a cluster.
                            [--enable claim,scheduler,eviction] [--leader-elect ...]
 
 The first line on stdout is ``metrics=HOST:PORT`` (``--metrics-port 0`` picks a free port).
-Exit codes: 0 after SIGTERM/SIGINT, 1 when leadership was lost (restart clean), 2 for bad
-arguments or an unreachable configuration.
+Exit codes: 0 after SIGTERM/SIGINT, 1 when leadership was lost (restart clean) or the caches
+never synced (API server unreachable, RBAC missing), 2 for bad arguments or configuration.
 """
 
 from __future__ import annotations
@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
     while not stop.is_set() and not manager.wait(0.5):
         pass
     lost = manager.lost_leadership.is_set()
+    failure = manager.failure
     manager.stop()
     if client is not None:
         client.close()
@@ -139,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         metrics_server.shutdown()
     if lost:
         print("error: leadership lost; exiting so that a fresh start rebuilds all state", file=sys.stderr)
+        return 1
+    if failure:
+        print(f"error: {failure}", file=sys.stderr)
         return 1
     return 0
 

@@ -123,6 +123,8 @@ class Manager:
             self.elector = LeaderElector(kube_api, config, on_started_leading=self._start_controllers, on_stopped_leading=self._stop_controllers)
         self.leading = threading.Event()
         self.lost_leadership = threading.Event()
+        self.failure = ""
+        """Why the manager ended on its own, when it did (caches that never synced)."""
         self._done = threading.Event()
         self._running = False
         self._lock = threading.Lock()
@@ -145,8 +147,11 @@ class Manager:
 
     def _start_controllers(self) -> None:
         if not self.cluster.wait_synced(self.options.sync_timeout, stop=self._done):
-            log.error("caches did not sync within %.0fs", self.options.sync_timeout)
-            self._done.set()
+            if not self._done.is_set():
+                pending = sorted(n for n, i in self.cluster.informers.items() if not i.has_synced())
+                self.failure = f"caches did not sync within {self.options.sync_timeout:.0f}s: {', '.join(pending)}"
+                log.error("%s", self.failure)
+                self._done.set()
             return
         with self._lock:
             if self._running or self._done.is_set():
