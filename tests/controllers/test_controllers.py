@@ -224,20 +224,13 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(fake: FakeApiServer, tmp
 
 
 def test_cli_exits_when_the_api_server_is_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from controllers import cli, manager
+    from controllers import cli
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\n"
         "users:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
     )
-    original = manager.Options.__init__.__defaults__  # type: ignore[misc]
-    try:
-        fields = list(manager.Options.__dataclass_fields__)
-        defaults = list(original or ())
-        defaults[fields.index("sync_timeout") - (len(fields) - len(defaults))] = 0.5
-        manager.Options.__init__.__defaults__ = tuple(defaults)  # type: ignore[misc]
-        assert cli.main(["--kubeconfig", str(kubeconfig), "--enable", "claim", "--metrics-port", "-1", "--log-level", "error"]) == 1
-    finally:
-        manager.Options.__init__.__defaults__ = original  # type: ignore[misc]
-    assert "caches did not sync" in capsys.readouterr().err
+    args = ["--kubeconfig", str(kubeconfig), "--enable", "claim", "--metrics-port", "-1", "--log-level", "error", "--sync-timeout", "0.5"]
+    assert cli.main(args) == 1
+    assert "caches did not sync within 0s: pods" in capsys.readouterr().err
