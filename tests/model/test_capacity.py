@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from model.quantity import parse_quantity
 
 from model import objects as o
 from model.capacity import (
@@ -16,6 +15,7 @@ from model.capacity import (
     consumed_capacity,
     violates_policy,
 )
+from model.quantity import parse_quantity
 
 
 def spec(value: str, **policy: Any) -> CapacitySpec:
