@@ -441,9 +441,13 @@ class AllocationModel:
                     if index:
                         penalty.append((var, index * later[(key[0], key[1])]))
         if self.policy == "pack":
+            # Lexicographic: open as few untouched counter sets (whole GPUs) as possible, then
+            # take the smallest devices, then upstream's order.
+            first_fit = sum(w for _, w in penalty) + 1
+            sizes = [(used, size * first_fit) for used, size in self._device_sizes()]
             opened = self._opened_counter_sets()
-            weight = sum(w for _, w in penalty) + 1
-            penalty = [(var, weight) for var in opened] + penalty
+            weight = sum(w for _, w in sizes) + first_fit
+            penalty = [(var, weight) for var in opened] + sizes + penalty
         self.max_penalty = sum(w for _, w in penalty)
         self.score_weight = self.max_penalty + 1
         if not score_terms and not penalty:
@@ -452,6 +456,32 @@ class AllocationModel:
             w * var for var, w in penalty
         )
         self.model.maximize(objective)
+
+    def _device_sizes(self) -> list[tuple[Any, int]]:
+        """Per newly used device, how big it is (0..1000 per counter or capacity): its share of
+        each counter set it draws on, else its capacity relative to the largest candidate's."""
+        largest: dict[str, float] = {}
+        for index in self.choices.candidates():
+            for name, spec in self.problem.candidates[index].device.capacity.items():
+                largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
+        out: list[tuple[Any, int]] = []
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            size = 0
+            for consumption in candidate.device.counters:
+                totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
+                for name, amount in consumption.counters.items():
+                    total = totals.get(name)
+                    if total is not None and total.as_approximate_float() > 0:
+                        size += round(1000 * amount.as_approximate_float() / total.as_approximate_float())
+            if not candidate.device.counters:
+                for name, spec in candidate.device.capacity.items():
+                    if largest.get(name, 0.0) > 0:
+                        size += round(1000 * spec.value.as_approximate_float() / largest[name])
+            used = self._used_literal(candidate)
+            if size and not isinstance(used, int):
+                out.append((used, size))
+        return out
 
     def _opened_counter_sets(self) -> list[cp_model.IntVar]:
         """One literal per untouched counter set that a newly used device draws on."""
