@@ -136,7 +136,10 @@ class ClaimController:
             names[create.pod_claim] = ob.name(created)
             log.info("created ResourceClaim %s/%s for pod %s", ns, ob.name(created), key)
         if names:
-            patched = self.kube.patch_pod_status(ns, ob.name(pod), logic.pod_status_patch(pod, names))
+            try:
+                patched = self.kube.patch_pod_status(ns, ob.name(pod), logic.pod_status_patch(pod, names))
+            except kube.NotFound:
+                return  # the pod is gone; its claims go with it (owner reference)
             self.pods.store.assume(patched)
         for reserve in plan.reserve:
             body = ob.deep_copy(reserve.claim)

@@ -51,7 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-address", default="0.0.0.0")
     parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
     parser.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
-    parser.add_argument("--sync-timeout", type=float, default=120.0, help="seconds to wait for the first list of every cache before giving up")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
@@ -74,7 +73,6 @@ def options_from(args: argparse.Namespace) -> Options:
         explain=not args.no_explain,
         admin_access=not args.no_admin_access,
         events=not args.no_events,
-        sync_timeout=args.sync_timeout,
     )
 
 

@@ -162,12 +162,12 @@ class EvictionController:
             return  # replaced by a new pod of the same name, already on its way out, or done
         self.events.emit(pod, "Pod", type_="Normal", reason="DeviceTaintManagerEviction", message="Marking for deletion")
         patch = logic.disruption_condition_patch(pod, now=self.clock())
-        if patch is not None:
-            self.kube.patch_pod_status(ns, name, patch)
         try:
+            if patch is not None:
+                self.kube.patch_pod_status(ns, name, patch)
             self.kube.delete_pod(ns, name, uid=uid)
-        except kube.NotFound:
-            return
+        except (kube.NotFound, kube.Conflict):
+            return  # gone, or replaced by a new pod of the same name (UID precondition)
         self.evicted.add(uid)
         latency = max(0.0, self.clock() - eviction.when)
         self.metrics.pod_deletions.inc()

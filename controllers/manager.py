@@ -149,7 +149,7 @@ class Manager:
         if not self.cluster.wait_synced(self.options.sync_timeout, stop=self._done):
             if not self._done.is_set():
                 pending = sorted(n for n, i in self.cluster.informers.items() if not i.has_synced())
-                self.failure = f"caches did not sync within {self.options.sync_timeout:.0f}s: {', '.join(pending)}"
+                self.failure = f"caches did not sync within {self.options.sync_timeout:g}s: {', '.join(pending)}"
                 log.error("%s", self.failure)
                 self._done.set()
             return

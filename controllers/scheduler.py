@@ -369,9 +369,9 @@ class Scheduler:
             with self._lock:
                 self._assumed.pop(key, None)
                 self._inflight.pop(key, None)
-            if isinstance(err, kube.NotFound) and "bind" in str(err):
-                return "error"  # the pod is gone
             log.info("pod %s: attempt on node %s rolled back: %s", key, node, err)
+            if isinstance(err, kube.NotFound):
+                return "error"  # the pod or a claim is gone; its event decides what comes next
             raise
         with self._lock:
             self._inflight.pop(key, None)

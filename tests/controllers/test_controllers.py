@@ -212,9 +212,11 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(fake: FakeApiServer, tmp
         fake.wait_for(lambda: len(fake.list("resourceclaims")) == 1, timeout=60)
         import urllib.request
 
-        with urllib.request.urlopen(f"http://{first.strip().split('=', 1)[1]}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        assert 'resourceclaim_controller_creates_total{admin_access="false",status="success"} 1.0' in text
+        def metrics() -> str:
+            with urllib.request.urlopen(f"http://{first.strip().split('=', 1)[1]}/metrics", timeout=5) as resp:
+                return str(resp.read().decode())
+
+        fake.wait_for(lambda: 'resourceclaim_controller_creates_total{admin_access="false",status="success"} 1.0' in metrics(), timeout=30)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:
@@ -223,14 +225,17 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(fake: FakeApiServer, tmp
             proc.wait()
 
 
-def test_cli_exits_when_the_api_server_is_unreachable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from controllers import cli
+def test_manager_gives_up_when_the_api_server_is_unreachable() -> None:
+    from controllers import kube
+    from controllers.manager import Manager
+    from tests.controllers.conftest import fast_options
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\n"
-        "users:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
-    )
-    args = ["--kubeconfig", str(kubeconfig), "--enable", "claim", "--metrics-port", "-1", "--log-level", "error", "--sync-timeout", "0.5"]
-    assert cli.main(args) == 1
-    assert "caches did not sync within 0s: pods" in capsys.readouterr().err
+    dead = kube.Kube(kube.api_client(host="http://127.0.0.1:1"))
+    manager = Manager(dead, fast_options(enable=CLAIM_ONLY, sync_timeout=0.5))
+    manager.start()
+    try:
+        assert manager.wait(10)
+        assert manager.failure == "caches did not sync within 0.5s: claims, pods, templates"
+        assert not manager.lost_leadership.is_set()
+    finally:
+        manager.stop()

@@ -79,7 +79,7 @@ def test_unschedulable_pod_explains_and_fits_once_devices_are_released(env: Env)
     assert cond["message"].startswith("0/1 nodes are available: 1 "), cond["message"]
     assert "node-a:" in cond["message"], "the solver's explanation for the candidate node is included"
     assert any(e["reason"] == "FailedScheduling" for e in env.fake.list("events"))
-    assert f"default/{waiting}" in manager.scheduler.unschedulable_pods()
+    env.fake.wait_for(lambda: f"default/{waiting}" in manager.scheduler.unschedulable_pods(), timeout=10)
     # The waiting pod's claim was created but not allocated.
     [claim] = env.claims_of(pod)
     assert ob.allocation(claim) is None
