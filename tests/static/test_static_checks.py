@@ -25,8 +25,8 @@ def test_ruff_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_mypy_strict_on_model_and_service() -> None:
-    result = _run(sys.executable, "-m", "mypy", "--strict", "model", "service")
+def test_mypy_strict() -> None:
+    result = _run(sys.executable, "-m", "mypy", "--strict", "model", "service", "controllers", "kubeletplugin")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
