@@ -5,7 +5,8 @@ API:
   None when the problem is not simple or first-fit does not find an allocation (then the CP-SAT
   model decides; a greedy failure proves nothing).
 
-Simple means: no ``firstAvailable`` (so the score is 0 for every answer, hence optimal), no
+Simple means: every candidate device has the same capacities (so no policy prefers one
+device over another by size and only upstream's order is left to break ties), no ``firstAvailable`` (so the score is 0 for every answer, hence optimal), no
 claim constraints, no shared counters and no shareable devices among the candidates. Then
 the only interaction between requests is exclusive use, and taking the first free eligible
 devices in search order either succeeds (a valid, optimal answer, the one upstream's search
@@ -29,6 +30,7 @@ def is_simple(problem: Problem) -> bool:
         if any(req.first_available for req in plan.requests):
             return False
     gates = problem.request.gates
+    capacities: set[tuple[tuple[str, object], ...]] = set()
     for option in problem.all_options():
         if not option.possible:
             return False
@@ -36,6 +38,9 @@ def is_simple(problem: Problem) -> bool:
             if candidate.multi:
                 return False
             if gates.partitionable_devices and candidate.device.counters:
+                return False
+            capacities.add(tuple(sorted((n, c.value) for n, c in candidate.device.capacity.items())))
+            if len(capacities) > 1:
                 return False
     return True
 

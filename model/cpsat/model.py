@@ -68,6 +68,13 @@ _MAX_COEFFICIENT = 1 << 40
 """Scaled quantities above this are rounded conservatively (amounts up, limits down)."""
 
 
+_OBJECTIVE_BUDGET = 1 << 50
+"""Largest policy penalty range; the FirstAvailable score is multiplied above it and the
+objective must stay well inside 64 bits."""
+
+Term = tuple[Any, int]
+"""A literal (or a sum of literals) and its weight in the policy penalty."""
+
 Exact = int | Fraction
 """An exact quantity value: an int when it is one (fast), else a Fraction."""
 
@@ -425,37 +432,57 @@ class AllocationModel:
     # -- objective ---------------------------------------------------------------------------
 
     def _add_objective(self) -> None:
-        """Maximise the FirstAvailable score, then the policy's preference (by weights)."""
+        """Maximise the FirstAvailable score, then the policy's levels, lexicographically."""
         score_terms: list[tuple[cp_model.IntVar, int]] = []
         for (c, r, i), var in self.selected.items():
             if self.problem.plans[c].requests[r].first_available:
                 score_terms.append((var, subrequest_weight(i)))
-        penalty: list[tuple[Any, int]] = []
-        if self.policy in ("first-fit", "pack"):
-            # Earlier devices first, and earlier requests before later ones: the weight of a
-            # device's position grows with how early its request comes.
-            positions = sorted({(c, r) for c, r, _ in self.selected})
-            later = {cr: len(positions) - n for n, cr in enumerate(positions)}
-            for key, _opt in self._options():
-                for index, var in sorted(self.choices.of_option(key).items()):
-                    if index:
-                        penalty.append((var, index * later[(key[0], key[1])]))
-        if self.policy == "pack":
-            # Lexicographic: open as few untouched counter sets (whole GPUs) as possible, then
-            # take the smallest devices, then upstream's order.
-            first_fit = sum(w for _, w in penalty) + 1
-            sizes = [(used, size * first_fit) for used, size in self._device_sizes()]
-            opened = self._opened_counter_sets()
-            weight = sum(w for _, w in sizes) + first_fit
-            penalty = [(var, weight) for var in opened] + sizes + penalty
-        self.max_penalty = sum(w for _, w in penalty)
+        levels: list[list[Term]] = []
+        if self.policy in ("pack", "spread"):
+            levels.append(self._opened_terms(reward=self.policy == "spread"))
+            levels.append(self._device_sizes())
+        if self.policy in ("first-fit", "pack", "spread"):
+            levels.append(self._search_order_terms(budget=_OBJECTIVE_BUDGET // _level_product(levels)))
+        penalty = _stack(levels)
+        self.max_penalty = sum(abs(w) for _, w in penalty)
         self.score_weight = self.max_penalty + 1
         if not score_terms and not penalty:
             return
+        # A rewarded term (negative weight) is written as a penalty for not taking it, so the
+        # penalty stays within [0, max_penalty] (solve.py recovers the score bound from it).
         objective = sum(self.score_weight * w * var for var, w in score_terms) - sum(
-            w * var for var, w in penalty
+            w * var if w > 0 else -w * (1 - var) for var, w in penalty
         )
         self.model.maximize(objective)
+
+    def _search_order_terms(self, *, budget: int) -> list[Term]:
+        """Upstream's search order as a penalty: what its depth-first search finds first is the
+        lexicographically smallest choice over (request, device position). Exact when the
+        weights fit in ``budget``; else per request stacked sums of positions; else plain sums
+        weighted by how early the request comes."""
+        by_request: dict[tuple[int, int], list[tuple[int, Any]]] = defaultdict(list)
+        for key, _opt in self._options():
+            for index, var in sorted(self.choices.of_option(key).items()):
+                by_request[(key[0], key[1])].append((index, var))
+        order = sorted(by_request)
+        for exact in (True, False):
+            levels: list[list[Term]] = []
+            for cr in order:
+                pairs = by_request[cr]
+                if exact:
+                    positions = sorted({i for i, _ in pairs})
+                    rank = {i: n for n, i in enumerate(positions)}
+                    top = len(positions) - 1
+                    if top >= 62:
+                        break
+                    levels.append([(var, (1 << top) - (1 << (top - rank[i]))) for i, var in pairs if rank[i]])
+                else:
+                    levels.append([(var, i) for i, var in pairs if i])
+            else:
+                if _level_product(levels) <= budget:
+                    return _stack(levels)
+        later = {cr: len(order) - n for n, cr in enumerate(order)}
+        return [(var, i * later[cr]) for cr in order for i, var in by_request[cr] if i]
 
     def _device_sizes(self) -> list[tuple[Any, int]]:
         """Per newly used device, how big it is (0..1000 per counter or capacity): its share of
@@ -483,8 +510,28 @@ class AllocationModel:
                 out.append((used, size))
         return out
 
-    def _opened_counter_sets(self) -> list[cp_model.IntVar]:
-        """One literal per untouched counter set that a newly used device draws on."""
+    def _opened_terms(self, *, reward: bool) -> list[Term]:
+        """What a new device opens: an untouched counter set (a whole GPU whose partitions are
+        all free) or a shareable device nobody shares yet. ``pack`` pays 1 per opening,
+        ``spread`` gains 1 (then the literal must mean "opened", not only "may be opened")."""
+        weight = -1 if reward else 1
+        terms: list[Term] = [(var, weight) for var in self._opened_counter_sets(exact=reward)]
+        for index in self.choices.candidates():
+            candidate = self.problem.candidates[index]
+            if not candidate.multi or self._in_use_before(candidate.id):
+                continue
+            used = self._used_literal(candidate)
+            if isinstance(used, int):
+                continue
+            if reward:
+                uses = [var for _, var in self.choices.of_candidate(index)]
+                self.model.add(used <= sum(uses))
+            terms.append((used, weight))
+        return terms
+
+    def _opened_counter_sets(self, *, exact: bool) -> list[cp_model.IntVar]:
+        """One literal per untouched counter set that a newly used device draws on: at least
+        "some device on it is used", and with ``exact`` also at most."""
         touched: set[tuple[int, str]] = set()
         pools = {}
         for candidate in self.problem.candidates:
@@ -498,6 +545,7 @@ class AllocationModel:
                     for consumption in device.counters:
                         touched.add((id(pool), consumption.counter_set))
         opened: dict[tuple[int, str], cp_model.IntVar] = {}
+        users: dict[tuple[int, str], list[Any]] = defaultdict(list)
         for index in self.choices.candidates():
             candidate = self.problem.candidates[index]
             for consumption in candidate.device.counters:
@@ -510,6 +558,10 @@ class AllocationModel:
                 if isinstance(used, int):
                     continue
                 self.model.add(opened[slot] >= used)
+                users[slot].append(used)
+        if exact:
+            for slot, var in opened.items():
+                self.model.add(var <= sum(users[slot]))
         return [opened[s] for s in sorted(opened, key=lambda s: (pools[s[0]].id, s[1]))]
 
     # -- statistics --------------------------------------------------------------------------
@@ -517,6 +569,30 @@ class AllocationModel:
     def size(self) -> tuple[int, int]:
         proto = self.model.proto
         return len(proto.variables), len(proto.constraints)
+
+
+def _span(terms: Sequence[Term]) -> int:
+    return sum(abs(w) for _, w in terms)
+
+
+def _level_product(levels: Sequence[Sequence[Term]]) -> int:
+    """How many distinct values the stacked levels can take, at most: the multiplier a level
+    above them needs to dominate them."""
+    product = 1
+    for level in levels:
+        product *= _span(level) + 1
+    return product
+
+
+def _stack(levels: Sequence[Sequence[Term]]) -> list[Term]:
+    """One weighted sum that orders solutions by ``levels[0]``, then ``levels[1]``, ...: each
+    level's weight exceeds everything the levels below it can add up to."""
+    out: list[Term] = []
+    weight = 1
+    for level in reversed(levels):
+        out.extend((var, w * weight) for var, w in level)
+        weight *= _span(level) + 1
+    return out
 
 
 def _at_most_one(model: cp_model.CpModel, literals: list[cp_model.IntVar]) -> None:

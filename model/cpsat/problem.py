@@ -53,9 +53,9 @@ from model.taints import taint_prevents_allocation
 if TYPE_CHECKING:
     from model.cel import CelEnvironment
 
-POLICIES = ("first-fit", "pack", "score")
+POLICIES = ("pack", "spread", "first-fit", "score")
 """Quality objectives after the FirstAvailable score (``model.cpsat.model`` defines them)."""
-DEFAULT_POLICY = "first-fit"
+DEFAULT_POLICY = "pack"
 
 OptionKey = tuple[int, int, int]
 """(claim, request, option) indices."""

@@ -213,8 +213,10 @@ def test_pack_policy_fills_a_gpu_in_use_before_opening_another() -> None:
     devs = slices[1].spec.devices or []
     slices[1].spec.devices = [d for d in devs if d.name.startswith("gpu-1")] + [d for d in devs if d.name.startswith("gpu-0")]
     held = (allocated_claim("old", ("pool-1", "gpu-0-p0")),)
-    first_fit = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held))
-    pack = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="pack"))
+    first_fit = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="first-fit"))
+    pack = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held))
     assert devices(first_fit) == ["req-0=gpu-1-p0"]
     assert devices(pack) == ["req-0=gpu-0-p1"]
-    assert pack.stats.policy == "pack"
+    assert pack.stats.policy == "pack"  # the default
+    spread = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="spread"))
+    assert devices(spread) == ["req-0=gpu-1-p0"]  # the untouched GPU
