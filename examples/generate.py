@@ -100,16 +100,20 @@ def mig_cluster(order: str, *, nodes: int = 4, seed: int = 7) -> list[dict[str, 
     return objects
 
 
-def memory_claim(name: str, gib: int, *, count: int = 1) -> dict[str, Any]:
+def memory_claim(name: str, gib: int, *, count: int = 1, size: str = "") -> dict[str, Any]:
     request: dict[str, Any] = {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": count}
     if gib:
         request["selectors"] = [
             {"cel": {"expression": f"device.capacity['{DRIVER}'].memory.compareTo(quantity('{gib}Gi')) >= 0"}}
         ]
+    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    if size:
+        # The replay reports placements per size class.
+        metadata["labels"] = {"replay.dra-solver.io/size": size}
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": metadata,
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}},
     }
 
@@ -117,11 +121,11 @@ def memory_claim(name: str, gib: int, *, count: int = 1) -> dict[str, Any]:
 def mig_workload(*, claims: int = 200, seed: int = 42) -> dict[str, Any]:
     rng = random.Random(seed)
     sizes = rng.choices([10, 20, 40, 80], weights=[4, 3, 2, 1], k=claims)
-    items = [memory_claim(f"claim-{i:03d}-{gib}gi", gib) for i, gib in enumerate(sizes)]
+    items = [memory_claim(f"claim-{i:03d}-{gib}gi", gib, size=f"{gib}Gi") for i, gib in enumerate(sizes)]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
-def plain_cluster(*, nodes: int = 4) -> list[dict[str, Any]]:
+def plain_cluster(*, nodes: int = 8) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [gpu_class()]
     for n in range(nodes):
         name = f"node-{n}"
@@ -148,7 +152,7 @@ def plain_cluster(*, nodes: int = 4) -> list[dict[str, Any]]:
 def plain_workload(*, claims: int = 60, seed: int = 11) -> dict[str, Any]:
     rng = random.Random(seed)
     counts = rng.choices([1, 2, 4, 8], weights=[4, 3, 2, 2], k=claims)
-    items = [memory_claim(f"claim-{i:03d}-{c}gpu", 0, count=c) for i, c in enumerate(counts)]
+    items = [memory_claim(f"claim-{i:03d}-{c}gpu", 0, count=c, size=f"{c}gpu") for i, c in enumerate(counts)]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 

@@ -35,6 +35,7 @@ from model import objects as o
 from model.allocation import AllocatedState, DeviceID, Inventory
 from model.decode import decode_object, parse_documents
 from model.errors import InvalidInput, InvalidInputs
+from model.node_load import NodeUnits, node_key
 from service.files import expand_paths, read_text
 
 log = logging.getLogger(__name__)
@@ -221,6 +222,8 @@ class NodeIndex:
         self.shared_inuse_key = state_key(self._shared_state(), "")
         self._holders: dict[DeviceID, str] | None = None
         self._lock = threading.Lock()
+        self._units: dict[str, NodeUnits] = {}
+        self._static_order: dict[str, list[tuple[tuple[float, str], str]]] = {}
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
@@ -245,6 +248,32 @@ class NodeIndex:
 
     def view(self, node: str) -> NodeView | None:
         return self.views.get(node)
+
+    # --- node preference (model.node_load): computed lazily, cached per snapshot -------------
+
+    def units(self, node: str) -> NodeUnits:
+        """``node``'s devices in units (GPUs, whatever they are partitioned into)."""
+        units = self._units.get(node)
+        if units is None:
+            view = self.views.get(node)
+            local = [
+                s for pool in (view.pools if view else ()) for s in self.slices_by_pool[pool] if s.spec.node_name == node
+            ]
+            units = self._units[node] = NodeUnits.of(local)
+        return units
+
+    def loaded_nodes(self) -> frozenset[str]:
+        """Nodes with devices in use in this snapshot."""
+        return frozenset(n for n in self._inuse_by_node if n in self.views)
+
+    def empty_order(self, policy: str) -> list[tuple[tuple[float, str], str]]:
+        """Every node as if none of its devices were in use, most preferred first."""
+        order = self._static_order.get(policy)
+        if order is None:
+            order = self._static_order[policy] = sorted(
+                (node_key(policy, self.units(n).total, n), n) for n in self.node_names
+            )
+        return order
 
     def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""

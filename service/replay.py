@@ -1,7 +1,10 @@
 """Replay a stream of claims against a cluster, once per allocator, and measure the cluster.
 
 Claims arrive in order; each is placed on the first node (in name order) where its allocator
-finds an allocation, or on the best-scoring node with ``node_choice="score"``. A placed claim's
+finds an allocation, or on the best-scoring node with ``node_choice="score"``: the best
+FirstAvailable score, then the node its policy prefers (``model.node_load``: ``pack`` the
+fullest node that fits, ``spread`` the emptiest; the backtracking row, like upstream's plugin,
+has no node preference and takes name order among equal scores). A placed claim's
 devices stay in use for the rest of the stream. Each allocator works on its own copy of the
 cluster, so the difference in claims placed is the difference its choices make over time.
 
@@ -12,6 +15,7 @@ best-fit policy does on partitioned GPUs.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +24,6 @@ from typing import Any
 from model import objects as o
 from model.allocate import allocate
 from model.allocation import (
-    AllocationOutcome,
     AllocationRequest,
     AllocatorName,
     DeviceID,
@@ -29,6 +32,7 @@ from model.allocation import (
 from model.cel import CelEnvironment
 from model.errors import AllocationError, SolveTimeout
 from model.features import FeatureGates
+from model.node_load import NodeUnits, node_key
 from model.quantity import Quantity, parse_quantity
 
 Progress = Callable[[str, int, int], None]
@@ -46,6 +50,7 @@ DEFAULT_CONFIGS = (
     ReplayConfig("backtracking", "backtracking"),
     ReplayConfig("cpsat-first-fit", "cpsat", "first-fit"),
     ReplayConfig("cpsat-pack", "cpsat", "pack"),
+    ReplayConfig("cpsat-spread", "cpsat", "spread"),
 )
 BEST_FIT = ReplayConfig("bestFit", "backtracking", reorder_best_fit=True)
 
@@ -53,11 +58,14 @@ BEST_FIT = ReplayConfig("bestFit", "backtracking", reorder_best_fit=True)
 @dataclass(slots=True)
 class ReplayResult:
     name: str
+    policy: str = ""
+    node_policy: str = ""
     claims: int = 0
     placed: int = 0
     first_failure: int | None = None
     seconds: list[float] = field(default_factory=list)
     placed_curve: list[int] = field(default_factory=list)
+    sizes: list[str] = field(default_factory=list)
     nodes: list[str | None] = field(default_factory=list)
     free_whole_devices: int = 0
     stranded_counters: dict[str, str] = field(default_factory=dict)
@@ -67,14 +75,26 @@ class ReplayResult:
     def seconds_per_claim(self) -> float:
         return sum(self.seconds) / len(self.seconds) if self.seconds else 0.0
 
+    def placed_by_size(self) -> dict[str, dict[str, int]]:
+        """Per size class (see ``size_class``): how many such claims came, how many were placed."""
+        out: dict[str, dict[str, int]] = {}
+        for size, node in zip(self.sizes, self.nodes, strict=False):
+            row = out.setdefault(size, {"claims": 0, "placed": 0})
+            row["claims"] += 1
+            row["placed"] += node is not None
+        return {k: out[k] for k in sorted(out, key=_natural)}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "claims": self.claims,
             "placed": self.placed,
+            "policy": self.policy,
+            "nodePolicy": self.node_policy,
             "firstFailure": self.first_failure,
             "secondsPerClaim": self.seconds_per_claim,
             "freeWholeDevices": self.free_whole_devices,
             "strandedCounters": self.stranded_counters,
+            "placedBySize": self.placed_by_size(),
             "placedCurve": self.placed_curve,
             "errors": self.errors[:10],
         }
@@ -97,9 +117,15 @@ def replay(
         inventory = _best_fit_order(inventory)
     nodes = inventory.node_names()
     allocated: list[o.ResourceClaim] = [c for c in inventory.claims if c.allocated]
-    result = ReplayResult(config.name, claims=len(workload))
+    result = ReplayResult(
+        config.name,
+        policy=config.policy,
+        node_policy=(_node_policy(config) or "name-order") if node_choice == "score" else "first-in-name-order",
+        claims=len(workload),
+    )
     for index, claim in enumerate(workload):
         claim = _unique(claim, index)
+        result.sizes.append(size_class(claim))
         current = Inventory(
             classes=inventory.classes,
             slices=inventory.slices,
@@ -143,7 +169,7 @@ def _place(
     time_limit: float,
     errors: list[str],
 ) -> tuple[str, o.AllocationResult] | None:
-    best: tuple[float, str, o.AllocationResult] | None = None
+    best: tuple[tuple[Any, ...], str, o.AllocationResult] | None = None
     for node_name in nodes:
         request = AllocationRequest(
             claims=(claim,),
@@ -163,24 +189,41 @@ def _place(
             continue
         if node_choice != "score":
             return node_name, outcome.results[0]
-        score = node_score(outcome, inventory, node_name)
-        if best is None or score > best[0]:
-            best = (score, node_name, outcome.results[0])
+        key = (-outcome.score, *node_key(_node_policy(config), _free_units(inventory, node_name), node_name))
+        if best is None or key < best[0]:
+            best = (key, node_name, outcome.results[0])
     return (best[1], best[2]) if best else None
 
 
-def node_score(outcome: AllocationOutcome, inventory: Inventory, node_name: str) -> float:
-    """FirstAvailable score first, then prefer nodes already in use (packing)."""
-    in_use = inventory.allocated_state()
-    busy = sum(1 for d in in_use.devices if _on_node(inventory, d, node_name))
-    return outcome.score * 1_000_000 + busy
+def _node_policy(config: ReplayConfig) -> str:
+    return config.policy if config.allocator == "cpsat" else ""
 
 
-def _on_node(inventory: Inventory, device: DeviceID, node_name: str) -> bool:
-    for s in inventory.slices:
-        if s.spec.driver == device.driver and s.spec.pool.name == device.pool and s.spec.node_name == node_name:
-            return True
-    return False
+def _free_units(inventory: Inventory, node_name: str) -> float:
+    local = [s for s in inventory.slices if s.spec.node_name == node_name]
+    return NodeUnits.of(local).free(inventory.allocated_state())
+
+
+SIZE_LABEL = "replay.dra-solver.io/size"
+"""Workload claims may name their size class with this label (``80Gi``, ``8gpu``); otherwise
+the class is the number of devices the claim asks for."""
+
+
+def size_class(claim: o.ResourceClaim) -> str:
+    label = (claim.metadata.labels or {}).get(SIZE_LABEL)
+    if label:
+        return label
+    total = 0
+    for request in claim.spec.devices.requests or []:
+        wanted = request.exactly or (request.first_available[0] if request.first_available else None)
+        if wanted is not None and (wanted.allocation_mode or "ExactCount") == "ExactCount":
+            total += wanted.count or 1
+    return f"{total}dev"
+
+
+def _natural(text: str) -> tuple[int, str]:
+    digits = re.match(r"\d+", text)
+    return (int(digits.group()) if digits else 1 << 62, text)
 
 
 def _unique(claim: o.ResourceClaim, index: int) -> o.ResourceClaim:

@@ -108,6 +108,12 @@ class ReservationStore:
             self._expire()
             return sorted(self._by_id.values(), key=lambda r: r.id)
 
+    def held_pools(self) -> tuple[PoolKey, ...]:
+        """Pools with devices in flight."""
+        with self._lock:
+            self._expire()
+            return tuple(sorted(self._by_pool))
+
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
         """In-flight devices, of every pool or of the given ones."""
         with self._lock:

@@ -101,7 +101,9 @@ def solve(built: AllocationModel, config: SolverConfig) -> Solution:
         best = solver.best_objective_bound
         bound = floor((best + built.max_penalty) / built.score_weight)
         bound = max(bound, score)
-        gap = (bound - score) / max(1, abs(bound))
+        # The gap covers the whole objective (score and policy): 0 only when proven optimal.
+        value = solver.objective_value
+        gap = max(0.0, best - value) / max(1.0, abs(best))
     return Solution(
         status=name,
         chosen=built.choices.extract(solver),

@@ -51,8 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-gates", default="", metavar="Name=bool,...",
                         help="upstream allocator feature gates (default: all on)")
     parser.add_argument("--policy", default="", metavar="NAME",
-                        help="cpsat: quality objective after the FirstAvailable score "
-                             "(first-fit, pack, score)")
+                        help="cpsat: quality objective after the FirstAvailable score: "
+                             "pack (default), spread, first-fit (upstream's devices), score")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
                         help="output format (default yaml)")
 
@@ -95,7 +95,23 @@ def run(args: argparse.Namespace) -> int:
         print(outcome.reason or "cannot allocate all claims", file=sys.stderr)
         return EXIT_UNSATISFIABLE
     _print(_allocated_list(claims, outcome), args.output)
+    print(describe_solve(outcome), file=sys.stderr)
     return EXIT_ALLOCATED
+
+
+def describe_solve(outcome: AllocationOutcome) -> str:
+    """One line for people: which allocator and policy answered, and whether it is proven best."""
+    stats = outcome.stats
+    if stats is None:
+        return f"allocated: score {outcome.score}"
+    who = stats.allocator + (f", policy {stats.policy}" if stats.policy else "")
+    if stats.status in ("OPTIMAL", "TRIVIAL"):
+        verdict = "proven optimal"
+    elif stats.status == "FEASIBLE":
+        verdict = f"not proven optimal (gap {100 * (stats.gap or 0.0):.1f}%)" if stats.gap is not None else "not proven optimal"
+    else:
+        verdict = "first answer of the search"
+    return f"allocated by {who}: {verdict}, score {outcome.score}, {1000 * stats.wall_seconds:.1f} ms"
 
 
 def _read(paths: list[str], sources: dict[str, str]) -> list[o.TypedObject]:

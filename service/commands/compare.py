@@ -1,6 +1,6 @@
 """``dra-solver compare``: CP-SAT vs upstream-style backtracking, per node or over a replay.
 
-    dra-solver compare [--node NAME] [-o table|json] [--report FILE.html] FILE...
+    dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html] FILE...
     dra-solver compare --replay CLUSTER_FILE --workload WORKLOAD_FILE [--node-choice first|score]
                        [-o table|json] [--report FILE.html]
 
@@ -30,7 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replay", metavar="CLUSTER_FILE", help="replay a workload against this cluster")
     parser.add_argument("--workload", metavar="WORKLOAD_FILE", help="List of ResourceClaims in arrival order")
     parser.add_argument("--node-choice", choices=("first", "score"), default="first",
-                        help="replay: first node in name order that fits (default) or best score")
+                        help="replay: first node in name order that fits (default), or the best "
+                             "FirstAvailable score, then the node each row's policy prefers")
+    parser.add_argument("--policy", default="", metavar="NAME",
+                        help="scenarios: the CP-SAT side's policy (pack, spread, first-fit, score; "
+                             "default pack); first-fit returns upstream's devices where the score allows")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="time limit per allocation attempt and allocator (default 10)")
     parser.add_argument("--feature-gates", default="", metavar="Name=bool,...")
@@ -66,7 +70,7 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
         _progress(args, f"comparing {path} ...")
         rows.extend(
             compare_scenario(Path(path).stem if path != "-" else "stdin", objects, nodes=args.node,
-                             gates=gates, time_limit=args.timeout, cel=cel)
+                             gates=gates, time_limit=args.timeout, cel=cel, policy=args.policy)
         )
     if args.output == "json":
         summary = {"rows": len(rows), "agree": sum(r.agree for r in rows),
@@ -114,13 +118,15 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     else:
         body = [
             [r.name, str(r.claims), str(r.placed), "-" if r.first_failure is None else str(r.first_failure),
-             f"{r.seconds_per_claim * 1e3:.2f}ms", str(r.free_whole_devices),
+             f"{r.seconds_per_claim * 1e3:.2f}ms",
+             " ".join(f"{k}:{v['placed']}/{v['claims']}" for k, v in r.placed_by_size().items()),
+             str(r.free_whole_devices),
              ", ".join(f"{k}={v}" for k, v in r.stranded_counters.items()) or "-"]
             for r in runs
         ]
-        body.append(["bestFit (bound)", str(best.claims), str(best.placed), "", "", "", ""])
+        body.append(["bestFit (bound)", str(best.claims), str(best.placed), "", "", "", "", ""])
         print(render_table(["ALLOCATOR", "CLAIMS", "PLACED", "FIRST FAILURE", "TIME/CLAIM",
-                            "FREE WHOLE DEVICES", "STRANDED COUNTERS"], body))
+                            "PLACED BY SIZE", "FREE WHOLE DEVICES", "STRANDED COUNTERS"], body))
     if args.report:
         _write_report(args.report, replays=runs, best_fit=best.placed)
     return 0

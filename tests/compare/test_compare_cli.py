@@ -98,9 +98,12 @@ def test_replay_contract_json(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc["replay"]) >= {"backtracking", "cpsat-first-fit", "cpsat-pack"}
+    assert set(doc["replay"]) >= {"backtracking", "cpsat-first-fit", "cpsat-pack", "cpsat-spread"}
+    assert doc["replay"]["cpsat-pack"]["policy"] == "pack"
     for entry in doc["replay"].values():
         assert entry["claims"] == 12
+        assert sum(size["claims"] for size in entry["placedBySize"].values()) == 12
+        assert sum(size["placed"] for size in entry["placedBySize"].values()) == entry["placed"]
         assert 0 <= entry["placed"] <= 12
         assert entry["firstFailure"] is None or isinstance(entry["firstFailure"], int)
         assert entry["secondsPerClaim"] >= 0

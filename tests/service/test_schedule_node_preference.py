@@ -1,0 +1,91 @@
+"""Schedule's node choice per policy: after the FirstAvailable score, ``pack`` takes the
+fullest node that fits (empty nodes stay empty for claims that need a whole node), ``spread``
+the emptiest, ``first-fit`` the first in name order. Devices in flight (reservations) count."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from service import engine as e
+from service.bench import device_class, gpu_node
+from service.inventory import StaticSource, decode_documents
+from service.metrics import Metrics
+from service.reservations import ReservationStore
+from tests.service.conftest import gpu_claim
+
+DRIVER = "gpu.example.com"
+
+
+def _in_use(node: str, count: int, index: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": f"used-{index}", "namespace": "x", "uid": f"u{index}"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": count}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": node, "device": f"gpu-{g}"} for g in range(count)]}}},
+    }
+
+
+def _engine(used: dict[str, int]) -> e.Engine:
+    docs: list[dict[str, Any]] = [device_class()]
+    for name in ("n1", "n2", "n3", "n4"):
+        docs.extend(gpu_node(name))
+    for i, (node, count) in enumerate(sorted(used.items())):
+        docs.append(_in_use(node, count, i))
+    engine = e.Engine(source=StaticSource(decode_documents(docs)), reservations=ReservationStore(), metrics=Metrics())
+    engine.source.start()
+    return engine
+
+
+def _schedule(engine: e.Engine, claim: dict[str, Any], policy: str = "", *, reserve: bool = False,
+              nodes: tuple[str, ...] = ()) -> e.ScheduleAnswer:
+    return engine.schedule([json.dumps(claim).encode()], nodes, opts=e.SolveOptions(policy=policy), reserve=reserve)
+
+
+@pytest.mark.parametrize(
+    ("policy", "node"),
+    [("", "n3"), ("pack", "n3"), ("spread", "n1"), ("first-fit", "n1"), ("score", "n1")],
+)
+def test_node_choice_per_policy(policy: str, node: str) -> None:
+    # n1 empty, n2 has 2 GPUs in use, n3 has 6, n4 is full.
+    engine = _engine({"n2": 2, "n3": 6, "n4": 8})
+    answer = _schedule(engine, gpu_claim("two", 2), policy)
+    assert answer.node == node
+    assert all(c.result is not None for c in answer.claims)
+
+
+def test_pack_falls_back_to_the_next_fullest_node_that_fits() -> None:
+    engine = _engine({"n2": 2, "n3": 6, "n4": 8})
+    assert _schedule(engine, gpu_claim("four", 4)).node == "n2"
+    assert _schedule(engine, gpu_claim("eight", 8)).node == "n1"
+
+
+def test_explicit_candidates_follow_the_policy_too() -> None:
+    engine = _engine({"n2": 2, "n3": 6})
+    assert _schedule(engine, gpu_claim("one"), "pack", nodes=("n1", "n2")).node == "n2"
+    assert _schedule(engine, gpu_claim("one"), "spread", nodes=("n2", "n3")).node == "n2"
+
+
+def test_reservations_count_as_load() -> None:
+    engine = _engine({})
+    placed = [_schedule(engine, gpu_claim(f"c{i}"), "spread", reserve=True).node for i in range(4)]
+    assert placed == ["n1", "n2", "n3", "n4"]  # every reservation makes its node fuller
+    packed = _engine({})
+    placed = [_schedule(packed, gpu_claim(f"c{i}"), "pack", reserve=True).node for i in range(4)]
+    assert placed == ["n1", "n1", "n1", "n1"]
+
+
+def test_the_firstavailable_score_comes_before_node_preference() -> None:
+    # The best alternative (8 GPUs) fits only on the empty node: pack must not prefer n3.
+    engine = _engine({"n3": 6})
+    claim = gpu_claim("flexible")
+    claim["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "eight", "deviceClassName": DRIVER, "count": 8},
+        {"name": "one", "deviceClassName": DRIVER, "count": 1},
+    ]}]
+    answer = _schedule(engine, claim, "pack")
+    assert answer.node == "n1"
+    assert answer.score == 8
