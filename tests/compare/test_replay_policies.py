@@ -18,8 +18,7 @@ from model.cel import CelEnvironment
 from model.decode import decode_all
 from service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-sys.path.insert(0, str(EXAMPLES))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import generate
 
 CEL = CelEnvironment()
