@@ -557,11 +557,13 @@ class AllocationModel:
                 used = self._used_literal(candidate)
                 if isinstance(used, int):
                     continue
-                self.model.add(opened[slot] >= used)
                 users[slot].append(used)
-        if exact:
-            for slot, var in opened.items():
-                self.model.add(var <= sum(users[slot]))
+        for slot, var in opened.items():
+            # One constraint per counter set: "any device on it used" forces it open.
+            if users[slot]:
+                self.model.add(sum(users[slot]) <= len(users[slot]) * var)
+                if exact:
+                    self.model.add(var <= sum(users[slot]))
         return [opened[s] for s in sorted(opened, key=lambda s: (pools[s[0]].id, s[1]))]
 
     # -- statistics --------------------------------------------------------------------------
