@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--claim-workers", type=int, default=2)
     parser.add_argument("--eviction-workers", type=int, default=2)
     parser.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds the solver holds devices for an attempt")
+    parser.add_argument("--policy", default="", metavar="NAME",
+                        help="placement policy for the solver: pack (default), spread, first-fit, score")
     parser.add_argument("--no-explain", action="store_true", help="do not ask the solver why a pod does not fit")
     parser.add_argument("--device-taint-rule-version", default="v1", choices=["v1", "v1beta2", "v1alpha3"], help="resource.k8s.io version serving DeviceTaintRules")
     parser.add_argument("--no-admin-access", action="store_true", help="refuse templates that request admin access (DRAAdminAccess off)")
@@ -70,6 +72,7 @@ def options_from(args: argparse.Namespace) -> Options:
         retry_period=args.retry_period,
         solver_timeout=args.solver_timeout,
         reservation_ttl=args.reservation_ttl,
+        policy=args.policy,
         explain=not args.no_explain,
         admin_access=not args.no_admin_access,
         events=not args.no_events,

@@ -58,6 +58,7 @@ class Options:
     retry_period: float = 2.0
     solver_timeout: float = 10.0
     reservation_ttl: float = 60.0
+    policy: str = ""
     explain: bool = True
     flush_interval: float = 60.0
     backoff_initial: float = 1.0
@@ -104,7 +105,8 @@ class Manager:
         if "scheduler" in options.enable:
             if solver_client is None:
                 raise ValueError("the scheduler needs the solver service: give --solver ADDRESS")
-            solver = Solver(solver_client, self.metrics, timeout=options.solver_timeout, reservation_ttl=options.reservation_ttl)
+            solver = Solver(solver_client, self.metrics, timeout=options.solver_timeout, reservation_ttl=options.reservation_ttl,
+                            policy=options.policy)
             self.controllers["scheduler"] = Scheduler(
                 kube_api, self.cluster, self.metrics, solver, scheduler_name=options.scheduler_name, workers=options.scheduler_workers,
                 explain=options.explain, backoff_initial=options.backoff_initial, backoff_max=options.backoff_max,

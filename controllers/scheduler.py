@@ -70,11 +70,13 @@ class Placement:
 class Solver:
     """The calls the scheduler makes to the solver service, timed and with errors mapped."""
 
-    def __init__(self, client: Any, metrics: ControllerMetrics, *, timeout: float = 10.0, reservation_ttl: float = 60.0) -> None:
+    def __init__(self, client: Any, metrics: ControllerMetrics, *, timeout: float = 10.0, reservation_ttl: float = 60.0,
+                 policy: str = "") -> None:
         self.client = client
         self.metrics = metrics
         self.timeout = timeout
         self.reservation_ttl = reservation_ttl
+        self.policy = policy
 
     def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
         import grpc
@@ -96,7 +98,8 @@ class Solver:
 
         resp = self._timed(
             "Schedule",
-            lambda: self.client.schedule(list(claims), list(candidates), reserve=True, ttl=self.reservation_ttl, pod=pod, timeout=self.timeout),
+            lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
+                                         ttl=self.reservation_ttl, pod=pod, timeout=self.timeout),
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
         if not resp.node:

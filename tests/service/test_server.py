@@ -105,6 +105,21 @@ def test_schedule_stops_when_the_best_score_is_found(running: Running) -> None:
     assert s.schedule_stats.nodes_evaluated == 1, "node-a already reaches the best possible score"
 
 
+def test_schedule_node_choice_follows_the_policy(running: Running) -> None:
+    # node-a has two GPUs in use: pack (the default) fills it, spread avoids it.
+    packed = running.client.schedule([gpu_claim("one")])
+    spread = running.client.schedule([gpu_claim("one")], policy="spread")
+    first = running.client.schedule([gpu_claim("one")], policy="first-fit")
+    assert packed.node == "node-a" and packed.stats.policy == "pack"
+    assert spread.node != "node-a" and spread.stats.policy == "spread"
+    assert first.node == "node-a" and first.stats.policy == "first-fit"
+    assert [v.node for v in spread.nodes][0] == spread.node, "verdicts come in visiting order"
+    for answer in (packed, spread, first):
+        running.assert_valid([gpu_claim("one")], answer, answer.node)
+    code, details = _code(lambda: running.client.schedule([gpu_claim("one")], policy="tightest"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "policy" in details
+
+
 def test_schedule_nowhere_summarizes_like_the_scheduler(running: Running) -> None:
     s = running.client.schedule([workload()["big-training"]])
     assert s.node == ""
