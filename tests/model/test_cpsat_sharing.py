@@ -220,3 +220,28 @@ def test_pack_policy_fills_a_gpu_in_use_before_opening_another() -> None:
     assert pack.stats.policy == "pack"  # the default
     spread = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="spread"))
     assert devices(spread) == ["req-0=gpu-1-p0"]  # the untouched GPU
+
+
+def test_pack_shares_a_device_already_shared_spread_takes_a_fresh_one() -> None:
+    # d0 comes first in search order but nobody shares it yet; d1 already has a share.
+    cap = {"mem": {"value": "4Gi"}}
+    slices = [slice_("s1", devices=[device("d0", allowMultipleAllocations=True, capacity=cap),
+                                    device("d1", allowMultipleAllocations=True, capacity=cap)])]
+    taken = AllocatedState(
+        shared=frozenset({(DeviceID(DRIVER_A, "pool-1", "d1"), "old-share")}),
+        capacity={DeviceID(DRIVER_A, "pool-1", "d1"): {"mem": parse_quantity("1Gi")}},
+    )
+    picked = {
+        policy: devices(solve(make_request([_wants("1Gi")], slices, allocated=taken, policy=policy)))
+        for policy in ("pack", "spread", "first-fit")
+    }
+    assert picked == {"pack": ["req-0=d1"], "spread": ["req-0=d0"], "first-fit": ["req-0=d0"]}
+
+
+def test_spread_puts_a_claims_partitions_on_different_gpus() -> None:
+    two = _kind("part", count=2)
+    packed = devices(solve(make_request([claim("c", two)], _gpu(2))))
+    spread = devices(solve(make_request([claim("c", two)], _gpu(2), policy="spread")))
+    gpus = {policy: {d.split("=")[1].split("-p")[0] for d in picked} for policy, picked in (("pack", packed), ("spread", spread))}
+    assert len(gpus["pack"]) == 1, packed
+    assert len(gpus["spread"]) == 2, spread
