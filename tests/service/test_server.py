@@ -113,7 +113,7 @@ def test_schedule_node_choice_follows_the_policy(running: Running) -> None:
     assert packed.node == "node-a" and packed.stats.policy == "pack"
     assert spread.node != "node-a" and spread.stats.policy == "spread"
     assert first.node == "node-a" and first.stats.policy == "first-fit"
-    assert [v.node for v in spread.nodes][0] == spread.node, "verdicts come in visiting order"
+    assert spread.nodes[0].node == spread.node, "verdicts come in visiting order"
     for answer in (packed, spread, first):
         running.assert_valid([gpu_claim("one")], answer, answer.node)
     code, details = _code(lambda: running.client.schedule([gpu_claim("one")], policy="tightest"))
