@@ -8,7 +8,8 @@ Replays the bundled scenarios of ``examples/replay`` (``examples/generate.py`` w
   (1g.10gb x7, 2g.20gb x3, 3g.40gb x2, 4g.40gb x1) on shared counters, in three device
   orders (whole-first, partitions-first, shuffled); 200 claims for one device with at least
   10/20/40/80 Gi (weights 4/3/2/1), each placed on the first node in name order that fits.
-- ``gpu8``: 8 nodes x 8 GPUs; 60 claims for 1/2/4/8 GPUs, placed on the first node that fits
+- ``gpu8``: 8 nodes x 8 GPUs, four of them with 1-3 GPUs already taken; 60 claims for 1/2/4/8
+  GPUs, placed on the first node that fits
   and on the best-scoring node (``--node-choice score``: pack = fullest node that fits,
   spread = emptiest).
 

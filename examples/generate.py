@@ -125,7 +125,12 @@ def mig_workload(*, claims: int = 200, seed: int = 42) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
-def plain_cluster(*, nodes: int = 8) -> list[dict[str, Any]]:
+PLAIN_IN_USE = (0, 0, 0, 3, 0, 2, 2, 1)
+"""GPUs already taken per node of the 8-GPU cluster: a cluster in use, not a fresh one (on an
+empty cluster with power-of-two claims, first node in name order and best fit coincide)."""
+
+
+def plain_cluster(*, nodes: int = 8, in_use: tuple[int, ...] = PLAIN_IN_USE) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [gpu_class()]
     for n in range(nodes):
         name = f"node-{n}"
@@ -146,7 +151,31 @@ def plain_cluster(*, nodes: int = 8) -> list[dict[str, Any]]:
                 },
             }
         )
+        taken = in_use[n] if n < len(in_use) else 0
+        if taken:
+            objects.append(_running_claim(f"running-on-{name}", name, taken))
     return objects
+
+
+def _running_claim(name: str, node_name: str, count: int) -> dict[str, Any]:
+    """An allocated claim holding the first ``count`` GPUs of a node."""
+    claim = memory_claim(name, 0, count=count)
+    claim["metadata"]["uid"] = f"uid-{name}"
+    claim["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": node_name, "device": f"gpu-{g}"} for g in range(count)
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
+            },
+        }
+    }
+    return claim
 
 
 def plain_workload(*, claims: int = 60, seed: int = 11) -> dict[str, Any]:

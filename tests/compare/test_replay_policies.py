@@ -2,8 +2,8 @@
 
 - MIG-like GPUs in every device order: ``pack`` never places fewer claims than ``first-fit``
   and reaches the best-fit reference; with whole GPUs listed first it beats first-fit.
-- 8-GPU nodes, 1/2/4/8-GPU claims, best node by score: ``pack`` node choice keeps nodes empty
-  for 8-GPU claims, ``spread`` scoring does not.
+- 8-GPU nodes (some partly used), 1/2/4/8-GPU claims, best node by score: ``pack`` node
+  choice keeps nodes empty for 8-GPU claims; first node in name order and ``spread`` do not.
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ def test_pack_places_at_least_as_many_as_first_fit_in_every_device_order(order: 
 def test_pack_node_choice_keeps_nodes_for_8_gpu_claims() -> None:
     cluster = decode_all(generate.plain_cluster())
     workload = _claims(generate.plain_workload()["items"])
-    pack = _run(cluster, workload, "cpsat-pack", "score")
-    spread = _run(cluster, workload, "cpsat-spread", "score")
-    eight_pack = pack.placed_by_size()["8gpu"]["placed"]
-    eight_spread = spread.placed_by_size()["8gpu"]["placed"]
-    assert eight_pack > eight_spread, (eight_pack, eight_spread)
-    assert pack.node_policy == "pack" and spread.node_policy == "spread"
+    eight = {}
+    for name in ("cpsat-pack", "cpsat-spread", "cpsat-first-fit", "backtracking"):
+        result = _run(cluster, workload, name, "score")
+        eight[name] = result.placed_by_size()["8gpu"]["placed"]
+        assert result.node_policy == {"cpsat-pack": "pack", "cpsat-spread": "spread"}.get(name, result.node_policy)
+    assert eight["cpsat-pack"] > eight["cpsat-spread"], eight
+    assert eight["cpsat-pack"] > eight["cpsat-first-fit"] == eight["backtracking"], eight
