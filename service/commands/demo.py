@@ -7,7 +7,9 @@ would run it; ``--in-process`` runs the server in this process instead), then, o
 2. schedules a training claim and four notebooks across the nodes, reserving each answer;
 3. asks where a claim that fits nowhere could go, and for the explanation on every node;
 4. compares CP-SAT with the upstream-style backtracking allocator on the same questions;
-5. scrapes a few metric values from the Prometheus endpoint;
+5. streams MIG-sized claims onto a GPU node whose driver lists whole GPUs first, once with
+   the ``first-fit`` policy (upstream's choice) and once with ``pack`` (the default);
+6. scrapes a few metric values from the Prometheus endpoint;
 
 and shuts the service down with SIGTERM. Finishes in seconds.
 """
@@ -32,6 +34,8 @@ import grpc
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo"
 COMPARE = ROOT / "examples" / "compare"
+REPLAY = ROOT / "examples" / "replay"
+PLACEMENT_NODE = "node-0"
 STEP = "demo.dra-solver.io/step"
 
 
@@ -166,9 +170,42 @@ def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, 
         _say("\n== 4. CP-SAT vs upstream-style backtracking (same questions, both allocators) ==")
         _compare(solver, workload, backtracking_timeout=backtracking_timeout)
 
-    _say("\n== 5. Metrics scraped from http://" + metrics_addr + "/metrics ==")
+        _say("\n== 5. Placement policies: a stream of claims on one MIG node, whole GPUs listed first ==")
+        _placement(solver)
+
+    _say("\n== 6. Metrics scraped from http://" + metrics_addr + "/metrics ==")
     for line in _metrics_summary(metrics_addr):
         _say("  " + line)
+
+
+PLACEMENT_CLAIMS = 24
+
+
+def _placement(solver: Any) -> None:
+    """Each claim is allocated over gRPC against an inline inventory that holds the claims
+    placed so far, once per policy: the order the driver lists devices in decides what
+    first-fit gives a small claim; pack gives it the smallest partition that fits."""
+    import yaml
+
+    cluster = list(yaml.safe_load_all((REPLAY / "mig-whole-first.yaml").read_text(encoding="utf-8")))
+    base = [
+        o for o in cluster
+        if o and (o.get("kind") == "DeviceClass" or (o.get("kind") == "Node" and o["metadata"]["name"] == PLACEMENT_NODE)
+                  or (o.get("kind") == "ResourceSlice" and o["spec"].get("nodeName") == PLACEMENT_NODE))
+    ]
+    stream = yaml.safe_load((REPLAY / "mig-workload.yaml").read_text(encoding="utf-8"))["items"][:PLACEMENT_CLAIMS]
+    for policy in ("first-fit", "pack"):
+        placed: list[dict[str, Any]] = []
+        start = time.perf_counter()
+        for claim in stream:
+            a = solver.allocate([claim], PLACEMENT_NODE, objects=base + placed, policy=policy)
+            if a.allocated:
+                placed.append({**claim, "status": {"allocation": json.loads(a.claims[0].allocation)}})
+        devices = [r["device"] for c in placed for r in c["status"]["allocation"]["devices"]["results"]]
+        whole = sum(1 for d in devices if "-" not in d.removeprefix("gpu-"))
+        _say(f"{policy:9} placed {len(placed):2}/{len(stream)} claims ({whole} took a whole GPU) "
+             f"in {time.perf_counter() - start:.1f} s")
+    _say("(dra-solver compare --replay runs the whole stream on 4 nodes: docs/placement.md)")
 
 
 def _wait_serving(solver: Any, timeout: float = 30.0) -> None:

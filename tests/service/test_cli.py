@@ -93,9 +93,12 @@ def test_demo_runs_end_to_end() -> None:
     r = _cli("demo", timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    for section in ("1. Allocate", "2. Schedule", "3. A claim that fits nowhere", "4. CP-SAT vs", "5. Metrics"):
+    for section in ("1. Allocate", "2. Schedule", "3. A claim that fits nowhere", "4. CP-SAT vs",
+                    "5. Placement policies", "6. Metrics"):
         assert section in out
     assert "0/3 nodes are available" in out
+    assert "first-fit placed  8/24 claims (8 took a whole GPU)" in out
+    assert "pack      placed 24/24 claims (0 took a whole GPU)" in out
     assert "dra_solver_grpc_requests_total" in out
     assert "service stopped on SIGTERM (exit status 0)" in out
     assert time.monotonic() - start < 60
