@@ -21,6 +21,7 @@ from model import objects as o
 from model.features import FeatureGates
 
 if TYPE_CHECKING:
+    from model.pools import DeviceParseCache
     from model.quantity import Quantity
 
 AllocatorName = Literal["cpsat", "backtracking"]
@@ -164,6 +165,8 @@ class AllocationRequest:
     """Seconds the search may take; derived from the caller's deadline."""
     policy: str = ""
     """Quality objective after the FirstAvailable score ("" = allocator default)."""
+    device_cache: DeviceParseCache | None = field(default=None, compare=False, repr=False)
+    """Parsed devices a long-lived caller keeps across requests (``model.pools``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -251,38 +251,44 @@ class Matcher:
         *,
         from_class: bool,
     ) -> bool:
-        from model.cel import CelCompileError, CelRuntimeError, enhance_runtime_error
+        def owner() -> str:
+            if from_class and view.device_class is not None:
+                return f"class {view.device_class.name}"
+            return f"claim {claim_label(view.claim)}"
 
-        owner = (
-            f"class {view.device_class.name}"
-            if from_class and view.device_class is not None
-            else f"claim {claim_label(view.claim)}"
-        )
         for i, selector in enumerate(selectors):
             expression = selector.cel.expression if selector.cel is not None else ""
             compiled = self._compiled.get(expression)
             if compiled is None:
                 if selector.cel is None:
                     raise AllocationError(
-                        f"{owner}: selector #{i}: CEL expression empty (unsupported selector type?)"
+                        f"{owner()}: selector #{i}: CEL expression empty (unsupported selector type?)"
                     )
+                from model.cel import CelCompileError
+
                 try:
                     compiled = self._cel.compile(expression)
                 except CelCompileError as err:
                     raise AllocationError(
-                        f"{owner}: selector #{i}: CEL compile error: {err}"
+                        f"{owner()}: selector #{i}: CEL compile error: {err}"
                     ) from err
                 self._compiled[expression] = compiled
             if device.cel_error or device.cel is None:
                 reason = device.cel_error or "device not available to CEL"
                 raise AllocationError(
-                    f"{owner}: selector #{i} on device {device.id}: CEL runtime error: {reason}"
+                    f"{owner()}: selector #{i} on device {device.id}: CEL runtime error: {reason}"
                 )
+            # The CEL package is imported only on the error path: this loop runs per
+            # (selector, device) pair, and an import statement costs even when cached.
             try:
                 matched = self._cel.matches(compiled, device.cel)
-            except CelRuntimeError as err:
+            except Exception as err:
+                from model.cel import CelRuntimeError, enhance_runtime_error
+
+                if not isinstance(err, CelRuntimeError):
+                    raise
                 raise AllocationError(
-                    f"{owner}: selector #{i} on device {device.id}: CEL runtime error: "
+                    f"{owner()}: selector #{i} on device {device.id}: CEL runtime error: "
                     f"{enhance_runtime_error(str(err))}"
                 ) from err
             if not matched:

@@ -17,7 +17,7 @@ a better score wins whatever its load.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from model import objects as o
@@ -28,47 +28,58 @@ NODE_POLICIES = ("pack", "spread")
 """Policies with a node preference; the others keep node name order."""
 
 
+Slot = tuple[str, str, str]
+"""(driver, pool, device or counter set name), the pool name as the caller's ``pool`` maps it."""
+
+
+def _same(pool: str) -> str:
+    return pool
+
+
 @dataclass(frozen=True, slots=True)
 class NodeUnits:
     total: float = 0.0
-    plain: frozenset[DeviceID] = frozenset()
-    draws: dict[DeviceID, tuple[tuple[tuple[str, str, str], dict[str, float]], ...]] = field(default_factory=dict)
+    plain: frozenset[Slot] = frozenset()
+    draws: dict[Slot, tuple[tuple[Slot, dict[str, float]], ...]] = field(default_factory=dict)
 
     @staticmethod
-    def of(slices: Iterable[o.ResourceSlice]) -> NodeUnits:
-        totals: dict[tuple[str, str, str], dict[str, float]] = {}
-        devices: list[tuple[DeviceID, o.Device]] = []
+    def of(slices: Iterable[o.ResourceSlice], *, pool: Callable[[str], str] = _same) -> NodeUnits:
+        """``pool`` renames pools (a caller sharing one NodeUnits between nodes whose pools are
+        named after the node passes the same renaming to ``busy``)."""
+        totals: dict[Slot, dict[str, float]] = {}
+        devices: list[tuple[Slot, o.Device]] = []
         for s in slices:
-            pool = (s.spec.driver, s.spec.pool.name)
+            driver, name = s.spec.driver, pool(s.spec.pool.name)
             for cs in s.spec.shared_counters or []:
-                totals[(*pool, cs.name)] = {
+                totals[(driver, name, cs.name)] = {
                     n: parse_quantity(c.value).as_approximate_float() for n, c in cs.counters.items()
                 }
             for d in s.spec.devices or []:
-                devices.append((DeviceID(pool[0], pool[1], d.name), d))
-        plain: set[DeviceID] = set()
-        draws: dict[DeviceID, tuple[tuple[tuple[str, str, str], dict[str, float]], ...]] = {}
-        for dev_id, d in devices:
+                devices.append(((driver, name, d.name), d))
+        plain: set[Slot] = set()
+        draws: dict[Slot, tuple[tuple[Slot, dict[str, float]], ...]] = {}
+        for slot, d in devices:
             if not d.consumes_counters:
-                plain.add(dev_id)
+                plain.add(slot)
                 continue
             shares = []
             for consumption in d.consumes_counters:
-                slot = (dev_id.driver, dev_id.pool, consumption.counter_set)
-                whole = totals.get(slot, {})
+                counter_slot = (slot[0], slot[1], consumption.counter_set)
+                whole = totals.get(counter_slot, {})
                 fractions = {
                     n: parse_quantity(c.value).as_approximate_float() / whole[n]
                     for n, c in consumption.counters.items()
                     if whole.get(n, 0.0) > 0
                 }
-                shares.append((slot, fractions))
-            draws[dev_id] = tuple(shares)
+                shares.append((counter_slot, fractions))
+            draws[slot] = tuple(shares)
         return NodeUnits(total=float(len(plain) + len(totals)), plain=frozenset(plain), draws=draws)
 
-    def busy(self, in_use: AllocatedState) -> float:
-        used = in_use.devices | {d for d, _ in in_use.shared} | set(in_use.capacity)
+    def busy(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> float:
+        devices: set[DeviceID] = set(in_use.devices) | {d for d, _ in in_use.shared} | set(in_use.capacity)
+        used = {(d.driver, pool(d.pool), d.device) for d in devices}
         busy = float(len(used & self.plain))
-        consumed: dict[tuple[str, str, str], dict[str, float]] = {}
+        consumed: dict[Slot, dict[str, float]] = {}
         for dev in used:
             for slot, fractions in self.draws.get(dev, ()):
                 into = consumed.setdefault(slot, {})
@@ -78,8 +89,8 @@ class NodeUnits:
             busy += min(1.0, max(counters.values(), default=0.0))
         return busy
 
-    def free(self, in_use: AllocatedState) -> float:
-        return max(0.0, self.total - self.busy(in_use))
+    def free(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> float:
+        return max(0.0, self.total - self.busy(in_use, pool=pool))
 
 
 def node_key(policy: str, free: float, name: str) -> tuple[float, str]:

@@ -16,6 +16,9 @@ API:
   ``counters`` (consumed counters per counter set), a prebuilt ``cel`` view (``CelDevice``) or
   ``cel_error`` when an attribute cannot be represented, effective ``taints`` (slice +
   DeviceTaintRules), ``node_match`` (per-device node selection against this node).
+- ``DeviceParseCache``: what parsing a device yields independently of node, request and
+  taint rules (capacities, counter consumption, the CEL view), kept by a caller that allocates
+  again and again on the same Device objects (the service) and passed as ``parsed=``.
 - ``node_matches(node, *, node_name, all_nodes, selector) -> bool`` and
   ``node_selector_matches(selector, node) -> bool``: upstream ``NodeMatches`` and the
   component-helpers node affinity semantics (matchExpressions and matchFields
@@ -290,12 +293,56 @@ def _describe_selector(selector: o.NodeSelector) -> str:
 # --- gathering --------------------------------------------------------------------------------
 
 
+class DeviceParseCache:
+    """Parsed device parts by device object identity. An entry holds its device, so the
+    identity cannot be reused by another object while the entry lives; when full, the cache
+    starts over (the service keeps its Device objects, so it refills with the same ones)."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._entries: dict[tuple[int, str], _ParsedDevice] = {}
+        self._max = max_entries
+
+    def parsed(self, driver: str, device: o.Device) -> _ParsedDevice:
+        key = (id(device), driver)
+        entry = self._entries.get(key)
+        if entry is not None and entry.device is device:
+            return entry
+        entry = _parse_device(driver, device)
+        if len(self._entries) >= self._max:
+            self._entries = {}
+        self._entries[key] = entry
+        return entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass(frozen=True, slots=True)
+class _ParsedDevice:
+    device: o.Device
+    capacity: Mapping[str, CapacitySpec]
+    counters: tuple[CounterConsumption, ...]
+    cel: CelDevice | None
+    cel_error: str
+
+
+def _parse_device(driver: str, device: o.Device) -> _ParsedDevice:
+    capacity = {name: CapacitySpec.from_api(c) for name, c in (device.capacity or {}).items()}
+    counters = tuple(
+        CounterConsumption(c.counter_set, {n: parse_quantity(v.value) for n, v in c.counters.items()})
+        for c in device.consumes_counters or []
+    )
+    cel, cel_error = cel_device(driver, device, capacity)
+    return _ParsedDevice(device, capacity, counters, cel, cel_error)
+
+
 def gather_pools(
     slices: Sequence[o.ResourceSlice],
     node: o.Node,
     *,
     gates: FeatureGates,
     taint_rules: Sequence[o.DeviceTaintRule] = (),
+    parsed: DeviceParseCache | None = None,
 ) -> list[Pool]:
     """All pools with devices reachable from ``node``, in the order the search visits them.
 
@@ -376,6 +423,7 @@ def gather_pools(
             node=node,
             gates=gates,
             taint_rules=taint_rules,
+            parsed=parsed,
         )
         (with_binding if pool.has_binding_conditions else plain).append(pool)
 
@@ -426,6 +474,7 @@ def _build_pool(
     node: o.Node,
     gates: FeatureGates,
     taint_rules: Sequence[o.DeviceTaintRule],
+    parsed: DeviceParseCache | None = None,
 ) -> Pool:
     targeting = sorted(pool_slices, key=lambda s: s.name)
     device_slices: list[o.ResourceSlice] = []
@@ -471,12 +520,12 @@ def _build_pool(
                 return invalid(reason)
 
     devices = tuple(
-        _pool_device(slice_, device, node=node, gates=gates, taint_rules=taint_rules)
+        _pool_device(slice_, device, node=node, gates=gates, taint_rules=taint_rules, parsed=parsed)
         for slice_ in device_slices
         for device in slice_.spec.devices or []
     )
     other = tuple(
-        _pool_device(slice_, device, node=node, gates=gates, taint_rules=(), with_cel=False)
+        _pool_device(slice_, device, node=node, gates=gates, taint_rules=(), with_cel=False, parsed=parsed)
         for slice_ in elsewhere
         for device in slice_.spec.devices or []
     )
@@ -513,6 +562,7 @@ def _pool_device(
     gates: FeatureGates,
     taint_rules: Sequence[o.DeviceTaintRule],
     with_cel: bool = True,
+    parsed: DeviceParseCache | None = None,
 ) -> PoolDevice:
     driver = slice_.spec.driver
     node_match = True
@@ -529,17 +579,21 @@ def _pool_device(
             # Upstream reports this only when a request considers the device.
             node_match = False
             node_error = f"failed to parse node selector {_describe_selector(device.node_selector or o.NodeSelector())}: {err}"
-    capacity = {name: CapacitySpec.from_api(c) for name, c in (device.capacity or {}).items()}
-    counters = tuple(
-        CounterConsumption(
-            c.counter_set, {n: parse_quantity(v.value) for n, v in c.counters.items()}
-        )
-        for c in device.consumes_counters or []
-    )
     cel: CelDevice | None = None
     cel_error = ""
-    if with_cel:
-        cel, cel_error = cel_device(driver, device, capacity)
+    if parsed is not None:
+        parts = parsed.parsed(driver, device)
+        capacity, counters = parts.capacity, parts.counters
+        if with_cel:
+            cel, cel_error = parts.cel, parts.cel_error
+    else:
+        capacity = {name: CapacitySpec.from_api(c) for name, c in (device.capacity or {}).items()}
+        counters = tuple(
+            CounterConsumption(c.counter_set, {n: parse_quantity(v.value) for n, v in c.counters.items()})
+            for c in device.consumes_counters or []
+        )
+        if with_cel:
+            cel, cel_error = cel_device(driver, device, capacity)
     return PoolDevice(
         id=DeviceID(driver, slice_.spec.pool.name, device.name),
         device=device,

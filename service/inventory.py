@@ -222,8 +222,12 @@ class NodeIndex:
         self.shared_inuse_key = state_key(self._shared_state(), "")
         self._holders: dict[DeviceID, str] | None = None
         self._lock = threading.Lock()
-        self._units: dict[str, NodeUnits] = {}
-        self._static_order: dict[str, list[tuple[tuple[float, str], str]]] = {}
+        # Units per node shape carry over: most snapshots change claims, not devices.
+        self._units: dict[bytes, NodeUnits] = previous._units if previous is not None else {}
+        if len(self._units) > 2 * len(views) + 16:
+            self._units = {}  # shapes that no longer exist
+        self._free_units: dict[str, float] = {}
+        self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
@@ -252,26 +256,37 @@ class NodeIndex:
     # --- node preference (model.node_load): computed lazily, cached per snapshot -------------
 
     def units(self, node: str) -> NodeUnits:
-        """``node``'s devices in units (GPUs, whatever they are partitioned into)."""
-        units = self._units.get(node)
+        """``node``'s devices in units (GPUs, whatever they are partitioned into); one object
+        per node shape, pools named after the node renamed (see ``free_units``)."""
+        view = self.views.get(node)
+        if view is None:
+            return NodeUnits()
+        units = self._units.get(view.shape)
         if units is None:
-            view = self.views.get(node)
-            local = [
-                s for pool in (view.pools if view else ()) for s in self.slices_by_pool[pool] if s.spec.node_name == node
-            ]
-            units = self._units[node] = NodeUnits.of(local)
+            local = [s for pool in view.pools for s in self.slices_by_pool[pool] if s.spec.node_name == node]
+            units = self._units[view.shape] = NodeUnits.of(local, pool=lambda p: _placeholder(p, node))
         return units
 
-    def loaded_nodes(self) -> frozenset[str]:
-        """Nodes with devices in use in this snapshot."""
-        return frozenset(n for n in self._inuse_by_node if n in self.views)
+    def free_units(self, node: str, extra: AllocatedState | None = None) -> float:
+        """Free units of ``node`` with its devices in use (plus ``extra``, e.g. in flight)."""
+        if extra is None:
+            cached = self._free_units.get(node)
+            if cached is not None:
+                return cached
+        state = self.in_use(node) if extra is None else self.in_use(node).merge(extra)
+        units = self.units(node)
+        free = units.free(state, pool=lambda p: _placeholder(p, node)) if state is not _EMPTY else units.total
+        if extra is None:
+            self._free_units[node] = free
+        return free
 
-    def empty_order(self, policy: str) -> list[tuple[tuple[float, str], str]]:
-        """Every node as if none of its devices were in use, most preferred first."""
-        order = self._static_order.get(policy)
+    def preference_order(self, policy: str) -> list[tuple[tuple[float, str], str]]:
+        """Every node by the policy's preference (``model.node_load.node_key``) with the devices
+        in use of this snapshot; computed once per snapshot and policy."""
+        order = self._orders.get(policy)
         if order is None:
-            order = self._static_order[policy] = sorted(
-                (node_key(policy, self.units(n).total, n), n) for n in self.node_names
+            order = self._orders[policy] = sorted(
+                (node_key(policy, self.free_units(n), n), n) for n in self.node_names
             )
         return order
 

@@ -122,7 +122,11 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment) -> Probl
     gates = request.gates
     allocated = inventory.allocated_state()
     pools = gather_pools(
-        inventory.slices, request.node, gates=gates, taint_rules=inventory.taint_rules
+        inventory.slices,
+        request.node,
+        gates=gates,
+        taint_rules=inventory.taint_rules,
+        parsed=request.device_cache,
     )
     matcher = Matcher(cel, gates=gates, node=request.node)
     plans = prepare_claims(

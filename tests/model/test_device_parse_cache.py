@@ -1,0 +1,66 @@
+"""``DeviceParseCache``: pools gathered with the cache are the pools gathered without it, each
+device is parsed once across calls, and an entry is never used for another object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model import objects as o
+from model.decode import decode_all
+from model.features import FeatureGates
+from model.pools import DeviceParseCache, Pool, gather_pools
+from service.bench import device_class, gpu_node, mig_node
+
+GATES = FeatureGates()
+
+
+def _cluster() -> tuple[list[o.ResourceSlice], dict[str, o.Node]]:
+    docs: list[dict[str, Any]] = [device_class(), *gpu_node("g1"), *mig_node("m1")]
+    objects = decode_all(docs)
+    slices = [s for s in objects if isinstance(s, o.ResourceSlice)]
+    nodes = {n.name: n for n in objects if isinstance(n, o.Node)}
+    return slices, nodes
+
+
+def _view(pools: list[Pool]) -> list[tuple[Any, ...]]:
+    return [
+        (p.driver, p.name, sorted(p.counter_sets), tuple(
+            (d.id, tuple(sorted((n, c.value) for n, c in d.capacity.items())),
+             tuple((c.counter_set, tuple(sorted(c.counters.items()))) for c in d.counters),
+             d.cel.key() if d.cel else None, d.cel_error)
+            for d in (*p.devices, *p.other_devices)
+        ))
+        for p in pools
+    ]
+
+
+def test_cached_pools_equal_uncached_ones() -> None:
+    slices, nodes = _cluster()
+    cache = DeviceParseCache()
+    for name in ("g1", "m1"):
+        plain = gather_pools(slices, nodes[name], gates=GATES)
+        cached = gather_pools(slices, nodes[name], gates=GATES, parsed=cache)
+        again = gather_pools(slices, nodes[name], gates=GATES, parsed=cache)
+        assert _view(plain) == _view(cached) == _view(again)
+    devices = sum(len(s.spec.devices or []) for s in slices)
+    assert len(cache) == devices  # parsed once each, whatever the number of calls
+
+
+def test_an_entry_is_only_used_for_its_own_object() -> None:
+    (first,) = [d for s in _cluster()[0] for d in s.spec.devices or []][:1]
+    cache = DeviceParseCache()
+    parsed = cache.parsed("gpu.example.com", first)
+    copy = first.model_copy(deep=True)
+    copy.capacity = {"memory": o.DeviceCapacity(value="1Gi")}
+    other = cache.parsed("gpu.example.com", copy)
+    assert other is not parsed
+    assert str(other.capacity["memory"].value) == "1Gi"
+    assert cache.parsed("gpu.example.com", first) is parsed
+
+
+def test_a_full_cache_starts_over() -> None:
+    devices = [d for s in _cluster()[0] for d in s.spec.devices or []]
+    cache = DeviceParseCache(max_entries=3)
+    for d in devices[:5]:
+        cache.parsed("gpu.example.com", d)
+    assert len(cache) <= 3
