@@ -63,7 +63,10 @@ def render(answer: pb.ScheduleResponse) -> str:
 
     lines = []
     if answer.node:
-        lines.append(f"node: {answer.node} (score {answer.score}, {answer.stats.status} in {answer.stats.wall_seconds * 1000:.1f} ms)")
+        st = answer.stats
+        policy = f"policy {st.policy}, " if st.policy else ""
+        gap = f" (gap {100 * st.gap:.1f}%)" if st.status == "FEASIBLE" and st.HasField("gap") else ""
+        lines.append(f"node: {answer.node} (score {answer.score}, {policy}{st.status}{gap} in {st.wall_seconds * 1000:.1f} ms)")
         lines.extend(f"  {d}" for d in Client.devices(answer))
         if answer.HasField("reservation"):
             lines.append(f"  reserved as {answer.reservation.id} for {answer.reservation.expires_in_seconds:.0f}s")

@@ -53,6 +53,18 @@ def test_exit_0_prints_the_allocated_claims_in_input_order() -> None:
     assert [i["metadata"]["name"] for i in listing["items"]] == ["training", "notebook"]
     assert all(i["status"]["allocation"]["devices"]["results"] for i in listing["items"])
     _check(listing["items"], "worker-1")
+    assert "allocated by cpsat, policy pack: proven optimal, score " in done.stderr
+
+
+def test_policy_is_selectable_and_reported() -> None:
+    for policy in ("spread", "first-fit", "score"):
+        done = _run("--node", "worker-1", "--policy", policy, "-o", "json", str(CLUSTER))
+        assert done.returncode == 0, done.stderr
+        assert f"policy {policy}: proven optimal" in done.stderr
+        _check(json.loads(done.stdout)["items"], "worker-1")
+    bad = _run("--node", "worker-1", "--policy", "tightest", str(CLUSTER))
+    assert bad.returncode == 2
+    assert "policy: Unsupported value: 'tightest'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_json_output_from_stdin_with_backtracking() -> None:

@@ -56,6 +56,9 @@ def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) 
     r = _cli("schedule", "--server", grpc_addr, str(one))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("node: ")
+    assert "policy pack, " in r.stdout.splitlines()[0]
+    r = _cli("schedule", "--server", grpc_addr, "--policy", "spread", str(one))
+    assert "policy spread, " in r.stdout.splitlines()[0], r.stdout
     r = _cli("schedule", "--server", grpc_addr, "-o", "json", str(one))
     assert json.loads(r.stdout)["node"]
     big = tmp_path / "big.yaml"
