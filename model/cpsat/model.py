@@ -8,10 +8,12 @@ API:
 - ``DeviceChoiceVars``: ``chosen(request_key, device_id)`` gives the literal "this device serves
   this request or subrequest"; ``extract(solver)`` the chosen candidates per option.
 - Policies (``model.cpsat.problem.POLICIES``), the quality objective after the FirstAvailable
-  score: ``first-fit`` (the default, also ``""``) prefers devices early in upstream's search
-  order, earlier requests first, so answers look like upstream's where the score allows;
-  ``pack`` first opens as few untouched counter sets (whole GPUs whose partitions are all free)
-  as possible, then first-fit; ``score`` is the score only.
+  score, in levels that each dominate the ones below: ``pack`` (the default, also ``""``)
+  opens as few untouched counter sets (whole GPUs whose partitions are all free) and unshared
+  shareable devices as possible, then takes the smallest devices, then upstream's order;
+  ``spread`` opens as many as possible, then the same; ``first-fit`` is upstream's order only,
+  exactly lexicographic where the weights fit, so its answer is the one upstream's
+  depth-first search finds first whenever the score allows; ``score`` is the score only.
 
 The translation, rule by rule (each ``_add_*`` method below):
 - one boolean per (option, eligible device), none for ineligible pairs; an ``All`` option's
@@ -32,7 +34,7 @@ The translation, rule by rule (each ``_add_*`` method below):
 - identical devices (same eligibility and coefficients everywhere) are used in search order,
   so the solver never explores their permutations;
 - objective: the scheduler's FirstAvailable score (8 - index per chosen subrequest), then the
-  policy's tie-break, lexicographically by weights.
+  policy's levels, lexicographically by weights (``_stack``).
 
 Quantities become integers per constraint (common denominator), so fractional capacities and
 counters stay exact.
