@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
+from model.cpsat.problem import POLICIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--claim-workers", type=int, default=2)
     parser.add_argument("--eviction-workers", type=int, default=2)
     parser.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds the solver holds devices for an attempt")
-    parser.add_argument("--policy", default="", metavar="NAME",
+    parser.add_argument("--policy", default="", choices=("", *POLICIES), metavar="NAME",
                         help="placement policy for the solver: pack (default), spread, first-fit, score")
     parser.add_argument("--no-explain", action="store_true", help="do not ask the solver why a pod does not fit")
     parser.add_argument("--device-taint-rule-version", default="v1", choices=["v1", "v1beta2", "v1alpha3"], help="resource.k8s.io version serving DeviceTaintRules")

@@ -307,7 +307,7 @@ class DeviceParseCache:
         entry = self._entries.get(key)
         if entry is not None and entry.device is device:
             return entry
-        entry = _parse_device(driver, device)
+        entry = _parse_device(driver, device, with_cel=True)
         if len(self._entries) >= self._max:
             self._entries = {}
         self._entries[key] = entry
@@ -326,13 +326,13 @@ class _ParsedDevice:
     cel_error: str
 
 
-def _parse_device(driver: str, device: o.Device) -> _ParsedDevice:
+def _parse_device(driver: str, device: o.Device, *, with_cel: bool) -> _ParsedDevice:
     capacity = {name: CapacitySpec.from_api(c) for name, c in (device.capacity or {}).items()}
     counters = tuple(
         CounterConsumption(c.counter_set, {n: parse_quantity(v.value) for n, v in c.counters.items()})
         for c in device.consumes_counters or []
     )
-    cel, cel_error = cel_device(driver, device, capacity)
+    cel, cel_error = cel_device(driver, device, capacity) if with_cel else (None, "")
     return _ParsedDevice(device, capacity, counters, cel, cel_error)
 
 
@@ -579,21 +579,9 @@ def _pool_device(
             # Upstream reports this only when a request considers the device.
             node_match = False
             node_error = f"failed to parse node selector {_describe_selector(device.node_selector or o.NodeSelector())}: {err}"
-    cel: CelDevice | None = None
-    cel_error = ""
-    if parsed is not None:
-        parts = parsed.parsed(driver, device)
-        capacity, counters = parts.capacity, parts.counters
-        if with_cel:
-            cel, cel_error = parts.cel, parts.cel_error
-    else:
-        capacity = {name: CapacitySpec.from_api(c) for name, c in (device.capacity or {}).items()}
-        counters = tuple(
-            CounterConsumption(c.counter_set, {n: parse_quantity(v.value) for n, v in c.counters.items()})
-            for c in device.consumes_counters or []
-        )
-        if with_cel:
-            cel, cel_error = cel_device(driver, device, capacity)
+    parts = parsed.parsed(driver, device) if parsed is not None else _parse_device(driver, device, with_cel=with_cel)
+    capacity, counters = parts.capacity, parts.counters
+    cel, cel_error = (parts.cel, parts.cel_error) if with_cel else (None, "")
     return PoolDevice(
         id=DeviceID(driver, slice_.spec.pool.name, device.name),
         device=device,

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from model import objects as o
 from model.allocate import allocate
 from model.allocation import (
+    AllocatedState,
     AllocationRequest,
     AllocatorName,
     DeviceID,
@@ -33,6 +34,7 @@ from model.cel import CelEnvironment
 from model.errors import AllocationError, SolveTimeout
 from model.features import FeatureGates
 from model.node_load import NodeUnits, node_key
+from model.pools import DeviceParseCache
 from model.quantity import Quantity, parse_quantity
 
 Progress = Callable[[str, int, int], None]
@@ -116,6 +118,8 @@ def replay(
     if config.reorder_best_fit:
         inventory = _best_fit_order(inventory)
     nodes = inventory.node_names()
+    units = {n: NodeUnits.of(s for s in inventory.slices if s.spec.node_name == n) for n in nodes}
+    parsed = DeviceParseCache()  # the same slices for every claim of the stream
     allocated: list[o.ResourceClaim] = [c for c in inventory.claims if c.allocated]
     result = ReplayResult(
         config.name,
@@ -135,7 +139,7 @@ def replay(
             extra_allocated=inventory.extra_allocated,
         )
         start = clock()
-        placed = _place(claim, current, nodes, config, cel=cel, gates=gates or FeatureGates(),
+        placed = _place(claim, current, units, config, cel=cel, gates=gates or FeatureGates(), parsed=parsed,
                         node_choice=node_choice, time_limit=time_limit, errors=result.errors)
         result.seconds.append(clock() - start)
         if placed is None:
@@ -160,17 +164,21 @@ def replay(
 def _place(
     claim: o.ResourceClaim,
     inventory: Inventory,
-    nodes: Sequence[str],
+    units: Mapping[str, NodeUnits],
     config: ReplayConfig,
     *,
     cel: CelEnvironment,
     gates: FeatureGates,
+    parsed: DeviceParseCache,
     node_choice: str,
     time_limit: float,
     errors: list[str],
 ) -> tuple[str, o.AllocationResult] | None:
+    """The first node in name order where the claim fits, or with ``node_choice="score"`` the
+    one with the best FirstAvailable score, then the most preferred by the row's policy."""
     best: tuple[tuple[Any, ...], str, o.AllocationResult] | None = None
-    for node_name in nodes:
+    in_use: AllocatedState | None = None
+    for node_name in units:
         request = AllocationRequest(
             claims=(claim,),
             node=inventory.node(node_name),
@@ -179,6 +187,7 @@ def _place(
             allocator=config.allocator,
             time_limit=time_limit,
             policy=config.policy,
+            device_cache=parsed,
         )
         try:
             outcome = allocate(request, cel=cel)
@@ -189,7 +198,9 @@ def _place(
             continue
         if node_choice != "score":
             return node_name, outcome.results[0]
-        key = (-outcome.score, *node_key(_node_policy(config), _free_units(inventory, node_name), node_name))
+        if in_use is None:
+            in_use = inventory.allocated_state()
+        key = (-outcome.score, *node_key(_node_policy(config), units[node_name].free(in_use), node_name))
         if best is None or key < best[0]:
             best = (key, node_name, outcome.results[0])
     return (best[1], best[2]) if best else None
@@ -197,11 +208,6 @@ def _place(
 
 def _node_policy(config: ReplayConfig) -> str:
     return config.policy if config.allocator == "cpsat" else ""
-
-
-def _free_units(inventory: Inventory, node_name: str) -> float:
-    local = [s for s in inventory.slices if s.spec.node_name == node_name]
-    return NodeUnits.of(local).free(inventory.allocated_state())
 
 
 SIZE_LABEL = "replay.dra-solver.io/size"

@@ -29,8 +29,15 @@ from typing import TYPE_CHECKING
 from model import objects as o
 from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
 from model.cpsat.greedy import greedy
-from model.cpsat.problem import DEFAULT_POLICY, POLICIES, OptionKey, Problem, prepare_problem
-from model.errors import AllocationError, InvalidInput, SolveTimeout
+from model.cpsat.problem import (
+    DEFAULT_POLICY,
+    POLICIES,
+    OptionKey,
+    Problem,
+    checked_policy,
+    prepare_problem,
+)
+from model.errors import AllocationError, SolveTimeout
 from model.results import ChosenDevice, build_result
 from model.score import first_available_score
 
@@ -57,9 +64,7 @@ def allocate_cpsat(
     exercise the model on simple inputs).
     """
     start = clock()
-    policy = request.policy or DEFAULT_POLICY
-    if policy not in POLICIES:
-        raise InvalidInput("", ("policy",), f"Unsupported value: {policy!r}: supported values: {', '.join(POLICIES)}")
+    policy = checked_policy(request.policy)
 
     def remaining() -> float | None:
         if request.time_limit is None:

@@ -467,22 +467,12 @@ class AllocationModel:
             for index, var in sorted(self.choices.of_option(key).items()):
                 by_request[(key[0], key[1])].append((index, var))
         order = sorted(by_request)
-        for exact in (True, False):
-            levels: list[list[Term]] = []
-            for cr in order:
-                pairs = by_request[cr]
-                if exact:
-                    positions = sorted({i for i, _ in pairs})
-                    rank = {i: n for n, i in enumerate(positions)}
-                    top = len(positions) - 1
-                    if top >= 62:
-                        break
-                    levels.append([(var, (1 << top) - (1 << (top - rank[i]))) for i, var in pairs if rank[i]])
-                else:
-                    levels.append([(var, i) for i, var in pairs if i])
-            else:
-                if _level_product(levels) <= budget:
-                    return _stack(levels)
+        tries = [[[(var, i) for i, var in by_request[cr] if i] for cr in order]]
+        if all(len({i for i, _ in by_request[cr]}) <= 62 for cr in order):
+            tries.insert(0, [_lexicographic(by_request[cr]) for cr in order])
+        for levels in tries:
+            if _level_product(levels) <= budget:
+                return _stack(levels)
         later = {cr: len(order) - n for n, cr in enumerate(order)}
         return [(var, i * later[cr]) for cr in order for i, var in by_request[cr] if i]
 
@@ -573,6 +563,15 @@ class AllocationModel:
     def size(self) -> tuple[int, int]:
         proto = self.model.proto
         return len(proto.variables), len(proto.constraints)
+
+
+def _lexicographic(pairs: Sequence[tuple[int, Any]]) -> list[Term]:
+    """Weights under which the smallest sum is the lexicographically first set of positions:
+    an earlier device outweighs all later ones together (2**n per distinct position)."""
+    positions = sorted({i for i, _ in pairs})
+    top = len(positions) - 1
+    rank = {i: n for n, i in enumerate(positions)}
+    return [(var, (1 << top) - (1 << (top - rank[i]))) for i, var in pairs if rank[i]]
 
 
 def _span(terms: Sequence[Term]) -> int:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from model import objects as o
 from model.allocation import AllocatedState, AllocationRequest, DeviceID
 from model.capacity import capacity_fits, consumed_capacity
-from model.errors import AllocationError
+from model.errors import AllocationError, InvalidInput
 from model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimPlan,
@@ -56,6 +56,14 @@ if TYPE_CHECKING:
 POLICIES = ("pack", "spread", "first-fit", "score")
 """Quality objectives after the FirstAvailable score (``model.cpsat.model`` defines them)."""
 DEFAULT_POLICY = "pack"
+
+
+def checked_policy(name: str) -> str:
+    """``name`` or the default for ``""``; an unknown policy is an ``InvalidInput`` naming it."""
+    policy = name or DEFAULT_POLICY
+    if policy not in POLICIES:
+        raise InvalidInput("", ("policy",), f"Unsupported value: {policy!r}: supported values: {', '.join(POLICIES)}")
+    return policy
 
 OptionKey = tuple[int, int, int]
 """(claim, request, option) indices."""

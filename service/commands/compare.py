@@ -63,6 +63,9 @@ def _progress(args: argparse.Namespace, text: str) -> None:
 
 
 def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
+    from model.cpsat.problem import checked_policy
+
+    checked_policy(args.policy)  # a typo must not read as "the allocators disagree"
     cel = CelEnvironment()
     rows: list[CompareRow] = []
     for path in args.files:

@@ -77,6 +77,13 @@ def test_compare_html_report(tmp_path: Path) -> None:
         assert external not in page
 
 
+def test_compare_unknown_policy_exit_2() -> None:
+    result = dra_solver("compare", "--quiet", "--policy", "tightest", str(EXAMPLES / "compare" / "agree.yaml"))
+    assert result.returncode == 2
+    assert "policy: Unsupported value: 'tightest'" in result.stderr and "Traceback" not in result.stderr
+    assert not result.stdout
+
+
 def test_compare_bad_input_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: ResourceClaim\nspec: [1, 2\n")

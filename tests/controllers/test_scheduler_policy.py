@@ -6,6 +6,8 @@ import argparse
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from controllers import cli
 from controllers.metrics import ControllerMetrics
 from controllers.scheduler import Solver
@@ -39,3 +41,10 @@ def test_the_policy_flag_reaches_schedule_calls() -> None:
 
 def test_without_the_flag_the_service_default_applies() -> None:
     assert _options().policy == ""
+
+
+def test_an_unknown_policy_is_refused_at_startup(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _options("--policy", "tightest")
+    assert stopped.value.code == 2
+    assert "invalid choice: 'tightest'" in capsys.readouterr().err

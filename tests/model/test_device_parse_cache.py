@@ -63,4 +63,6 @@ def test_a_full_cache_starts_over() -> None:
     cache = DeviceParseCache(max_entries=3)
     for d in devices[:5]:
         cache.parsed("gpu.example.com", d)
-    assert len(cache) <= 3
+    assert 1 <= len(cache) <= 3
+    last = cache.parsed("gpu.example.com", devices[4])
+    assert cache.parsed("gpu.example.com", devices[4]) is last
