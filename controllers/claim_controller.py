@@ -14,12 +14,12 @@ import contextlib
 import logging
 
 from controllers import claims as logic
-from controllers import kube
 from controllers import objects as ob
 from controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
 from controllers.metrics import ControllerMetrics
 from controllers.objects import Obj
 from controllers.runtime import Events, Retry, Runner, UIDCache, new_queue
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

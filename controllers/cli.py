@@ -95,9 +95,9 @@ def solver_client(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from controllers import kube
     from controllers.manager import Manager
     from controllers.metrics import ControllerMetrics
+    from service.kubeapi import client as kube
 
     try:
         options = options_from(args)

@@ -11,11 +11,11 @@ import threading
 from collections.abc import Iterable
 
 from controllers import claims as claim_logic
-from controllers import kube
 from controllers import objects as ob
-from controllers.informer import Informer, wait_for_sync
 from controllers.objects import Obj
 from controllers.runtime import StoreView
+from service.kubeapi import client as kube
+from service.kubeapi.informer import Informer, wait_for_sync
 
 POD_CLAIMS_INDEX = "claims"
 """Pods by ``namespace/name`` of every ResourceClaim they reference."""

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controllers import eviction as logic
-from controllers import kube
 from controllers import objects as ob
 from controllers.cluster import POD_CLAIMS_INDEX, Cluster
 from controllers.metrics import ControllerMetrics
 from controllers.objects import Obj
 from controllers.runtime import Events, Requeue, Runner, UIDCache, new_queue
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

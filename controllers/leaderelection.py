@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import kube
 from controllers import objects as ob
 from controllers.objects import Obj
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,7 @@ class LeaderElector:
         self._observed: Obj | None = None
         self._observed_spec: Any = None
         self._observed_at = 0.0
+        self._standing_by_for = ""
         self.transitions_seen = 0
 
     @property
@@ -116,6 +117,7 @@ class LeaderElector:
             self.on_stopped_leading()
 
     def _run(self) -> None:
+        log.info("%s: attempting to acquire lease %s/%s", self.config.identity, self.config.namespace, self.config.name)
         while not self._stop.is_set():
             if self._try_acquire_or_renew():
                 break
@@ -170,6 +172,9 @@ class LeaderElector:
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
         if holder and holder != cfg.identity and self._clock() - self._observed_at < duration:
+            if holder != self._standing_by_for:
+                self._standing_by_for = holder
+                log.info("%s: lease %s/%s is held by %s; standing by", cfg.identity, cfg.namespace, cfg.name, holder)
             return False  # held, and renewed recently as far as we can tell
         transitions = int(spec.get("leaseTransitions") or 0)
         acquire = spec.get("acquireTime") if holder == cfg.identity else None

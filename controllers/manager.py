@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers import kube
 from controllers.claim_controller import ClaimController
 from controllers.cluster import Cluster
 from controllers.eviction_controller import EvictionController
@@ -25,6 +24,7 @@ from controllers.leaderelection import ElectionConfig, LeaderElector
 from controllers.metrics import ControllerMetrics
 from controllers.runtime import Events
 from controllers.scheduler import Scheduler, Solver
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,8 @@
 - ``workqueue_depth{name}``, ``workqueue_retries_total{name}``: as client-go's workqueue metrics;
 - ``dra_solver_scheduler_*``: our scheduler (attempts by result, solver call latency, claim
   write conflicts, rollbacks, bindings);
+- ``scheduler_queue_incoming_pods_total{event,queue}``: pods moved between the scheduler's
+  queues (active, backoff, unschedulable) and the event that moved them, as kube-scheduler's;
 - ``dra_solver_leader``: 1 while this replica leads.
 
 Each :class:`ControllerMetrics` owns its registry, so several instances (tests, two replicas in
@@ -86,6 +88,13 @@ class ControllerMetrics:
             "dra_solver_scheduler_pending_pods",
             "Pods waiting to be scheduled, by queue (active, unschedulable).",
             ["queue"],
+            registry=r,
+        )
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type (as kube-scheduler counts them): "
+            "UnschedulableTimeout counts pods that only the periodic flush brought back.",
+            ["event", "queue"],
             registry=r,
         )
         self.leader = Gauge("dra_solver_leader", "1 while this replica holds the leader Lease.", registry=r)

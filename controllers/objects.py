@@ -16,8 +16,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-Obj = dict[str, Any]
-"""One API object as decoded JSON."""
+from service.kubeapi import meta as _meta
+
+# Metadata helpers live in the shared client layer; the controllers read objects through here.
+Obj = _meta.Obj
+deleting = _meta.deleting
+finalizers = _meta.finalizers
+key = _meta.key
+meta = _meta.meta
+name = _meta.name
+namespace = _meta.namespace
+resource_version = _meta.resource_version
+rv_int = _meta.rv_int
+split_key = _meta.split_key
+uid = _meta.uid
 
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 """Generated ResourceClaims carry the pod.spec.resourceClaims[].name they were made for."""
@@ -29,46 +41,6 @@ SCHEDULER_NAME = "dra-solver"
 
 MAX_RESERVED_FOR = 256
 """resource.k8s.io/v1 ResourceClaimReservedForMaxSize."""
-
-
-def meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    m = obj.get("metadata")
-    return m if isinstance(m, Mapping) else {}
-
-
-def name(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("name") or "")
-
-
-def namespace(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("namespace") or "")
-
-
-def uid(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("uid") or "")
-
-
-def resource_version(obj: Mapping[str, Any]) -> str:
-    return str(meta(obj).get("resourceVersion") or "")
-
-
-def key(obj: Mapping[str, Any]) -> str:
-    """``namespace/name`` (or ``name`` for cluster-scoped objects): work-queue and cache key."""
-    ns = namespace(obj)
-    return f"{ns}/{name(obj)}" if ns else name(obj)
-
-
-def split_key(k: str) -> tuple[str, str]:
-    ns, _, n = k.rpartition("/")
-    return ns, n
-
-
-def deleting(obj: Mapping[str, Any]) -> bool:
-    return bool(meta(obj).get("deletionTimestamp"))
-
-
-def finalizers(obj: Mapping[str, Any]) -> list[str]:
-    return [str(f) for f in meta(obj).get("finalizers") or []]
 
 
 def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
@@ -88,19 +60,6 @@ def status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def deep_copy(obj: Obj) -> Obj:
     return copy.deepcopy(obj)
-
-
-def rv_int(obj: Mapping[str, Any] | None) -> int:
-    """The resourceVersion as a number for "which copy is newer" (0 when absent or opaque)."""
-    if obj is None:
-        return 0
-    try:
-        return int(resource_version(obj))
-    except ValueError:
-        return 0
-
-
-# --- time ---------------------------------------------------------------------------------------
 
 
 def parse_time(text: str | None) -> float | None:

@@ -16,12 +16,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from controllers import kube
 from controllers import objects as ob
-from controllers.informer import Store
 from controllers.metrics import ControllerMetrics
 from controllers.objects import Obj
 from controllers.workqueue import WorkQueue
+from service.kubeapi import client as kube
+from service.kubeapi.informer import Store
 
 log = logging.getLogger(__name__)
 

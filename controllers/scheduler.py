@@ -21,7 +21,9 @@ Any failure after step 3 rolls back: claims written lose the pod's reservation (
 allocation, when we made it and nobody else uses the claim), the service's reservation is
 released, the pod is un-assumed, and the attempt is retried with backoff. A pod no node fits
 gets ``PodScheduled=False`` (reason Unschedulable) with the solver's explanation, and is tried
-again when the cluster changes (slices, nodes, claims freed, pods gone) or periodically.
+again when the cluster changes (slices, nodes, claims freed, pods gone) or periodically. A
+change that arrives while the attempt runs is not lost: :mod:`controllers.schedqueue` records it
+and the pod is retried at once instead of being parked.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import kube
 from controllers import objects as ob
 from controllers import scheduling as logic
 from controllers.cluster import POD_CLAIMS_INDEX, Cluster
 from controllers.metrics import ControllerMetrics
 from controllers.objects import Obj
 from controllers.runtime import Events, Requeue, Retry, Runner, new_queue
+from controllers.schedqueue import Move, PendingPods
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,12 @@ class Solver:
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
         if not resp.node:
+            # "No node" is only a verdict when every candidate was looked at: a solver that ran
+            # out of time on a busy machine has not shown the pod does not fit, and parking
+            # the pod on that answer would leave it waiting for an event that never comes.
+            unseen = len(set(candidates) - {v.node for v in resp.nodes if v.verdict != pb.VERDICT_NOT_EVALUATED})
+            if unseen:
+                raise SolverError("DEADLINE_EXCEEDED", f"{unseen} of {len(set(candidates))} candidate nodes not evaluated in time: {resp.reason}")
             return Placement("", {}, reason=resp.reason, verdicts=verdicts)
         allocations: dict[str, Obj] = {}
         for claim, answer in zip(claims, resp.claims, strict=True):
@@ -155,6 +164,7 @@ class Scheduler:
         backoff_initial: float = 1.0,
         backoff_max: float = 10.0,
         flush_interval: float = 60.0,
+        solver_lag: float = 0.5,
         events: Events | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -175,7 +185,7 @@ class Scheduler:
         self.queue = new_queue(self.name, metrics, base=backoff_initial, cap=backoff_max)
         self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
         self._lock = threading.Lock()
-        self._unschedulable: dict[str, float] = {}
+        self.pending = PendingPods(backoff_initial=backoff_initial, backoff_max=backoff_max, solver_lag=solver_lag)
         self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
         self._inflight: dict[str, Mapping[str, Obj]] = {}
         self._held: dict[str, set[str]] = {}
@@ -187,8 +197,8 @@ class Scheduler:
         self._flusher: threading.Thread | None = None
         self.pods.add_handler(self._on_pod)
         self.claims.add_handler(self._on_claim)
-        self.nodes.add_handler(lambda old, new: self._cluster_changed())
-        self.slices.add_handler(lambda old, new: self._cluster_changed())
+        self.nodes.add_handler(self._on_node)
+        self.slices.add_handler(self._on_slice)
 
     def start(self) -> None:
         self._stop.clear()
@@ -216,32 +226,42 @@ class Scheduler:
         if new is None or ob.pod_node(new) or ob.pod_terminal(new):
             with self._lock:
                 self._assumed.pop(k, None)
-                self._unschedulable.pop(k, None)
             # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
             if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
-                self._cluster_changed()
-        if self._pending(new) and logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
-            with self._lock:
-                self._unschedulable.pop(k, None)
+                self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
+        if not self._pending(new):
+            self.pending.scheduled(k)
+        elif logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
+            self.pending.wake(k)
             self.queue.add(k)
         self._update_gauges()
 
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
         claim = new if new is not None else old
         assert claim is not None
+        # The pods using this claim: it appeared, changed or went away (the work queue runs a
+        # pod again after an attempt that is in flight right now, so nothing is lost).
         for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
             if self._pending(pod):
-                with self._lock:
-                    self._unschedulable.pop(ob.key(pod), None)
+                self.pending.wake(ob.key(pod))
                 self.queue.add(ob.key(pod))
         freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
         if freed:
             self._release_held(ob.key(claim))
-            self._cluster_changed()
+            self._cluster_changed("ResourceClaimDelete" if new is None else "ResourceClaimUpdate")
+
+    def _on_node(self, old: Obj | None, new: Obj | None) -> None:
+        if new is not None and (old is None or logic.node_changed(old, new)):
+            self._cluster_changed("NodeAdd" if old is None else "NodeUpdate")
+
+    def _on_slice(self, old: Obj | None, new: Obj | None) -> None:
+        # A slice removed only takes devices away; one added or changed may bring some.
+        if new is not None:
+            self._cluster_changed("ResourceSliceAdd" if old is None else "ResourceSliceUpdate")
 
     def _release(self, reservation: str) -> None:
         self.solver.unreserve(reservation)
-        self._cluster_changed()  # the devices are free for the service now too
+        self._cluster_changed("ReservationReleased")  # the devices are free for the service now too
 
     def _hold(self, reservation: str, claims: Iterable[str]) -> None:
         with self._lock:
@@ -271,28 +291,27 @@ class Scheduler:
             self._held.pop(reservation, None)
         self.release_queue.add(reservation)
 
-    def _cluster_changed(self) -> None:
-        """Something that may make unschedulable pods fit: try them again, with backoff."""
-        with self._lock:
-            waiting = sorted(self._unschedulable)
-            self._unschedulable.clear()
-        for k in waiting:
-            self.queue.add_rate_limited(k)
+    def _cluster_changed(self, event: str) -> None:
+        """Something that may make unschedulable pods fit: record it for the attempts in
+        flight and try the parked pods again, each once its backoff has passed."""
+        self._requeue(self.pending.cluster_event(event))
+
+    def _requeue(self, moves: Iterable[Move]) -> None:
+        for move in moves:
+            self.metrics.queue_incoming_pods.labels(event=move.event, queue="active" if move.delay <= 0 else "backoff").inc()
+            self.queue.add_after(move.key, move.delay)
         self._update_gauges()
 
     def _flush_loop(self) -> None:
         while not self._stop.wait(self.flush_interval):
-            self._cluster_changed()
+            self._requeue(self.pending.flush())
 
     def _update_gauges(self) -> None:
-        with self._lock:
-            unschedulable = len(self._unschedulable)
-        self.metrics.pending_pods.labels(queue="unschedulable").set(unschedulable)
+        self.metrics.pending_pods.labels(queue="unschedulable").set(len(self.pending.parked()))
         self.metrics.pending_pods.labels(queue="active").set(self.queue.pending())
 
     def unschedulable_pods(self) -> list[str]:
-        with self._lock:
-            return sorted(self._unschedulable)
+        return self.pending.parked()
 
     # --- one attempt --------------------------------------------------------------------------
 
@@ -309,9 +328,11 @@ class Scheduler:
             raise Requeue(0.2, "caches not synced yet")
         start = time.perf_counter()
         result = "error"
+        self.pending.begin(key)
         try:
             result = self._attempt(pod)
         finally:
+            self.pending.end(key)
             self.metrics.schedule_attempts.labels(result=result).inc()
             self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
 
@@ -331,7 +352,7 @@ class Scheduler:
         claims_view = self.cluster.view("claims")
         gathered = logic.gather_claims(pod, claims_view)
         if gathered.wait:
-            self._mark_unschedulable(pod, gathered.wait)
+            self._mark_unschedulable(pod, gathered.wait, record=not gathered.being_created)
             return "waiting"
         nodes = {ob.name(n): n for n in self.nodes.store.objects()}
         used = self._used()
@@ -347,11 +368,13 @@ class Scheduler:
                 placement = self.solver.schedule(claims, filtered.candidates, pod=key)
             except SolverError as err:
                 if err.code in PERMANENT_CODES:
-                    self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}")
+                    self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}", by_solver=True)
                     return "unschedulable"
+                if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
+                    self._reservation_may_expire()
                 raise kube.Transient(f"pod {key}: solver: {err}") from err
             if not placement.node:
-                self._mark_unschedulable(pod, self._explain(claims, filtered, placement, total=len(nodes)))
+                self._mark_unschedulable(pod, self._explain(claims, filtered, placement, total=len(nodes)), by_solver=True)
                 return "unschedulable"
         else:
             placement = Placement(logic.least_allocated(filtered.candidates, nodes, used), {})
@@ -359,7 +382,7 @@ class Scheduler:
         try:
             self._assume(pod, placement, nodes.get(node) or {}, gathered)
         except AttemptFailed as err:
-            self.solver.unreserve(placement.reservation)
+            self._unreserve(placement.reservation)
             raise Retry(f"pod {key}: {err}") from err
         written: list[_Written] = []
         try:
@@ -368,7 +391,7 @@ class Scheduler:
         except Exception as err:
             self.metrics.rollbacks.inc()
             self._rollback(pod, written)
-            self.solver.unreserve(placement.reservation)
+            self._unreserve(placement.reservation)
             with self._lock:
                 self._assumed.pop(key, None)
                 self._inflight.pop(key, None)
@@ -378,11 +401,26 @@ class Scheduler:
             raise
         with self._lock:
             self._inflight.pop(key, None)
+        self.pending.scheduled(key)
         self._hold(placement.reservation, placement.allocations)
         self.metrics.bindings.inc()
         self.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {key} to {node}")
         log.info("pod %s: bound to %s", key, node)
         return "scheduled"
+
+    def _reservation_may_expire(self) -> None:
+        """A Schedule call ended without an answer, so the solver may hold a reservation we
+        never learned the id of: its devices come free when it expires, with no API event to
+        say so. Count its expiry as a cluster change."""
+        timer = threading.Timer(self.solver.reservation_ttl + 0.5, self._cluster_changed, args=("ReservationExpired",))
+        timer.daemon = True
+        timer.start()
+
+    def _unreserve(self, reservation: str) -> None:
+        """Give back what a failed attempt held: other pods may have been refused those devices."""
+        if reservation:
+            self.solver.unreserve(reservation)
+            self._cluster_changed("ReservationReleased")
 
     def _explain(self, claims: Sequence[Obj], filtered: logic.NodeFilter, placement: Placement, *, total: int) -> str:
         """The scheduler-style summary over all nodes, plus the solver's explanation for the
@@ -467,10 +505,16 @@ class Scheduler:
         ns, name = ob.namespace(pod), ob.name(pod)
         try:
             self.kube.bind_pod(ns, name, logic.binding(pod, node))
-        except kube.Conflict:
-            current = self.kube.get_pod(ns, name)
+        except (kube.Conflict, kube.Transient) as err:
+            # A timeout or a dropped connection says nothing about whether the binding was
+            # stored: rolling back the claims of a pod that is in fact bound would leave it on
+            # the node without its devices. Look before deciding.
+            try:
+                current = self.kube.get_pod(ns, name)
+            except kube.ApiError:
+                raise err from None
             if ob.uid(current) == ob.uid(pod) and ob.pod_node(current) == node:
-                return  # an earlier bind got through; its answer did not
+                return  # the binding got through; its answer did not
             raise
 
     def _rollback(self, pod: Obj, written: Sequence[_Written]) -> None:
@@ -500,11 +544,19 @@ class Scheduler:
                     log.warning("rollback of claim %s failed: %s", record.key, err)
                     break
 
-    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+    def _mark_unschedulable(self, pod: Obj, message: str, *, by_solver: bool = False, record: bool = True) -> None:
+        """Record why the pod does not fit (``record``: as a PodScheduled condition and an
+        Event), then park it, unless a cluster change arrived during the attempt (then it is
+        tried again right away: the change may be the answer)."""
         key = ob.key(pod)
-        with self._lock:
-            self._unschedulable[key] = self.clock()
-        patch = logic.unschedulable_patch(pod, message, now=self.clock())
+        verdict = self.pending.unschedulable(key, by_solver=by_solver)
+        if verdict.retry_after is None:
+            self.metrics.queue_incoming_pods.labels(event="ScheduleAttemptFailure", queue="unschedulable").inc()
+        else:
+            self.metrics.queue_incoming_pods.labels(event=verdict.event, queue="active" if verdict.retry_after <= 0 else "backoff").inc()
+            self.queue.add_after(key, verdict.retry_after)
+            log.info("pod %s: %s arrived during the attempt, trying again", key, verdict.event)
+        patch = logic.unschedulable_patch(pod, message, now=self.clock()) if record else None
         if patch is not None:
             try:
                 patched = self.kube.patch_pod_status(ob.namespace(pod), ob.name(pod), patch)

@@ -56,6 +56,17 @@ def scheduling_inputs_changed(old: Mapping[str, Any] | None, new: Mapping[str, A
     )
 
 
+def node_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a node update can let a pod fit that did not before: labels (selectors,
+    affinity), spec (taints, unschedulable) or allocatable resources; heartbeats and
+    condition updates cannot."""
+    return bool(
+        ob.meta(old).get("labels") != ob.meta(new).get("labels")
+        or ob.spec(old) != ob.spec(new)
+        or ob.status(old).get("allocatable") != ob.status(new).get("allocatable")
+    )
+
+
 # --- claims (PreFilter) ---------------------------------------------------------------------------
 
 
@@ -77,6 +88,9 @@ class Gathered:
     claims: tuple[PodClaim, ...] = ()
     wait: str = ""
     """Why the pod cannot be scheduled yet (empty when it can be tried)."""
+    being_created: bool = False
+    """The wait is for the claim controller to create a claim from its template: a matter of
+    moments that needs no PodScheduled condition or Event (upstream's PreEnqueue gate)."""
 
     @property
     def to_allocate(self) -> tuple[PodClaim, ...]:
@@ -96,7 +110,7 @@ def gather_claims(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]
         try:
             resolved = ob.claim_name(pod, pod_claim)
         except ob.ClaimNotCreated:
-            return Gathered(wait=f'waiting for resourceclaim for pod claim "{pod_claim.get("name")}" to be created')
+            return Gathered(wait=f'waiting for resourceclaim for pod claim "{pod_claim.get("name")}" to be created', being_created=True)
         except ob.ClaimNameError as err:
             return Gathered(wait=str(err))
         if resolved.name is None:

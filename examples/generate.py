@@ -241,8 +241,8 @@ def scenario_explodes(*, devices: int = 16, values: int = 4, count: int = 5) -> 
     that has only ``values`` NUMA nodes: unsatisfiable, and first-fit backtracking tries every
     combination of GPUs with different values before giving up; CP-SAT proves it at once.
 
-    (One request per GPU, not one request for ``count`` GPUs: upstream checks distinctness
-    between requests only, see the README's upstream quirks.)"""
+    (One request per GPU, not one request for ``count`` GPUs: upstream releases before v0.37.2
+    checked distinctness between requests only, see the README's "Where upstream deviates".)"""
     devs = [{"name": f"gpu-{i}", "attributes": {"numa": {"int": i % values}}} for i in range(devices)]
     requests = [
         {"name": f"gpu-{r}", "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 1}}

@@ -5,7 +5,9 @@ the spec files of the CDI directory (``/var/run/cdi``) and applies their contain
 module owns everything about those files: the spec kind (``<driver>/<class>``), device names
 (derived from the claim UID, so two claims sharing one device never collide), file names
 (``<driver>-<class>_<claim uid>.json``, the CDI "transient spec" convention), the JSON itself
-(CDI 0.8) and creating/deleting files atomically. The rest of the plugin calls
+(CDI 0.8) and creating/deleting files atomically. A spec path is always one file directly in
+the CDI directory: the claim UID is sanitised into the name and the result confined to the
+directory (``fsutil.confined``), whatever the UID. The rest of the plugin calls
 :meth:`CdiHandler.create_claim_spec_file`, :meth:`CdiHandler.delete_claim_spec_file` and the
 naming helpers, nothing else.
 """
@@ -22,6 +24,8 @@ from kubeletplugin import fsutil
 from kubeletplugin.checkpoint import PreparedDevice
 
 CDI_VERSION = "0.8.0"
+DIR_MODE = 0o755
+SPEC_MODE = 0o644
 CLAIM_ANNOTATION = "kubeletplugin.dra-solver.dev/claim"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 
@@ -53,7 +57,8 @@ class CdiHandler:
         return f"{self.kind}={cdi_name}"
 
     def spec_path(self, claim_uid: str) -> Path:
-        return self.cdi_dir / f"{self._prefix}{_UNSAFE.sub('-', claim_uid)}.json"
+        """``<cdi dir>/<driver>-<class>_<uid>.json``; raises fsutil.UnsafePathError otherwise."""
+        return fsutil.confined(self.cdi_dir, f"{self._prefix}{_UNSAFE.sub('-', claim_uid)}.json")
 
     def spec(
         self, claim_uid: str, claim_ref: str, devices: Sequence[PreparedDevice]
@@ -71,15 +76,21 @@ class CdiHandler:
     def create_claim_spec_file(
         self, claim_uid: str, claim_ref: str, devices: Sequence[PreparedDevice]
     ) -> Path:
-        self.cdi_dir.mkdir(parents=True, exist_ok=True)
         path = self.spec_path(claim_uid)
+        # Shared with the runtime and other drivers: created if missing, never re-permissioned.
+        fsutil.ensure_dir(self.cdi_dir, mode=DIR_MODE, enforce=False)
         body = json.dumps(self.spec(claim_uid, claim_ref, devices), indent=2) + "\n"
         # World-readable like every CDI spec: runtimes and tools read them, nothing secret.
-        fsutil.write_atomic(path, body.encode(), mode=0o644)
+        # The mode is exact whatever the umask (write_atomic sets it with fchmod).
+        fsutil.write_atomic(path, body.encode(), mode=SPEC_MODE)
         return path
 
     def delete_claim_spec_file(self, claim_uid: str) -> bool:
         return fsutil.remove_durably(self.spec_path(claim_uid))
+
+    def remove_temp_files(self) -> list[Path]:
+        """Our own leftover temporary spec files (a crash mid-write); other drivers' stay."""
+        return fsutil.remove_temp_files(self.cdi_dir, prefix=self._prefix)
 
     def claim_spec_files(self) -> dict[str, Path]:
         """Spec files this handler owns, by claim UID (other drivers' files are ignored)."""

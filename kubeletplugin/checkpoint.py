@@ -13,7 +13,9 @@ Only reading and writing live here:
 - a missing file reads as an empty checkpoint (first start on a node);
 - writes are atomic and durable (``fsutil.write_atomic``);
 - the schema is versioned (``apiVersion``), and a checksum over the content catches a file that
-  was truncated or edited by hand, which is refused with a clear message rather than guessed at.
+  was truncated or edited by hand, which is refused with a clear message rather than guessed at;
+- the file is private (mode 0600 whatever the umask), and a temporary file a crash left behind is
+  removed at start-up (``state.DeviceState.recover``).
 """
 
 from __future__ import annotations
@@ -170,6 +172,12 @@ def decode(text: str, *, source: str) -> Checkpoint:
     claims = data.get("claims") or {}
     if not isinstance(claims, dict):
         raise CheckpointError(f"{source}: claims: must be an object")
+    for uid in sorted(str(k) for k in claims):
+        # A UID names files (CDI spec, backend state); one that is not a plain file name was
+        # never written by the plugin, whose claim references are checked before use.
+        problem = fsutil.component_problem(uid)
+        if problem:
+            raise CheckpointError(f"{source}: claims[{fsutil.short(uid)}]: invalid UID: {problem}")
     try:
         entries = {str(uid): ClaimEntry.from_json(str(uid), claims[uid]) for uid in sorted(claims)}
     except (KeyError, TypeError, ValueError) as err:

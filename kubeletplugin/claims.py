@@ -13,7 +13,6 @@ allocated. Errors read like upstream's (``retrieve claim ns/name: ...``).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 from model import objects as o
 from model.decode import decode_object, parse_documents
 from model.errors import InvalidInput
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,9 @@ def _decode_claim(
     doc: dict[str, Any], *, source: str, namespace: str, name: str
 ) -> o.ResourceClaim:
     try:
-        obj = decode_object(doc, source=source)
+        # An allocated claim the API server (or the scheduler writing the directory) already
+        # accepted: read it as `--validate=ignore`, so a newer server's fields never fail it.
+        obj = decode_object(doc, source=source, validate="ignore")
     except InvalidInput as err:
         raise ClaimLookupError(f"retrieve claim {namespace}/{name}: {err}") from None
     if not isinstance(obj, o.ResourceClaim):
@@ -111,33 +113,28 @@ class DirectoryClaimSource:
 
 
 class KubeClaimSource:
-    """``GET /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}`` via the client.
+    """``GET /apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}`` through the shared
+    client layer (``service.kubeapi``).
 
-    The response is read as raw JSON (``_preload_content=False``) and decoded by ``model``, so
-    fields the generated client models do not know yet survive.
+    The response stays raw JSON and is decoded by ``model``, so fields the generated client
+    models do not know yet survive.
     """
 
     def __init__(self, api_client: Any) -> None:
-        from kubernetes import client  # local: only the kube mode pays for the import
-
-        self._api = client.ResourceV1Api(api_client)
+        self._kube = kube.Kube(api_client)
 
     def get(self, namespace: str, name: str, uid: str) -> o.ResourceClaim:
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
+        what = f"retrieve claim {namespace}/{name}"
         try:
-            resp: Any = self._api.read_namespaced_resource_claim(
-                name, namespace, _preload_content=False
+            doc = self._kube.read(
+                what, self._kube.resource.read_namespaced_resource_claim, name, namespace
             )
-            doc = json.loads(resp.data)
-        except ApiException as err:
-            reason = "not found" if err.status == 404 else f"{err.status} {err.reason}"
-            raise ClaimLookupError(f"retrieve claim {namespace}/{name}: {reason}") from None
-        except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:
-            raise ClaimLookupError(f"retrieve claim {namespace}/{name}: {err}") from None
-        if not isinstance(doc, dict):
-            raise ClaimLookupError(f"retrieve claim {namespace}/{name}: unexpected response")
+        except kube.NotFound:
+            raise ClaimLookupError(f"{what}: not found") from None
+        except kube.ApiError as err:
+            raise ClaimLookupError(str(err)) from None
+        if not doc:
+            raise ClaimLookupError(f"{what}: unexpected response")
         doc.setdefault("kind", "ResourceClaim")
         doc.setdefault("apiVersion", "resource.k8s.io/v1")
         claim = _decode_claim(doc, source="API", namespace=namespace, name=name)

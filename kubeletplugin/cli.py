@@ -2,7 +2,9 @@
 
 Start-up order matters and is the crash-safety contract:
 
-1. read the device config and build the backend;
+1. set up the Kubernetes client when ``kube`` is used and ask the server once (a bad kubeconfig
+   or an unreachable server is one line and exit 2 before anything else happens); read the
+   device config and build the backend;
 2. **recover** the checkpoint (undo half-prepared/half-unprepared claims) before any socket
    exists, so the kubelet can never call into a half-recovered plugin;
 3. serve the DRA socket, then the registration socket (the kubelet registers us only once the
@@ -28,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from kubeletplugin import discovery, fsutil
+from kubeletplugin.cdi import DIR_MODE as CDI_DIR_MODE
 from kubeletplugin.cdi import CdiHandler
 from kubeletplugin.checkpoint import CheckpointError, CheckpointStore
 from kubeletplugin.claims import ClaimSource, DirectoryClaimSource, KubeClaimSource
@@ -37,6 +40,7 @@ from kubeletplugin.publish import DirectorySink, KubeSliceSink, Publisher, Publi
 from kubeletplugin.state import DeviceState, FaultInjection
 from model.errors import InvalidInput
 from model.validation import dns1123_subdomain_errors
+from service.kubeapi import client as kube
 
 log = logging.getLogger("kubeletplugin")
 
@@ -102,6 +106,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=KUBE,
         help="read ResourceClaims from the API (kube, default) or from YAML/JSON files in DIR",
     )
+    api = parser.add_mutually_exclusive_group()
+    api.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig for the API (default: in a pod its service account, else $KUBECONFIG"
+        " or ~/.kube/config)",
+    )
+    api.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
 
 
 class _UsageError(Exception):
@@ -116,20 +128,18 @@ def _check_name(flag: str, value: str, *, max_len: int = 253) -> None:
         raise _UsageError(f"{flag}: Invalid value: {value!r}: {'; '.join(errors)}")
 
 
-def _kube_client() -> Any:
-    from kubernetes import client, config
-    from kubernetes.config.config_exception import ConfigException
+def _kube_client(args: argparse.Namespace) -> Any:
+    """The shared client (``service.kubeapi``), checked to reach the server.
 
-    try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-    except ConfigException:
-        try:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError) as err:
-            raise _UsageError(
-                f"no Kubernetes configuration (in-cluster or kubeconfig): {err}"
-            ) from None
-    return client.ApiClient()
+    Without a flag the plugin does what a DaemonSet pod expects: its service account when
+    running in a pod, else the kubeconfig kubectl would use.
+    """
+    in_cluster = bool(args.in_cluster) or (
+        args.kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    )
+    return kube.api_client(
+        kubeconfig=args.kubeconfig, in_cluster=in_cluster, user_agent="dra-solver-kubelet-plugin"
+    )
 
 
 def _setup_logging() -> None:
@@ -146,8 +156,16 @@ def run(args: argparse.Namespace) -> int:
     _setup_logging()
     try:
         return _run(args)
-    except (_UsageError, InvalidInput, CheckpointError, SocketError, ValueError, OSError) as err:
-        log.error("%s", err)
+    except (
+        _UsageError,
+        kube.ConfigError,
+        InvalidInput,
+        CheckpointError,
+        SocketError,
+        ValueError,
+        OSError,
+    ) as err:
+        # One line, no traceback (logging shares stderr: a log record would say it twice).
         print(f"dra-solver kubelet-plugin: error: {err}", file=sys.stderr)
         return 2
 
@@ -193,6 +211,8 @@ def build(args: argparse.Namespace) -> Plugin:
     _check_name("--driver", driver, max_len=DRIVER_NAME_MAX)
     _check_name("--node", node)
     faults = FaultInjection.from_env(os.environ)
+    # The API first: a kubeconfig or server problem is reported before anything else happens.
+    api_client = _kube_client(args) if KUBE in (args.publish, args.claim_source) else None
 
     # Absolute paths throughout: the kubelet gets the socket path as the endpoint, and gRPC
     # reads "unix://relative/path" as an authority.
@@ -203,7 +223,7 @@ def build(args: argparse.Namespace) -> Plugin:
     config = discovery.load_config(args.config)
     health_file = (config.health.file or checkpoint_dir / "health.yaml").absolute()
     fsutil.ensure_dir(checkpoint_dir, mode=0o700, enforce=True)
-    cdi_dir.mkdir(parents=True, exist_ok=True)
+    fsutil.ensure_dir(cdi_dir, mode=CDI_DIR_MODE, enforce=False)  # shared: created, not tightened
 
     profile = discovery.SimulatedProfile(
         config, node=node, state_dir=checkpoint_dir / "simulated-devices", health_file=health_file
@@ -230,7 +250,6 @@ def build(args: argparse.Namespace) -> Plugin:
     recovered = state.recover()
     log.info("checkpoint %s: %d claim(s) recovered", state.store.path, len(recovered))
 
-    api_client = _kube_client() if KUBE in (args.publish, args.claim_source) else None
     claims: ClaimSource
     if args.claim_source == KUBE:
         claims = KubeClaimSource(api_client)

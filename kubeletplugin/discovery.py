@@ -41,6 +41,7 @@ import yaml
 
 from kubeletplugin import fsutil
 from model.errors import FieldPath, InvalidInput
+from model.quantity import Format, QuantityError, parse_quantity_field
 
 # --- device description (API vocabulary) -----------------------------------------------------
 
@@ -230,7 +231,6 @@ class Profile(Protocol):
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
-_QUANTITY = re.compile(r"^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,15 +266,16 @@ def parse_int_quantity(text: object) -> IntQuantity | None:
         return IntQuantity(text, False) if text >= 0 else None
     if not isinstance(text, str):
         return None
-    match = _QUANTITY.match(text.strip())
-    if not match:
+    # The one quantity parser (the API server's grammar and blanks); "whole" is upstream's
+    # AsInt64: an integer held exactly, so 1.5Gi or 1000m are refused as the config asks.
+    try:
+        parsed = parse_quantity_field(text)
+    except QuantityError:
         return None
-    number, suffix = int(match.group(1)), match.group(2)
-    if suffix in _BINARY:
-        return IntQuantity(number * 1024 ** _BINARY[suffix], True)
-    if suffix in _DECIMAL:
-        return IntQuantity(number * 1000 ** _DECIMAL[suffix], False)
-    return IntQuantity(number, False)
+    value = parsed.as_int64()
+    if value is None or value < 0:
+        return None
+    return IntQuantity(value, parsed.format is Format.BINARY_SI)
 
 
 # --- simulated backend configuration ---------------------------------------------------------
@@ -848,7 +849,7 @@ class SimulatedProfile:
         if device in self.config.fail_prepare:
             raise DeviceBackendError(f"device {device}: simulated failure while preparing")
         marker = self.marker_path(claim_uid, device, share_id=share_id)
-        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsutil.ensure_dir(marker.parent, mode=0o700, enforce=True)
         body = json.dumps({"claimUID": claim_uid, "device": device, "shareID": share_id})
         fsutil.write_atomic(marker, body.encode())
 
@@ -899,8 +900,10 @@ class SimulatedProfile:
     # -- helpers ---------------------------------------------------------------------------
 
     def marker_path(self, claim_uid: str, device: str, *, share_id: str | None) -> Path:
+        """``<state dir>/<claim uid>/<device>[--<share id>]``, confined to the state directory
+        (raises fsutil.UnsafePathError, an OSError, for a UID or name that would leave it)."""
         leaf = device if not share_id else f"{device}--{share_id}"
-        return self.state_dir / claim_uid / leaf
+        return fsutil.confined(self.state_dir, claim_uid, leaf)
 
     def prepared_markers(self) -> dict[str, set[str]]:
         """Claim UID -> marker names present (used by tests and the invariant checker)."""

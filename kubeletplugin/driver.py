@@ -13,7 +13,10 @@ Two gRPC servers, as the kubelet expects them:
 Servicers stay thin: turn the request into claim references, look the claims up (slow API
 calls happen before the state lock, as upstream's helper does), hand them to
 ``state.DeviceState`` and turn its per-claim results into the response. Every claim in the
-request gets exactly one entry in the response; one bad claim never fails the call.
+request gets exactly one entry in the response; one bad claim never fails the call. A claim
+reference is checked before it is used (``state.claim_ref_problem``: namespace and name as the
+API server validates them, a UID that is one plain file name), so nothing the kubelet sends can
+name a path outside the plugin's directories.
 
 Sockets are created with mode 0600 inside directories of mode 0700 (the registry directory is
 the kubelet's and only created if missing); a stale socket from a previous run is removed first,
@@ -39,7 +42,7 @@ import grpc
 from kubeletplugin import fsutil, protos
 from kubeletplugin.claims import ClaimLookupError, ClaimSource
 from kubeletplugin.health import HealthMonitor, add_health_servicers
-from kubeletplugin.state import ClaimRef, DeviceState, PrepareResult
+from kubeletplugin.state import ClaimRef, DeviceState, PrepareResult, claim_ref_problem
 from model import objects as o
 
 log = logging.getLogger(__name__)
@@ -65,7 +68,7 @@ class PluginCore:
         results: dict[str, PrepareResult] = {}
         found: list[o.ResourceClaim] = []
         for ref in refs:
-            problem = _missing_fields(ref)
+            problem = claim_ref_problem(ref)
             if problem:
                 results[ref.uid] = PrepareResult(error=problem)
                 continue
@@ -83,21 +86,15 @@ class PluginCore:
         valid: list[ClaimRef] = []
         for ref in refs:
             # Unprepare needs only the UID: the checkpoint knows the rest.
-            if ref.uid:
-                valid.append(ref)
+            problem = claim_ref_problem(ref, need_name=False)
+            if problem:
+                errors[ref.uid] = problem
             else:
-                errors[ref.uid] = f"claim {ref}: uid: Required value"
+                valid.append(ref)
 
         if valid:
             errors.update(self.state.unprepare(valid))
         return errors
-
-
-def _missing_fields(ref: ClaimRef) -> str:
-    missing = [f for f in ("namespace", "uid", "name") if not getattr(ref, f)]
-    if missing:
-        return f"claim {ref}: {', '.join(missing)}: Required value"
-    return ""
 
 
 def _refs(request: Any) -> list[ClaimRef]:

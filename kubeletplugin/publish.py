@@ -19,7 +19,7 @@ slices, as upstream's ResourceSlice controller does.
 
 Objects are plain ``resource.k8s.io/v1`` JSON dicts. Two sinks write them: a directory of YAML
 files (read by the solver service's file inventory, no API server needed) and the Kubernetes
-API through the ``kubernetes`` client (``ResourceV1Api``), with an owner reference to the Node
+API through the shared client layer (``service.kubeapi``), with an owner reference to the Node
 so the slices go away with it.
 """
 
@@ -41,6 +41,7 @@ import yaml
 
 from kubeletplugin import fsutil
 from kubeletplugin.discovery import NodeDevices
+from service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 
@@ -261,7 +262,7 @@ class DirectorySink:
 
     def _write(self, obj: Json) -> None:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            fsutil.ensure_dir(self.directory, mode=0o755, enforce=False)
             text = yaml.safe_dump(obj, sort_keys=False, default_flow_style=False)
             fsutil.write_atomic(self._path(obj), text.encode(), mode=0o644)
         except OSError as err:
@@ -284,71 +285,63 @@ class DirectorySink:
 
 
 class KubeSliceSink:
-    """ResourceSlices through ``kubernetes.client.ResourceV1Api`` (list/create/update/delete).
+    """ResourceSlices through the shared client layer (``service.kubeapi``).
 
-    Exactly the calls the kubelet-plugin RBAC in ``deploy/`` grants, plus ``get`` on the Node
-    for the owner reference. Responses are read as raw JSON so no field is lost to the client's
-    generated models.
+    Exactly the calls the kubelet-plugin RBAC in ``deploy/`` grants: list, create, update and
+    delete of resourceslices, plus ``get`` on the Node for the owner reference. Objects stay
+    the API's JSON both ways, so no field is lost to the client's generated models.
     """
 
     def __init__(self, api_client: Any, *, driver: str, node: str) -> None:
-        from kubernetes import client  # local: only the kube mode pays for the import
-
-        self._api = client.ResourceV1Api(api_client)
-        self._core = client.CoreV1Api(api_client)
+        self._kube = kube.Kube(api_client)
         self.driver = driver
         self.node = node
         self._owner: Json | None = None
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            resp = fn(*args, _preload_content=False, **kwargs)
-            return json.loads(resp.data) if resp.data else {}
-        except ApiException as err:
-            raise PublishError(f"{what}: {err.status} {err.reason}: {_api_message(err)}") from None
-        except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:
-            raise PublishError(f"{what}: {err}") from None
-
     def list(self) -> list[Json]:
         selector = f"spec.nodeName={self.node},spec.driver={self.driver}"
-        data = self._call(
-            "list resourceslices", self._api.list_resource_slice, field_selector=selector
-        )
+        try:
+            data = self._kube.read(
+                "list resourceslices",
+                self._kube.resource.list_resource_slice,
+                field_selector=selector,
+            )
+        except kube.ApiError as err:
+            raise PublishError(str(err)) from None
         items = data.get("items") or []
         for item in items:  # list items come without kind/apiVersion
             item.setdefault("apiVersion", API_VERSION)
             item.setdefault("kind", "ResourceSlice")
         return [i for i in items if (i.get("spec") or {}).get("nodeName") == self.node]
 
+    def _write(self, verb: str, method: str, obj: Json, **params: Any) -> None:
+        name = obj["metadata"]["name"]
+        try:
+            self._kube.write(f"{verb} resourceslice {name}", self._kube.resource, method, **params)
+        except kube.NotFound:
+            if verb != "delete":
+                raise PublishError(f"{verb} resourceslice {name}: not found") from None
+            # already gone is what we wanted
+        except kube.ApiError as err:
+            raise PublishError(str(err)) from None
+
     def create(self, obj: Json) -> None:
-        self._call(
-            f"create resourceslice {obj['metadata']['name']}", self._api.create_resource_slice, obj
-        )
+        self._write("create", "create_resource_slice", obj, body=obj)
 
     def update(self, obj: Json) -> None:
         name = obj["metadata"]["name"]
-        self._call(f"update resourceslice {name}", self._api.replace_resource_slice, name, obj)
+        self._write("update", "replace_resource_slice", obj, name=name, body=obj)
 
     def delete(self, obj: Json) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        name = obj["metadata"]["name"]
-        try:
-            self._api.delete_resource_slice(name, _preload_content=False)
-        except ApiException as err:
-            if err.status != 404:  # already gone is what we wanted
-                raise PublishError(
-                    f"delete resourceslice {name}: {err.status} {err.reason}"
-                ) from None
+        self._write("delete", "delete_resource_slice", obj, name=obj["metadata"]["name"])
 
     def owner(self) -> Json | None:
         if self._owner is None:
             try:
-                node = self._call(f"get node {self.node}", self._core.read_node, self.node)
-            except PublishError as err:
+                node = self._kube.read(
+                    f"get node {self.node}", self._kube.core.read_node, self.node
+                )
+            except kube.ApiError as err:
                 log.warning("publish: no owner reference for the slices: %s", err)
                 return None
             uid = (node.get("metadata") or {}).get("uid")
@@ -361,13 +354,6 @@ class KubeSliceSink:
                     "controller": True,
                 }
         return self._owner
-
-
-def _api_message(err: Any) -> str:
-    try:
-        return str(json.loads(err.body).get("message", ""))
-    except (TypeError, ValueError, AttributeError):
-        return ""
 
 
 # --- the publisher ------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import filelock
 
+from kubeletplugin import fsutil
 from kubeletplugin.cdi import CdiHandler
 from kubeletplugin.checkpoint import (
     Checkpoint,
@@ -51,6 +53,7 @@ from kubeletplugin.checkpoint import (
 )
 from kubeletplugin.discovery import ContainerEdits, DeviceBackendError, DeviceInfo, Profile
 from model import objects as o
+from model.validation import dns1123_label_errors, dns1123_subdomain_errors
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +105,59 @@ class ClaimRef:
     uid: str
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return f"{_clip(self.namespace)}/{_clip(self.name)}"
+
+
+def _clip(text: str) -> str:
+    # Valid names are at most 253 characters; anything longer is shown as a prefix only.
+    return text if len(text) <= 253 else f"{text[:64]}..."
+
+
+# --- what may name a file: the claim reference rules ------------------------------------------
+
+UID_MAX_LENGTH = 128
+_UID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_UID_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    f"alphanumeric character (at most {UID_MAX_LENGTH} characters)"
+)
+
+
+def uid_problem(uid: str) -> str:
+    """Why ``uid`` cannot be a claim UID here; empty if it can.
+
+    API-server UIDs are UUIDs; the rule is wider (claims from a directory source may use any
+    token) but narrow enough that a UID is always one plain file name: it names the claim's CDI
+    spec and the backend's per-claim directory.
+    """
+    if len(uid) > UID_MAX_LENGTH or not _UID.fullmatch(uid):
+        return f"Invalid value: {fsutil.short(uid)}: {_UID_MSG}"
+    return ""
+
+
+def claim_ref_problem(ref: ClaimRef, *, need_name: bool = True) -> str:
+    """The claim's error for a reference the kubelet sent that must not be used; empty if fine.
+
+    Namespace and name follow the API server's rules (DNS label, DNS subdomain), the UID
+    :func:`uid_problem`; every field is checked before any file is touched.
+    """
+    fields = ("namespace", "uid", "name") if need_name else ("uid",)
+    missing = [f for f in fields if not getattr(ref, f)]
+    if missing:
+        return f"claim {ref}: {', '.join(missing)}: Required value"
+    problems: list[str] = []
+    if need_name:
+        for what, errors in (
+            ("namespace", dns1123_label_errors(ref.namespace)),
+            ("name", dns1123_subdomain_errors(ref.name)),
+        ):
+            if errors:
+                value = fsutil.short(getattr(ref, what))
+                problems.append(f"{what}: Invalid value: {value}: {'; '.join(errors)}")
+    uid = uid_problem(ref.uid)
+    if uid:
+        problems.append(f"uid: {uid}")
+    return f"claim {ref}: {', '.join(problems)}" if problems else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,9 +237,16 @@ def compute_device_config(
     config_env = _config_env(claim, driver=driver)
 
     grouped: dict[tuple[str, str, str | None], list[o.DeviceRequestAllocationResult]] = {}
-    for result in results:
+    for index, result in enumerate(results):
         if result.driver != driver:
             continue  # another driver's device: its own plugin prepares it
+        # The share ID names the backend's per-device state, so it must be a plain name too.
+        share_problem = uid_problem(result.share_id) if result.share_id is not None else ""
+        if share_problem:
+            raise PrepareError(
+                f"claim {claim.ref}: status.allocation.devices.results[{index}].shareID: "
+                f"{share_problem}"
+            )
         grouped.setdefault((result.pool, result.device, result.share_id), []).append(result)
 
     prepared: list[PreparedDevice] = []
@@ -246,7 +308,8 @@ class DeviceState:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with self._mutex, filelock.FileLock(str(self.lock_path), timeout=self.lock_timeout):
+        lock = filelock.FileLock(str(self.lock_path), timeout=self.lock_timeout, mode=0o600)
+        with self._mutex, lock:
             yield
 
     # -- start-up -------------------------------------------------------------------------
@@ -255,12 +318,18 @@ class DeviceState:
         """Undo every half-prepared or half-unprepared claim; returns their UIDs.
 
         Runs before the sockets serve. Also removes CDI spec files of ours that no checkpoint
-        entry accounts for.
+        entry accounts for, and the temporary files a crash in the middle of an atomic write
+        left in the checkpoint directory (which holds the simulated backend's state too) and in
+        the CDI directory (ours only: other drivers share it).
         """
         if self.faults.skip_rollback:
             log.warning("fault injection: rollback disabled, not recovering the checkpoint")
             return []
         with self._locked():
+            for path in fsutil.remove_temp_files(self.store.directory, recursive=True):
+                log.info("removed leftover temporary file %s", path)
+            for path in self.cdi.remove_temp_files():
+                log.info("removed leftover temporary file %s", path)
             cp = self.store.read()
             handled: list[str] = []
             for entry in cp.in_state(ClaimState.PREPARE_STARTED, ClaimState.UNPREPARE_STARTED):
@@ -311,6 +380,9 @@ class DeviceState:
     ) -> tuple[Checkpoint, tuple[PreparedDevice, ...]]:
         uid = claim.metadata.uid or ""
         ref = claim.ref
+        problem = uid_problem(uid)
+        if problem:  # the driver checked the kubelet's UID; this one is the claim object's
+            raise PrepareError(f"claim {ref}: metadata.uid: {problem}")
         entry = cp.get(uid)
         if entry is not None and entry.state == ClaimState.PREPARE_COMPLETED:
             log.info(
@@ -379,6 +451,10 @@ class DeviceState:
             with self._locked():
                 cp = self.store.read()
                 for ref in claims:
+                    problem = uid_problem(ref.uid)
+                    if problem:
+                        errors[ref.uid] = f"claim {ref}: uid: {problem}"
+                        continue
                     try:
                         cp = self._unprepare_one(cp, ref)
                         errors[ref.uid] = ""

@@ -14,12 +14,13 @@ with ListTypeAttributes off behaves exactly as the incubating tier):
   different requests and claims start from the first device again. The first complete
   solution wins. ``All`` requests take their precomputed device list or fail.
 - Constraints are added when a device is tentatively allocated and removed on backtracking,
-  with upstream's exact state handling, including its quirks (documented in README "Upstream
-  quirks"): a distinctAttribute constraint remembers one value per request *name*, so devices
-  of the same request are only compared with the last one; a matchAttribute list intersection
-  is not widened again when a device is removed; counters consumed by a device whose taint or
-  constraint check then fails are not given back for the rest of the attempt; shared counters
-  are tracked per pool *name* (not per driver and pool).
+  with upstream v0.37.2's state handling: a distinctAttribute constraint compares a new value
+  with every device already in it (also devices of the same request) and forgets the latest one
+  on removal; a matchAttribute list intersection is kept as a stack, so removing a device
+  widens it again. A device rejected after some of its state was taken (counters, constraints,
+  in-use mark, capacity) gives all of it back, in reverse order. Shared counters are tracked
+  per pool (driver and pool name). Older upstream releases differed in all four points (README
+  "Where upstream deviates"); the deviations v0.37.2 still has (README 5-7) are reproduced.
 - Exceeding 32 devices in a claim backtracks aggressively like upstream's
   ``errAllocationResultMaxSizeExceeded``.
 - ``stats.steps`` counts invocations of the search step exactly like upstream's
@@ -248,7 +249,9 @@ class _MatchAttribute:
         self.spec = spec
         self.list_types = list_types
         self.first: o.DeviceAttribute | None = None
-        self.intersection: _AttrSet | None = None
+        # With list-type attributes: the intersection after each added device, so that removing
+        # the latest device restores the intersection the earlier ones had.
+        self.intersections: list[_AttrSet] = []
         self.count = 0
 
     def add(self, base: str, sub: str, device: PoolDevice) -> bool:
@@ -259,18 +262,20 @@ class _MatchAttribute:
             return False
         if self.count == 0:
             if self.list_types:
-                self.intersection = _attribute_as_set(attr)
-                if self.intersection is None:
+                first = _attribute_as_set(attr)
+                if first is None:
                     return False
+                self.intersections.append(first)
             else:
                 self.first = attr
             self.count = 1
             return True
         if self.list_types:
             new = _attribute_as_set(attr)
-            if new is None or self.intersection is None or not _intersects(self.intersection, new):
+            current = self.intersections[self.count - 1]
+            if new is None or not _intersects(current, new):
                 return False
-            self.intersection = (new[0], self.intersection[1] & new[1])
+            self.intersections.append((new[0], current[1] & new[1]))
         else:
             kind = _scalar_kind(attr)
             if not kind or self.first is None:
@@ -284,36 +289,30 @@ class _MatchAttribute:
     def remove(self, base: str, sub: str, device: PoolDevice) -> None:
         if not self.spec.applies_to(base, sub):
             return
-        # Upstream keeps the (possibly narrowed) intersection until the set is empty again.
         self.count -= 1
+        if self.list_types:
+            del self.intersections[self.count :]
 
 
 class _DistinctAttribute:
     """distinctAttribute: devices of the constrained requests have pairwise different values.
 
-    Like upstream, the last value per request *name* is remembered, not one per device.
+    Every added device's value is kept (devices are removed in reverse order of adding), and a
+    new value is compared with all of them, including those of the same request.
     """
 
     def __init__(self, spec: ConstraintSpec, *, list_types: bool) -> None:
         self.spec = spec
         self.list_types = list_types
-        self.values: dict[str, o.DeviceAttribute] = {}
-        self.count = 0
+        self.values: list[o.DeviceAttribute] = []
 
     def add(self, base: str, sub: str, device: PoolDevice) -> bool:
         if not self.spec.applies_to(base, sub):
             return True
         attr = lookup_attribute(device, self.spec.attribute)
-        if attr is None:
+        if attr is None or not self._distinct(attr):
             return False
-        if self.count == 0:
-            self.values[base] = attr
-            self.count = 1
-            return True
-        if not self._distinct(attr):
-            return False
-        self.values[base] = attr
-        self.count += 1
+        self.values.append(attr)
         return True
 
     def _distinct(self, attr: o.DeviceAttribute) -> bool:
@@ -321,14 +320,16 @@ class _DistinctAttribute:
             new = _attribute_as_set(attr)
             if new is None:
                 return False
-            for existing in self.values.values():
+            for existing in self.values:
                 have = _attribute_as_set(existing)
                 if have is not None and _intersects(new, have):
                     return False
             return True
         kind = _scalar_kind(attr)
-        for existing in self.values.values():
+        for existing in self.values:
             if not kind:
+                # Upstream cannot compare a value without a scalar; it refuses once there is
+                # something to compare with.
                 return False
             mine = _scalar(existing, kind)
             if mine is not None and mine == _scalar(attr, kind):
@@ -338,8 +339,7 @@ class _DistinctAttribute:
     def remove(self, base: str, sub: str, device: PoolDevice) -> None:
         if not self.spec.applies_to(base, sub):
             return
-        self.values.pop(base, None)
-        self.count -= 1
+        self.values.pop()
 
 
 _Constraint = _MatchAttribute | _DistinctAttribute
@@ -522,7 +522,11 @@ class _Search:
     def allocate_device(
         self, c: int, view: RequestView, slot: int, *, must: bool
     ) -> Callable[[], None] | None:
-        """Tentatively allocate; returns the undo function, or None if the device cannot be used."""
+        """Tentatively allocate; returns the undo function, or None if the device cannot be used.
+
+        Like upstream v0.37.2, whatever a rejected device already took (counters, constraint
+        entries, the in-use mark, capacity) is given back before it is refused.
+        """
         gates = self.gates
         device = self.candidates[slot]
         multi = gates.consumable_capacity and device.allow_multiple_allocations
@@ -534,65 +538,82 @@ class _Search:
             return None
         if not gates.partitionable_devices and device.counters:
             return None
-        skip_counters = multi and self.capacity_in_use(slot)
-        if not skip_counters and device.counters and not self.take_counters(slot):
-            return None
         base, sub = view.base_name, view.sub_name
-        # From here on a failure does not give the counters back (as upstream).
-        if gates.device_taints and taint_prevents_allocation(device.taints, view.tolerations):
-            return None
         constraints = self.constraints[c]
-        for i, constraint in enumerate(constraints):
-            if constraint.add(base, sub, device):
-                continue
-            if must:
-                raise AllocationError(
-                    f"claim {claim_label(self.plans[c].claim)}, request {view.name}: cannot add device "
-                    f"{device.id} because a claim constraint would not be satisfied"
-                )
-            for earlier in constraints[:i]:
-                earlier.remove(base, sub, device)
+        results = self.results[c]
+        previous = len(results)
+        # What this call has taken so far, undone in reverse order by ``rollback``.
+        counters_taken = False
+        constraints_added = 0
+        marked = False
+        consumed: dict[str, Quantity] = {}
+        capacity_inserted = False
+        capacity_entry_existed = False
+
+        def rollback() -> None:
+            del results[previous:]
+            if capacity_inserted:
+                self.release_capacity(slot, consumed, keep_entry=capacity_entry_existed)
+            if marked:
+                holders.discard(c)
+            for constraint in reversed(constraints[:constraints_added]):
+                constraint.remove(base, sub, device)
+            if counters_taken:
+                self.give_back_counters(slot)
+
+        skip_counters = multi and self.capacity_in_use(slot)
+        if not skip_counters and device.counters:
+            if not self.take_counters(slot):
+                return None
+            counters_taken = True
+        if gates.device_taints and taint_prevents_allocation(device.taints, view.tolerations):
+            rollback()
             return None
+        for constraint in constraints:
+            if not constraint.add(base, sub, device):
+                rollback()
+                if must:
+                    raise AllocationError(
+                        f"claim {claim_label(self.plans[c].claim)}, request {view.name}: cannot add device "
+                        f"{device.id} because a claim constraint would not be satisfied"
+                    )
+                return None
+            constraints_added += 1
 
         if not multi:
             holders.add(c)
-        consumed: dict[str, Quantity] = {}
+            marked = True
         if gates.consumable_capacity:
             if not self.capacity_ok(view, slot):
                 # Cannot happen after the caller's check except for "All" devices listed before
-                # other allocations used capacity; upstream then leaves its state as is.
+                # other allocations used capacity.
+                rollback()
                 return None
             if multi:
                 consumed = consumed_capacity(view.capacity_requests, device.capacity)
                 mine = self.allocating_capacity.get(slot)
+                capacity_entry_existed = mine is not None
                 if mine is None:
                     self.allocating_capacity[slot] = dict(consumed)
                 else:
                     for name, amount in consumed.items():
                         mine[name] = mine[name].add(amount) if name in mine else amount
-        pick = _Pick(view, device, multi, consumed or None)
-        results = self.results[c]
-        previous = len(results)
-        results.append(pick)
+                capacity_inserted = True
+        results.append(_Pick(view, device, multi, consumed or None))
+        return rollback
 
-        def undo() -> None:
-            for constraint in constraints:
-                constraint.remove(base, sub, device)
-            holders.discard(c)
-            if multi:
-                if pick.consumed is not None:
-                    mine = self.allocating_capacity.get(slot)
-                    if mine is not None:
-                        for name, amount in pick.consumed.items():
-                            if name in mine:
-                                mine[name] = mine[name].sub(amount)
-                        if all_zero(mine):
-                            del self.allocating_capacity[slot]
-            elif gates.partitionable_devices and device.counters:
-                self.give_back_counters(slot)
-            del results[previous:]
-
-        return undo
+    def release_capacity(self, slot: int, consumed: dict[str, Quantity], *, keep_entry: bool) -> None:
+        """Take one share's capacity off the device. An entry that becomes empty is dropped,
+        unless an earlier share created it: it also marks the device as shared already."""
+        mine = self.allocating_capacity.get(slot)
+        if mine is not None:
+            for name, amount in consumed.items():
+                if name in mine:
+                    mine[name] = mine[name].sub(amount)
+            if all_zero(mine):
+                del self.allocating_capacity[slot]
+        if keep_entry and slot not in self.allocating_capacity:
+            self.allocating_capacity[slot] = {}
 
     # --- shared counters ---------------------------------------------------------------------
 
@@ -604,8 +625,7 @@ class _Search:
         )
 
     def _available(self, pool: Pool) -> _Counters:
-        # Upstream caches by pool name only; two drivers with equal pool names share the entry.
-        available = self.available_counters.get(pool.name)
+        available = self.available_counters.get(pool.id)
         if available is not None:
             return available
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
@@ -619,14 +639,14 @@ class _Search:
                 for name, amount in consumption.counters.items():
                     if name in counter_set:
                         counter_set[name] = counter_set[name].sub(amount)
-        self.available_counters[pool.name] = available
+        self.available_counters[pool.id] = available
         return available
 
     def take_counters(self, slot: int) -> bool:
         device = self.candidates[slot]
         pool = self.pool_of[slot]
         available = self._available(pool)
-        consumed = self.consumed_counters.setdefault(pool.name, {})
+        consumed = self.consumed_counters.setdefault(pool.id, {})
         for consumption in device.counters:
             counter_set = consumed.setdefault(consumption.counter_set, {})
             for name, amount in consumption.counters.items():
@@ -642,7 +662,7 @@ class _Search:
     def give_back_counters(self, slot: int) -> None:
         device = self.candidates[slot]
         pool = self.pool_of[slot]
-        consumed = self.consumed_counters.setdefault(pool.name, {})
+        consumed = self.consumed_counters.setdefault(pool.id, {})
         for consumption in device.counters:
             counter_set = consumed.setdefault(consumption.counter_set, {})
             for name, amount in consumption.counters.items():

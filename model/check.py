@@ -18,7 +18,7 @@ both allocators through those helpers still shows up here. Tests run it on every
 they produce; the service runs it on every answer before returning it.
 
 Where upstream's implementation deviates from its own documented semantics, this checker
-follows the documentation (README "Upstream quirks"): distinctAttribute means distinct values
+follows the documentation (README "Where upstream deviates"): distinctAttribute means distinct values
 across *all* devices of the constraint; an adminAccess allocation never makes a device busy
 for other claims (though, as in upstream's attempt, a device it uses draws on shared counters);
 counters of an allowMultipleAllocations device are consumed once.

@@ -1,34 +1,119 @@
 """Turn the text users have (``kubectl get -o yaml|json``, manifests) into typed objects.
 
-Pure: text in, objects out; the shell reads the files. Accepts multi-document YAML, JSON (one
-value, an array, or a stream of values), and ``kind: List`` wrappers (``v1 List`` and
-``<Kind>List``), applies the API server's defaults (:func:`apply_defaults`) and reports every
-structural problem as :class:`InvalidInput` naming the file, object and field, never as a
-traceback.
+Pure: text in, objects out; the shell reads the files. This is the one decoder for CLI files,
+gRPC payloads and file inventories. It accepts multi-document YAML, JSON (one value, an array,
+or a stream of values), and ``kind: List`` wrappers (``v1 List`` and ``<Kind>List``), applies
+the API server's defaults (:func:`apply_defaults`) and reports every problem as
+:class:`InvalidInput` naming the source, object and field, never as a traceback.
 
-Decoding is as strict about types as the API server's JSON decoder: a string where a number
-belongs, ``yes`` for a boolean field or a bare number where an object belongs is an error, not a
-guess. Semantic rules and limits are ``model.validation``'s job.
+Three layers, each with its own guarantees:
+
+* **Bounded parsing** (:func:`parse_documents`): the text is parsed under explicit
+  :class:`DecodeLimits` (size, nesting depth, values added by YAML aliases, objects), without
+  recursion, so no input can exhaust the stack or memory. YAML aliases are allowed (manifests
+  use anchors) but what they expand to is counted; a mapping or list used as a key, a
+  non-string key and text that is not valid Unicode are errors.
+* **Strict field validation** (``validate``, kubectl's ``--validate=strict|warn|ignore``):
+  unknown and duplicate fields are reported with the API server's wording and full field path
+  (``unknown field "spec.devices.requests[0].exactly.cout"``): an error for ``strict``, a
+  warning for ``warn``, nothing for ``ignore`` (the last duplicate wins, unknown fields are
+  kept for the round trip).
+* **Typed decoding** (:func:`decode_object`): as strict about types as the API server's JSON
+  decoder; a string where a number belongs, ``yes`` for a boolean field or a bare number where
+  an object belongs is an error, not a guess. Quantities are checked here, as the API server's
+  decoder does, whatever ``validate`` says.
+
+Semantic rules and limits are ``model.validation``'s job.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import itertools
 import json
+import re
+import sys
 import types
 import typing
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from model import objects as o
-from model.errors import FieldPath, InvalidInput
+from model.errors import FieldPath, InvalidInput, StrictDecodingError
+
+ValidationMode = Literal["strict", "warn", "ignore"]
+"""kubectl's ``--validate`` values (the API server's ``fieldValidation=Strict|Warn|Ignore``)."""
+
+VALIDATION_MODES: tuple[ValidationMode, ...] = get_args(ValidationMode)
+
+MAX_STRICT_PROBLEMS = 100
+"""Unknown/duplicate fields reported per object, as the API server's strict decoder caps them."""
 
 
-def parse_documents(text: str, *, source: str = "") -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """What one input (a file, a gRPC payload) may hold; exceeding any is invalid input.
+
+    The defaults are far above any real cluster's objects (the deepest API field is about ten
+    levels down) and far below what would hurt the process.
+    """
+
+    max_chars: int = 64 * 1024 * 1024
+    """Characters of text in one input."""
+    max_depth: int = 100
+    """Nesting of mappings and lists, counted from the document root."""
+    max_alias_values: int = 100_000
+    """Values that YAML aliases add when expanded (a 500-byte "billion laughs" adds 10^9)."""
+    max_objects: int = 100_000
+    """Top-level objects in one input, after ``List`` wrappers are flattened."""
+
+
+DEFAULT_LIMITS = DecodeLimits()
+
+
+def check_mode(mode: str) -> ValidationMode:
+    """``mode`` as a :data:`ValidationMode`; anything else is invalid input."""
+    for known in VALIDATION_MODES:
+        if mode == known:
+            return known
+    supported = ", ".join(f'"{m}"' for m in VALIDATION_MODES)
+    raise InvalidInput("", ("validate",), f"Unsupported value: {_shown(mode)}: supported values: {supported}")
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+
+class _Duplicated(dict[str, Any]):
+    """A mapping that named some keys more than once (the last value won).
+
+    Parsing records them here; strict field validation reports them with their full path.
+    """
+
+    __slots__ = ("duplicates",)
+
+    def __init__(self, items: dict[str, Any] | None = None, duplicates: tuple[str, ...] = ()) -> None:
+        super().__init__(items or {})
+        self.duplicates = duplicates
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep what was duplicated
+        return (_Duplicated, (dict(self), self.duplicates))
+
+
+def parse_documents(
+    text: str, *, source: str = "", limits: DecodeLimits = DEFAULT_LIMITS
+) -> list[dict[str, Any]]:
     """Every top-level object in ``text`` (YAML or JSON), with ``List`` kinds flattened."""
-    docs = _load(text, source=source)
+    if len(text) > limits.max_chars:
+        raise InvalidInput(
+            "", (), f"input is {len(text)} characters: must be at most {limits.max_chars}", source=source
+        )
+    _check_unicode(text, source=source)
+    docs = _load(text, source=source, limits=limits)
     out: list[dict[str, Any]] = []
     for index, doc in enumerate(docs):
         if doc is None:
@@ -40,23 +125,45 @@ def parse_documents(text: str, *, source: str = "") -> list[dict[str, Any]]:
                 f"document {index}: expected an object, got {_json_type(doc)}",
                 source=source,
             )
-        out.extend(_flatten_lists(doc, source=source))
+        for obj in _flatten_lists(doc, source=source):
+            out.append(obj)
+            if len(out) > limits.max_objects:
+                raise InvalidInput(
+                    "", (), f"more than {limits.max_objects} objects in one input", source=source
+                )
     return out
 
 
-def _load(text: str, *, source: str) -> list[Any]:
+def _check_unicode(text: str, *, source: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise InvalidInput(
+            "", (), f"invalid Unicode at character {err.start}: lone surrogate", source=source
+        ) from None
+
+
+def _load(text: str, *, source: str, limits: DecodeLimits) -> list[Any]:
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return _load_json(stripped)
-        except _DuplicateKey as err:
+            return _load_json(stripped, limits=limits)
+        except _TooDeep:
+            raise InvalidInput(
+                "", (), f"cannot parse JSON: nesting is deeper than {limits.max_depth} levels", source=source
+            ) from None
+        except _LoneSurrogate as err:
             raise InvalidInput("", (), f"cannot parse JSON: {err}", source=source) from None
         except json.JSONDecodeError as err:
             json_error = err
+        except ValueError:  # Python refuses to convert integers this long
+            raise InvalidInput("", (), f"cannot parse JSON: {_TOO_MANY_DIGITS}", source=source) from None
         # YAML flow style also starts with a brace; only report JSON's complaint if YAML fails too.
         try:
-            return list(yaml.load_all(text, Loader=_StrictLoader))
-        except yaml.YAMLError:
+            return _load_yaml(text, limits=limits)
+        except (yaml.YAMLError, _YamlLimit):
             raise InvalidInput(
                 "",
                 (),
@@ -64,7 +171,9 @@ def _load(text: str, *, source: str) -> list[Any]:
                 source=source,
             ) from None
     try:
-        return list(yaml.load_all(text, Loader=_StrictLoader))
+        return _load_yaml(text, limits=limits)
+    except _YamlLimit as err:
+        raise InvalidInput("", (), f"cannot parse YAML: {err}", source=source) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -74,9 +183,30 @@ def _load(text: str, *, source: str) -> list[Any]:
         raise InvalidInput("", (), f"cannot parse YAML: {_one_line(err)}", source=source) from None
 
 
-def _load_json(text: str) -> list[Any]:
+# JSON: Python's decoder recurses once per level, so the depth is measured on the text first.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+_JSON_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
+
+
+_TOO_MANY_DIGITS = f"a number has more than {sys.get_int_max_str_digits()} digits"
+
+
+class _TooDeep(ValueError):
+    pass
+
+
+class _LoneSurrogate(ValueError):
+    pass
+
+
+def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     """One JSON value, an array of them, or several values one after another."""
-    decoder = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+    skeleton = _JSON_STRING.sub("", text)
+    levels = itertools.accumulate(1 if b in "[{" else -1 for b in _JSON_BRACKET.findall(skeleton))
+    if max(levels, default=0) > limits.max_depth:
+        raise _TooDeep
+    decoder = json.JSONDecoder(object_pairs_hook=_json_mapping)
     values: list[Any] = []
     pos = 0
     while pos < len(text):
@@ -84,51 +214,189 @@ def _load_json(text: str) -> list[Any]:
         values.append(value)
         while pos < len(text) and text[pos].isspace():
             pos += 1
+    if _JSON_SURROGATE_ESCAPE.search(text):
+        _find_lone_surrogates(values)
     if len(values) == 1 and isinstance(values[0], list):
         return list(values[0])
     return values
 
 
-class _DuplicateKey(ValueError):
-    pass
+def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) == len(pairs):
+        return out
+    seen: set[str] = set()
+    duplicates = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return _Duplicated(out, duplicates)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f'duplicate field "{key}"')
-        out[key] = value
-    return out
+def _find_lone_surrogates(values: list[Any]) -> None:
+    """Escapes such as ``\\ud800`` decode to text that is not Unicode; refuse it here rather
+    than fail later when the text is encoded for a response."""
+    pending: list[Any] = list(values)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            texts: Iterable[str] = (value,)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+            texts = value.keys()
+        elif isinstance(value, list):
+            pending.extend(value)
+            continue
+        else:
+            continue
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _LoneSurrogate(
+                    f"string {json.dumps(text[:40])} holds a lone surrogate, which is not valid Unicode"
+                ) from None
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """YAML as the API machinery reads it: timestamps stay strings, duplicate keys are errors."""
+# YAML: built from the parser's events with an explicit stack (PyYAML's composer recurses once
+# per level), counting depth and what aliases expand to as it goes.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RESOLVER = yaml.resolver.Resolver()
+_SCALARS = yaml.constructor.SafeConstructor()
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_SCALAR_TAGS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:str",
+}
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"  # kept as written, as the API machinery does
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
-def _construct_mapping(
-    loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
-) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if isinstance(key, typing.Hashable) and key in seen:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping",
-                node.start_mark,
-                f'mapping key "{key}" already defined',
-                key_node.start_mark,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
+class _YamlLimit(ValueError):
+    """A limit or a structure JSON cannot hold (non-string key, unknown anchor), with where."""
+
+    def __init__(self, mark: Any, message: str) -> None:
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        super().__init__(f"{where}{message}")
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_StrictLoader.add_constructor(
-    "tag:yaml.org,2002:timestamp",
-    lambda loader, node: loader.construct_scalar(node),  # type: ignore[arg-type]
-)
+class _Merge:
+    """The ``<<`` merge key: its value's entries fill in keys the mapping does not set."""
+
+
+_MERGE = _Merge()
+_NO_KEY = object()
+
+
+@dataclass(slots=True)
+class _Frame:
+    """One mapping or list under construction."""
+
+    value: dict[str, Any] | list[Any]
+    anchor: str | None
+    size: int = 1
+    height: int = 1
+    key: Any = _NO_KEY
+    duplicates: list[str] = dataclasses.field(default_factory=list)
+    merges: list[Any] = dataclasses.field(default_factory=list)
+
+
+def _load_yaml(text: str, *, limits: DecodeLimits) -> list[Any]:
+    docs: list[Any] = []
+    anchors: dict[str, tuple[Any, int, int]] = {}  # name -> (value, size, height)
+    stack: list[_Frame] = []
+    alias_values = 0
+
+    def emit(value: Any, size: int, height: int, mark: Any, anchor: str | None) -> None:
+        if anchor is not None:
+            anchors[anchor] = (value, size, height)
+        if not stack:
+            docs.append(value)
+            return
+        top = stack[-1]
+        top.size += size
+        top.height = max(top.height, height + 1)
+        if isinstance(top.value, list):
+            top.value.append(value)
+        elif top.key is _NO_KEY:
+            if value is not _MERGE and not isinstance(value, str):
+                raise _YamlLimit(mark, f"mapping keys must be strings, not {_json_type(value)}")
+            top.key = value
+        elif top.key is _MERGE:
+            top.merges.append(value)
+            top.key = _NO_KEY
+        else:
+            if top.key in top.value:
+                top.duplicates.append(top.key)
+            top.value[top.key] = value
+            top.key = _NO_KEY
+
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.ScalarEvent):
+            value = _scalar(event, key=bool(stack) and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY)
+            emit(value, 1, 0, event.start_mark, event.anchor)
+        elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            if stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
+                raise _YamlLimit(event.start_mark, "a mapping or list cannot be a mapping key")
+            if len(stack) + 1 > limits.max_depth:
+                raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
+            mapping = isinstance(event, yaml.MappingStartEvent)
+            expected = _MAP_TAG if mapping else _SEQ_TAG
+            if event.tag not in (None, "!", expected):
+                raise _YamlLimit(event.start_mark, f"unsupported tag {event.tag}")
+            stack.append(_Frame({} if mapping else [], event.anchor))
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            frame = stack.pop()
+            built = frame.value
+            if isinstance(built, dict):
+                built = _finish_mapping(built, frame, event.start_mark)
+            emit(built, frame.size, frame.height, event.start_mark, frame.anchor)
+        elif isinstance(event, yaml.AliasEvent):
+            if event.anchor not in anchors:
+                raise _YamlLimit(event.start_mark, f"unknown anchor {event.anchor!r}")
+            value, size, height = anchors[event.anchor]
+            alias_values += size
+            if alias_values > limits.max_alias_values:
+                raise _YamlLimit(
+                    event.start_mark, f"aliases expand to more than {limits.max_alias_values} values"
+                )
+            if len(stack) + height > limits.max_depth:
+                raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
+            emit(value, size, height, event.start_mark, None)
+        elif isinstance(event, yaml.DocumentStartEvent):
+            anchors.clear()  # anchors do not cross documents
+    return docs
+
+
+def _scalar(event: yaml.ScalarEvent, *, key: bool) -> Any:
+    tag = event.tag
+    if tag is None or tag == "!":
+        tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
+    if tag == _MERGE_TAG and key:
+        return _MERGE
+    if tag in (_TIMESTAMP_TAG, _MERGE_TAG):
+        return event.value
+    if tag not in _SCALAR_TAGS:
+        raise _YamlLimit(event.start_mark, f"unsupported tag {tag}")
+    node = yaml.ScalarNode(tag, event.value, None, None, event.style)
+    try:
+        return _SCALARS.yaml_constructors[tag](_SCALARS, node)
+    except ValueError:  # Python refuses to convert integers this long
+        raise _YamlLimit(event.start_mark, _TOO_MANY_DIGITS) from None
+
+
+def _finish_mapping(built: dict[str, Any], frame: _Frame, mark: Any) -> dict[str, Any]:
+    for merged in frame.merges:
+        sources = merged if isinstance(merged, list) else [merged]
+        for each in sources:
+            if not isinstance(each, dict):
+                raise _YamlLimit(mark, "a merge key (<<) takes a mapping or a list of mappings")
+            for k, v in each.items():
+                built.setdefault(k, v)
+    if frame.duplicates:
+        return _Duplicated(built, tuple(dict.fromkeys(frame.duplicates)))
+    return built
 
 
 def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, Any]]:
@@ -151,14 +419,30 @@ def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, An
                     source=source,
                 )
             if item_kind and "kind" not in item:
-                item = {**item, "kind": item_kind}
-            yield from _flatten_lists(item, source=source)
+                with_kind = {**item, "kind": item_kind}
+                if isinstance(item, _Duplicated):
+                    with_kind = _Duplicated(with_kind, item.duplicates)
+                item = with_kind
+            yield from _flatten_lists(item, source=source)  # depth is bounded by parsing
         return
     yield doc
 
 
-def decode_object(doc: dict[str, Any], *, source: str = "") -> o.TypedObject:
-    """One API object from its JSON form; defaults applied."""
+# --- objects ---------------------------------------------------------------------------------
+
+
+def decode_object(
+    doc: dict[str, Any],
+    *,
+    source: str = "",
+    validate: ValidationMode = "strict",
+    warnings: list[StrictDecodingError] | None = None,
+) -> o.TypedObject:
+    """One API object from its JSON form; defaults applied.
+
+    ``validate``: unknown and duplicate fields raise :class:`StrictDecodingError` (``strict``),
+    are appended to ``warnings`` (``warn``), or pass silently (``ignore``).
+    """
     kind = doc.get("kind")
     name = _describe_raw(doc)
     if not isinstance(kind, str) or not kind:
@@ -182,6 +466,7 @@ def decode_object(doc: dict[str, Any], *, source: str = "") -> o.TypedObject:
             f"Unsupported value: {_shown(api_version)}: supported values: {supported}",
             source=source,
         )
+    check_fields(doc, source=source, validate=validate, warnings=warnings)
     try:
         obj = model.model_validate(_drop_nulls(doc), strict=True)
     except ValidationError as err:
@@ -190,12 +475,48 @@ def decode_object(doc: dict[str, Any], *, source: str = "") -> o.TypedObject:
     return obj
 
 
-def decode_text(text: str, *, source: str = "") -> list[o.TypedObject]:
-    return [decode_object(doc, source=source) for doc in parse_documents(text, source=source)]
+def check_fields(
+    doc: dict[str, Any],
+    *,
+    source: str = "",
+    validate: ValidationMode = "strict",
+    warnings: list[StrictDecodingError] | None = None,
+) -> None:
+    """Strict field validation of one object's document (see :func:`decode_object`); a kind
+    that is not ours is left for :func:`decode_object` to report."""
+    if validate == "ignore":
+        return
+    kind = doc.get("kind")
+    model = o.KIND_MODELS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        return
+    problems = field_problems(model, doc)
+    if problems and validate == "strict":
+        raise StrictDecodingError(_describe_raw(doc), problems, source=source)
+    if problems and warnings is not None:
+        warnings.extend(StrictDecodingError(_describe_raw(doc), [p], source=source) for p in problems)
 
 
-def decode_all(docs: Iterable[dict[str, Any]], *, source: str = "") -> list[o.TypedObject]:
-    return [decode_object(doc, source=source) for doc in docs]
+def decode_text(
+    text: str,
+    *,
+    source: str = "",
+    validate: ValidationMode = "strict",
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    warnings: list[StrictDecodingError] | None = None,
+) -> list[o.TypedObject]:
+    docs = parse_documents(text, source=source, limits=limits)
+    return [decode_object(doc, source=source, validate=validate, warnings=warnings) for doc in docs]
+
+
+def decode_all(
+    docs: Iterable[dict[str, Any]],
+    *,
+    source: str = "",
+    validate: ValidationMode = "strict",
+    warnings: list[StrictDecodingError] | None = None,
+) -> list[o.TypedObject]:
+    return [decode_object(doc, source=source, validate=validate, warnings=warnings) for doc in docs]
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -205,6 +526,76 @@ def _drop_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [_drop_nulls(v) for v in value]
     return value
+
+
+# --- strict field validation -----------------------------------------------------------------
+
+_Shape = tuple[str, Any]
+"""How a field's value is read: ("model", {alias: shape}), ("list", shape), ("map", shape),
+or ("opaque", None) for values the API itself leaves free-form (opaque parameters)."""
+
+_OPAQUE: _Shape = ("opaque", None)
+
+
+def field_problems(model: type[BaseModel], doc: dict[str, Any]) -> list[tuple[FieldPath, str]]:
+    """Unknown and duplicate fields of ``doc`` read as ``model``, with their paths, in document
+    order, at most :data:`MAX_STRICT_PROBLEMS` (the API server's cap)."""
+    problems: list[tuple[FieldPath, str]] = []
+    _walk(_model_shape(model), doc, (), problems)
+    return problems[:MAX_STRICT_PROBLEMS]
+
+
+def _walk(shape: _Shape, value: Any, path: FieldPath, problems: list[tuple[FieldPath, str]]) -> None:
+    if len(problems) >= MAX_STRICT_PROBLEMS:
+        return
+    what, inner = shape
+    if what == "opaque":
+        return
+    if what == "list":
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                _walk(inner, item, (*path, index), problems)
+        return
+    if not isinstance(value, dict):
+        return  # a type mismatch; typed decoding reports it
+    if isinstance(value, _Duplicated):
+        problems.extend(((*path, key), "duplicate field") for key in value.duplicates)
+    if what == "map":
+        for key, item in value.items():
+            _walk(inner, item, (*path, key), problems)
+        return
+    fields = typing.cast(dict[str, _Shape], inner())
+    for key, item in value.items():
+        child = fields.get(key)
+        if child is None:
+            problems.append(((*path, key), "unknown field"))
+        else:
+            _walk(child, item, (*path, key), problems)
+
+
+@functools.cache
+def _model_fields(model: type[BaseModel]) -> dict[str, _Shape]:
+    out: dict[str, _Shape] = {}
+    for name, info in model.model_fields.items():
+        out[info.alias or name] = _shape(info.annotation)
+    return out
+
+
+def _model_shape(model: type[BaseModel]) -> _Shape:
+    # Fields are looked up lazily so that models referring to each other need no ordering.
+    return ("model", lambda: _model_fields(model))
+
+
+def _shape(annotation: Any) -> _Shape:
+    annotation = _unwrap(annotation)
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _model_shape(annotation)
+    if origin is list:
+        return ("list", _shape(typing.get_args(annotation)[0]))
+    if origin is dict:
+        return ("map", _shape(typing.get_args(annotation)[1]))
+    return _OPAQUE
 
 
 # --- defaults -------------------------------------------------------------------------------

@@ -55,6 +55,37 @@ class InvalidInput(DraSolverError):
         return f"{where}{obj}{field}{self.detail}"
 
 
+class StrictDecodingError(InvalidInput):
+    """Unknown or duplicate fields, reported as the API server's strict field validation words
+    them: ``strict decoding error: unknown field "spec.devices.requests[0].exactly.cout"``.
+
+    ``problems`` holds (field path, ``"unknown field"`` or ``"duplicate field"``); the path of
+    the first one is ``field_path``. Paths use the decoder's form: map keys as ``.key``.
+    """
+
+    def __init__(
+        self, obj: str, problems: list[tuple[FieldPath, str]], *, source: str = ""
+    ) -> None:
+        self.problems = tuple(problems)
+        detail = "strict decoding error: " + ", ".join(self.lines())
+        super().__init__(obj, problems[0][0] if problems else (), detail, source=source)
+
+    def lines(self) -> list[str]:
+        """One ``unknown field "path"`` text per problem (what ``warn`` prints)."""
+        return [f'{what} "{format_field_path(path)}"' for path, what in self.problems]
+
+    def warning(self) -> str:
+        """The problems as ``--validate=warn`` reports them (without the error prefix)."""
+        where = f"{self.source}: " if self.source else ""
+        obj = f"{self.obj}: " if self.obj else ""
+        return f"{where}{obj}{', '.join(self.lines())}"
+
+    def _render(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        obj = f"{self.obj}: " if self.obj else ""
+        return f"{where}{obj}{self.detail}"
+
+
 class InvalidInputs(DraSolverError):
     """Several validation failures at once (the API server reports all of them)."""
 

@@ -1,8 +1,10 @@
 """resource.k8s.io/v1 objects as pydantic models.
 
 These models read what ``kubectl get -o yaml|json`` prints (camelCase field names) and write
-results back in the same form. Fields we do not interpret are kept (``extra="allow"``) so a
-claim we allocate round-trips without losing anything. Structural decoding only happens here;
+results back in the same form. Every field of the v1.37 API is declared, so that strict field
+validation (``model.decode``) knows exactly which fields are unknown; fields we do not
+interpret are typed ``Any`` (opaque), and with ``--validate=ignore`` unknown fields are kept
+(``extra="allow"``) so a claim we allocate round-trips without losing anything. Structural decoding only happens here;
 the API server's semantic rules and limits live in ``model.validation``, and the API server's
 defaults are applied by :func:`apply_defaults` so that objects look as if they had been created
 through the API.
@@ -10,19 +12,44 @@ through the API.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from model.quantity import QuantityError, parse_quantity, trim_quantity_field
 
 
 def _quantity_text(value: Any) -> Any:
-    # Quantities are strings in the API, but YAML authors often write bare numbers.
+    """A quantity field as the API server's decoder reads it: blanks trimmed the same way and
+    the value parsed, so a bad quantity is a decoding error (whatever ``--validate`` says) and
+    every later parser sees clean text."""
     if isinstance(value, bool):
         return value  # let pydantic reject it as "not a string"
     if isinstance(value, int | float):
-        return str(value)
+        # Quantities are strings in the API, but YAML authors often write bare numbers.
+        try:
+            value = str(value)
+        except ValueError:  # an integer with more digits than Python prints
+            raise PydanticCustomError("quantity", "quantity has too many digits") from None
+    if isinstance(value, str):
+        trimmed = trim_quantity_field(value)
+        problem = _quantity_problem(trimmed)
+        if problem:
+            raise PydanticCustomError("quantity", "{reason}", {"reason": problem})
+        return trimmed
     return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantity_problem(text: str) -> str:
+    try:
+        parse_quantity(text)
+    except QuantityError as err:
+        return str(err)
+    return ""
 
 
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
@@ -69,6 +96,10 @@ class ObjectMeta(K8sModel):
     finalizers: list[str] | None = None
     deletion_timestamp: str | None = None
     creation_timestamp: str | None = None
+    # Declared for strict field validation; never interpreted.
+    self_link: Any = None
+    deletion_grace_period_seconds: Any = None
+    managed_fields: Any = None
 
 
 class TypedObject(K8sModel):
@@ -113,9 +144,11 @@ class NodeSelector(K8sModel):
 
 
 class Node(TypedObject):
-    """Only the fields node selectors read (name, labels); the rest is preserved."""
+    """Only the fields node selectors read (name, labels); spec and status are opaque."""
 
     kind: str = "Node"
+    spec: Any = None
+    status: Any = None
 
 
 # --- DeviceClass ----------------------------------------------------------------------------
@@ -142,6 +175,7 @@ class DeviceClassSpec(K8sModel):
     selectors: list[DeviceSelector] | None = None
     config: list[DeviceClassConfiguration] | None = None
     extended_resource_name: str | None = None
+    suitable_nodes: Any = None  # alpha, not interpreted
 
 
 class DeviceClass(TypedObject):
@@ -211,6 +245,7 @@ class CounterSet(K8sModel):
 class DeviceCounterConsumption(K8sModel):
     counter_set: str = ""
     counters: dict[str, Counter] = Field(default_factory=dict)
+    compatibility_groups: Any = None  # alpha, not interpreted
 
 
 class DeviceTaint(K8sModel):
@@ -233,6 +268,8 @@ class Device(K8sModel):
     binding_conditions: list[str] | None = None
     binding_failure_conditions: list[str] | None = None
     allow_multiple_allocations: bool | None = None
+    node_allocatable_resources: Any = None  # alpha, not interpreted
+    node_allocatable_resource_mappings: Any = None  # alpha, not interpreted
 
 
 class ResourcePool(K8sModel):
@@ -250,6 +287,8 @@ class ResourceSliceSpec(K8sModel):
     per_device_node_selection: bool | None = None
     devices: list[Device] | None = None
     shared_counters: list[CounterSet] | None = None
+    skip_node_operations: Any = None  # alpha, not interpreted
+    partition_type_attribute: Any = None  # alpha, not interpreted
 
 
 class ResourceSlice(TypedObject):
@@ -280,6 +319,7 @@ class DeviceSubRequest(K8sModel):
     count: int | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: Any = None  # alpha, not interpreted
 
 
 class ExactDeviceRequest(K8sModel):
@@ -290,6 +330,7 @@ class ExactDeviceRequest(K8sModel):
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
+    derived_attributes: Any = None  # alpha, not interpreted
 
 
 class DeviceRequest(K8sModel):
@@ -317,6 +358,7 @@ class DeviceClaim(K8sModel):
 
 class ResourceClaimSpec(K8sModel):
     devices: DeviceClaim = Field(default_factory=DeviceClaim)
+    controller: Any = None  # alpha, not interpreted
 
 
 class DeviceRequestAllocationResult(K8sModel):
@@ -330,6 +372,7 @@ class DeviceRequestAllocationResult(K8sModel):
     binding_failure_conditions: list[str] | None = None
     share_id: str | None = Field(default=None, alias="shareID")
     consumed_capacity: dict[str, QuantityText] | None = None
+    skip_node_operations: Any = None  # alpha, not interpreted
 
 
 class DeviceAllocationConfiguration(K8sModel):
@@ -347,6 +390,7 @@ class AllocationResult(K8sModel):
     devices: DeviceAllocationResult | None = None
     node_selector: NodeSelector | None = None
     allocation_timestamp: str | None = None
+    controller: Any = None  # alpha, not interpreted
 
 
 class ResourceClaimConsumerReference(K8sModel):
@@ -360,6 +404,7 @@ class ResourceClaimStatus(K8sModel):
     allocation: AllocationResult | None = None
     reserved_for: list[ResourceClaimConsumerReference] | None = None
     devices: list[dict[str, Any]] | None = None
+    deallocation_requested: Any = None  # alpha, not interpreted
 
 
 class ResourceClaim(TypedObject):
@@ -401,6 +446,7 @@ class DeviceTaintRuleSpec(K8sModel):
 class DeviceTaintRule(TypedObject):
     kind: str = "DeviceTaintRule"
     spec: DeviceTaintRuleSpec = Field(default_factory=DeviceTaintRuleSpec)
+    status: Any = None
 
 
 KubeObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule | Node

@@ -32,6 +32,8 @@ keeps them in agreement.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -295,22 +297,28 @@ def _describe_selector(selector: o.NodeSelector) -> str:
 
 class DeviceParseCache:
     """Parsed device parts by device object identity. An entry holds its device, so the
-    identity cannot be reused by another object while the entry lives; when full, the cache
-    starts over (the service keeps its Device objects, so it refills with the same ones)."""
+    identity cannot be reused by another object while the entry lives. Bounded: beyond
+    ``max_entries`` the least recently used entry goes (inline inventories of callers bring
+    new Device objects on every call; the service's own stay in use and stay cached)."""
 
     def __init__(self, max_entries: int = 100_000) -> None:
-        self._entries: dict[tuple[int, str], _ParsedDevice] = {}
-        self._max = max_entries
+        self._entries: OrderedDict[tuple[int, str], _ParsedDevice] = OrderedDict()
+        self._max = max(1, max_entries)
+        self._lock = threading.Lock()
 
     def parsed(self, driver: str, device: o.Device) -> _ParsedDevice:
         key = (id(device), driver)
-        entry = self._entries.get(key)
-        if entry is not None and entry.device is device:
-            return entry
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.device is device:
+                self._entries.move_to_end(key)
+                return entry
         entry = _parse_device(driver, device, with_cel=True)
-        if len(self._entries) >= self._max:
-            self._entries = {}
-        self._entries[key] = entry
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
         return entry
 
     def __len__(self) -> int:

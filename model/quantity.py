@@ -33,6 +33,8 @@ __all__ = [
     "Quantity",
     "QuantityError",
     "parse_quantity",
+    "parse_quantity_field",
+    "trim_quantity_field",
 ]
 
 _SPLIT_RE_STRING: Final = "^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -606,6 +608,31 @@ def parse_quantity(text: str) -> Quantity:
     if negative:
         unscaled = -unscaled
     return Quantity(unscaled, exp10, fmt=fmt, fixed=False)
+
+
+# Go's strings.TrimSpace removes Unicode white space around a quantity field, but it sees the
+# field's raw JSON text: white space that a JSON encoder escapes (tab, newline and the other
+# control characters, U+2028, U+2029) arrives as an escape sequence and is not trimmed. So a
+# value "7 " reads as 7 while "7\n" is rejected, whether the object came as YAML or JSON.
+_FIELD_BLANKS: Final = (
+    " \u0085\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u202f\u205f\u3000"
+)
+
+
+def trim_quantity_field(text: str) -> str:
+    """A quantity field's text as the API server's decoder parses it (see ``_FIELD_BLANKS``)."""
+    return text.strip(_FIELD_BLANKS)
+
+
+def parse_quantity_field(text: str) -> Quantity:
+    """A quantity field of an API object (``Quantity.UnmarshalJSON``): blanks around the value
+    trimmed as the API server trims them, then :func:`parse_quantity`. The one parser for
+    quantities read from objects and files; CEL's ``quantity()`` uses :func:`parse_quantity`
+    directly, as upstream does."""
+    if not isinstance(text, str):
+        raise QuantityError(ERR_FORMAT_WRONG)
+    return parse_quantity(trim_quantity_field(text))
 
 
 # --- printing ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 
 from model import objects as o
 from model.errors import FieldPath, InvalidInput, InvalidInputs
+from model.quantity import QuantityError, parse_quantity_field
 
 # --- limits (k8s.io/api/resource/v1) ---------------------------------------------------------
 
@@ -132,9 +133,6 @@ _REQUEST_REF_MSG = (
     "must be the name of a request in the claim or the name of a request and a subrequest "
     "separated by '/'"
 )
-_QUANTITY_FORMAT_MSG = (
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-)
 
 
 def _regex_error(msg: str, fmt: str, *examples: str) -> str:
@@ -229,74 +227,17 @@ def _name_prefix_errors(value: str) -> list[str]:
 
 # --- quantities ------------------------------------------------------------------------------
 
-_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL_SUFFIXES = {
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "": 0,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-
-
 def parse_quantity_value(text: str) -> Fraction:
-    """The exact value of a Kubernetes quantity, parsed the way apimachinery's ParseQuantity
-    accepts it; raises ValueError with apimachinery's message otherwise.
+    """The exact value of a quantity field, parsed by the one quantity parser
+    (``model.quantity.parse_quantity_field``: the API server's grammar, blanks and rounding);
+    raises ValueError with apimachinery's message otherwise.
 
-    Validation only needs exact comparisons and arithmetic, so a Fraction is enough here; the
-    allocator's richer ``model.quantity.Quantity`` (canonical printing) is a separate concern.
+    Validation only needs exact comparisons and arithmetic, so a Fraction is enough here.
     """
-    text = text.strip()  # the JSON decoder trims blanks before parsing
-    if not text:
-        raise ValueError(_QUANTITY_FORMAT_MSG)
-    pos, end = 0, len(text)
-    negative = text[0] == "-"
-    if text[0] in "+-":
-        pos = 1
-    start = pos
-    while pos < end and text[pos].isdigit() and text[pos].isascii():
-        pos += 1
-    whole = text[start:pos]
-    fraction = ""
-    if pos < end and text[pos] == ".":
-        pos += 1
-        fstart = pos
-        while pos < end and text[pos].isdigit() and text[pos].isascii():
-            pos += 1
-        fraction = text[fstart:pos]
-    suffix = text[pos:]
-    # The suffix is letters from a fixed set, then an optional signed exponent.
-    spos = 0
-    while spos < len(suffix) and suffix[spos] in "eEinumkKMGTP":
-        spos += 1
-    if spos < len(suffix) and suffix[spos] in "+-":
-        spos += 1
-    if not all(c.isdigit() and c.isascii() for c in suffix[spos:]):
-        raise ValueError(_QUANTITY_FORMAT_MSG)
-    mantissa = Fraction(int(whole or "0")) + (
-        Fraction(int(fraction), 10 ** len(fraction)) if fraction else Fraction(0)
-    )
-    if suffix in _BINARY_SUFFIXES:
-        factor = Fraction(2) ** _BINARY_SUFFIXES[suffix]
-    elif suffix in _DECIMAL_SUFFIXES:
-        factor = Fraction(10) ** _DECIMAL_SUFFIXES[suffix]
-    elif len(suffix) > 1 and suffix[0] in "eE":
-        try:
-            exponent = int(suffix[1:])
-        except ValueError:
-            raise ValueError("unable to parse quantity's suffix") from None
-        if abs(exponent) > 10_000:
-            raise ValueError("unable to parse quantity's suffix")
-        factor = Fraction(10) ** exponent
-    else:
-        raise ValueError("unable to parse quantity's suffix")
-    value = mantissa * factor
-    return -value if negative else value
+    try:
+        return parse_quantity_field(text).to_fraction()
+    except QuantityError as err:
+        raise ValueError(str(err)) from None
 
 
 def _ceil_int(value: Fraction) -> int:

@@ -15,5 +15,7 @@ if [ -x scripts/install-prometheus.sh ]; then
   echo "==> ensuring Prometheus (for tests/integration)"
   scripts/install-prometheus.sh || echo "    (Prometheus could not be installed; its test will say so)"
 fi
+echo "==> building or reusing upstream Kubernetes v1.37 binaries (scripts/build-upstream.sh)"
+scripts/build-upstream.sh || echo "    (the build failed: the tests that need a real kube-apiserver will fail and say why)"
 echo "==> running tests"
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" "$@"

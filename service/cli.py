@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "explain": ("service.commands.explain", "ask a running service why claims do not fit"),
     "demo": ("service.commands.demo", "run the end-to-end demo on the bundled cluster"),
     "bench": ("service.commands.bench", "run the bundled benchmarks"),
+    "local-cluster": ("service.localcluster.cluster", "start or stop a local Kubernetes with dra-solver in it"),
     "controllers": ("controllers.cli", "run the companion controllers"),
     "kubelet-plugin": ("kubeletplugin.cli", "run the DRA kubelet plugin"),
 }
@@ -65,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:  # the contract: one line and exit 2, never a traceback
+        # Commands turn every input problem into their own message; reaching this is a bug,
+        # and saying so beats a traceback or exit 1 (which means "does not fit").
+        text = " ".join(str(err).split())[:300]
+        print(f"error: internal error (please report): {type(err).__name__}: {text}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

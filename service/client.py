@@ -94,8 +94,8 @@ class Client:
         return self.timeout if timeout is None else timeout
 
     @staticmethod
-    def _options(allocator: str, policy: str, feature_gates: str) -> pb.SolveOptions:
-        return pb.SolveOptions(allocator=allocator, policy=policy, feature_gates=feature_gates)
+    def _options(allocator: str, policy: str, feature_gates: str, validate: str = "") -> pb.SolveOptions:
+        return pb.SolveOptions(allocator=allocator, policy=policy, feature_gates=feature_gates, validate=validate)
 
     def allocate(
         self,
@@ -109,12 +109,13 @@ class Client:
         reserve: bool = False,
         ttl: float = 0.0,
         timeout: float | None = None,
+        validate: str = "",
     ) -> pb.AllocateResponse:
         request = pb.AllocateRequest(
             claims=[encode(c) for c in claims],
             node=node,
             objects=[encode(x) for x in objects],
-            options=self._options(allocator, policy, feature_gates),
+            options=self._options(allocator, policy, feature_gates, validate),
             reserve=reserve,
             reservation_ttl_seconds=ttl,
         )
@@ -134,11 +135,12 @@ class Client:
         feasible_nodes_wanted: int = 0,
         pod: str = "",
         timeout: float | None = None,
+        validate: str = "",
     ) -> pb.ScheduleResponse:
         request = pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
-            options=self._options(allocator, policy, feature_gates),
+            options=self._options(allocator, policy, feature_gates, validate),
             reserve=reserve,
             reservation_ttl_seconds=ttl,
             feasible_nodes_wanted=feasible_nodes_wanted,
@@ -166,12 +168,13 @@ class Client:
         objects: Iterable[ObjectLike] = (),
         feature_gates: str = "",
         timeout: float | None = None,
+        validate: str = "",
     ) -> pb.ExplainResponse:
         request = pb.ExplainRequest(
             claims=[encode(c) for c in claims],
             node=node,
             objects=[encode(x) for x in objects],
-            options=self._options("", "", feature_gates),
+            options=self._options("", "", feature_gates, validate),
         )
         response: pb.ExplainResponse = self.stub.Explain(request, timeout=self._timeout(timeout))
         return response

@@ -1,9 +1,14 @@
-"""Side-by-side runs of the CP-SAT and the upstream-style backtracking allocator.
+"""Side-by-side runs of the CP-SAT allocator, our backtracking port and, when it is built,
+upstream's own Go allocator (``service.upstream``).
 
-For each (scenario, node) both allocators get the same ``AllocationRequest``; a row records
-both verdicts, whether they agree, the FirstAvailable score each reached, whether the chosen
-devices differ, wall time, backtracking steps and CP-SAT status and model size. Timing is the
+For each (scenario, node) every allocator gets the same ``AllocationRequest``; a row records
+the verdicts, whether they agree, the FirstAvailable score each reached, whether the chosen
+devices differ, wall time, search steps and CP-SAT status and model size. With upstream
+present a row also says whether the port chose exactly upstream's devices, and why CP-SAT's
+answer differs from upstream's (``why``: a timeout, a documented upstream deviation, a higher
+FirstAvailable score, or CP-SAT's placement policy against upstream's first fit). Timing is the
 shell's business (the core never reads clocks), which is why this lives in ``service``.
+Upstream's time is measured by Go around ``Allocate`` alone.
 """
 
 from __future__ import annotations
@@ -17,8 +22,16 @@ from model import objects as o
 from model.allocate import allocate
 from model.allocation import AllocationOutcome, AllocationRequest, AllocatorName, Inventory
 from model.cel import CelEnvironment
-from model.errors import AllocationError, DraSolverError, InvalidInput, SolveTimeout
+from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
 from model.features import FeatureGates
+from service import deviations
+from service.upstream import (
+    UpstreamAllocator,
+    UpstreamFailed,
+    outcome_from_answer,
+    request_document,
+    validate_request,
+)
 
 Verdict = str  # "allocated" | "unsatisfiable" | "error" | "timeout"
 
@@ -61,17 +74,33 @@ class CompareRow:
     devices_on_node: int
     cpsat: SideResult
     backtracking: SideResult
+    upstream: SideResult | None = None
+    why: str = ""
+    """With upstream: why CP-SAT's answer differs from upstream's ("" when it does not)."""
+    why_port: str = ""
+    """With upstream: why the backtracking port's answer differs from upstream's ("" when not)."""
 
     @property
     def agree(self) -> bool:
-        return self.cpsat.verdict == self.backtracking.verdict
+        """Every allocator that ran reached the same verdict."""
+        verdicts = {self.cpsat.verdict, self.backtracking.verdict}
+        if self.upstream is not None:
+            verdicts.add(self.upstream.verdict)
+        return len(verdicts) == 1
 
     @property
     def devices_differ(self) -> bool:
         return self.cpsat.devices != self.backtracking.devices
 
+    @property
+    def port_matches_upstream(self) -> bool | None:
+        """The backtracking port gave upstream's verdict and devices (None without upstream)."""
+        if self.upstream is None:
+            return None
+        return (self.backtracking.verdict, self.backtracking.devices) == (self.upstream.verdict, self.upstream.devices)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "scenario": self.scenario,
             "node": self.node,
             "devicesOnNode": self.devices_on_node,
@@ -81,6 +110,12 @@ class CompareRow:
             "cpsat": self.cpsat.to_json(),
             "backtracking": self.backtracking.to_json(),
         }
+        if self.upstream is not None:
+            doc["upstream"] = self.upstream.to_json()
+            doc["backtrackingMatchesUpstream"] = self.port_matches_upstream
+            doc["why"] = self.why
+            doc["whyBacktrackingDiffers"] = self.why_port
+        return doc
 
 
 def chosen_devices(claims: Sequence[o.ResourceClaim], outcome: AllocationOutcome) -> tuple[str, ...]:
@@ -96,11 +131,12 @@ def run_side(
     *,
     cel: CelEnvironment,
     clock: Callable[[], float] = time.perf_counter,
+    validate: bool = True,
 ) -> SideResult:
     """Run one allocator and classify its answer; never raises for allocation problems."""
     start = clock()
     try:
-        outcome = allocate(request, cel=cel)
+        outcome = allocate(request, cel=cel, validate=validate)
     except SolveTimeout as err:
         stats = getattr(err, "stats", None)  # backtracking attaches how far it got
         steps = stats.steps if stats is not None else 0
@@ -126,6 +162,69 @@ def run_side(
     )
 
 
+def run_upstream_side(request: AllocationRequest, runner: UpstreamAllocator, *, validate: bool = True) -> SideResult:
+    """Upstream's Go allocator on the same request, classified like ``run_side``.
+
+    The input gets the same API validation first (upstream's allocator validates nothing);
+    ``seconds`` is Go's own measurement around ``Allocate``, ``status`` the tier it used.
+    """
+    try:
+        if validate:
+            validate_request(request)
+        answer = runner.run(request_document(request))
+    except (InvalidInput, InvalidInputs, UpstreamFailed) as err:
+        return SideResult("upstream", "error", message=str(err))
+    if answer.verdict in ("error", "timeout"):
+        return SideResult("upstream", answer.verdict, seconds=answer.elapsed_seconds,
+                          steps=answer.steps or 0, status=answer.tier, message=answer.error)
+    try:
+        outcome = outcome_from_answer(request, answer)
+    except UpstreamFailed as err:
+        return SideResult("upstream", "error", message=str(err))
+    return SideResult(
+        allocator="upstream",
+        verdict=answer.verdict,
+        score=outcome.score,
+        seconds=answer.elapsed_seconds,
+        steps=answer.steps or 0,
+        status=answer.tier,
+        devices=chosen_devices(request.claims, outcome) if outcome.allocated else (),
+        message=outcome.reason,
+        outcome=outcome,
+    )
+
+
+def why_different(request: AllocationRequest, cpsat: SideResult, upstream: SideResult, policy: str) -> str:
+    """Why CP-SAT's answer is not upstream's, in a few words ("" when it is the same)."""
+    if (cpsat.verdict, cpsat.devices) == (upstream.verdict, upstream.devices):
+        return ""
+    if "timeout" in (cpsat.verdict, upstream.verdict):
+        who = "CP-SAT" if cpsat.verdict == "timeout" else "upstream"
+        return f"timeout ({who})"
+    if cpsat.verdict != upstream.verdict or cpsat.score < upstream.score:
+        found = deviations.explain(request, ours=cpsat.verdict, theirs=upstream.verdict, our_score=cpsat.score,
+                                   their_score=upstream.score, numbers=deviations.still_in_pinned_upstream())
+        if found:
+            return "; ".join(d.describe() for d in found)
+        return f"unexplained: CP-SAT {cpsat.verdict}, upstream {upstream.verdict}"
+    if cpsat.score > upstream.score:
+        return f"higher FirstAvailable score ({cpsat.score} vs {upstream.score})"
+    return f"placement policy {policy or 'pack'} vs upstream's first fit"
+
+
+def why_port_differs(request: AllocationRequest, port: SideResult, upstream: SideResult) -> str:
+    """Why our port's answer is not upstream's ("" when it is): a timeout, or a deviation the
+    port still reproduces although upstream fixed it at the pinned version."""
+    if (port.verdict, port.devices) == (upstream.verdict, upstream.devices):
+        return ""
+    if "timeout" in (port.verdict, upstream.verdict):
+        return "timeout (backtracking)" if port.verdict == "timeout" else "timeout (upstream)"
+    lag = deviations.present_in(request, deviations.FIXED_IN_PINNED_UPSTREAM)
+    if lag:
+        return "; ".join(f"{d.describe()}, fixed in upstream v1.37.2, still in the port" for d in lag)
+    return f"unexplained: backtracking {port.verdict}, upstream {upstream.verdict}"
+
+
 def devices_on_node(inventory: Inventory, node: str) -> int:
     """Devices published for ``node`` by node-local slices (a size measure for plots)."""
     count = 0
@@ -146,8 +245,11 @@ def compare_scenario(
     time_limit: float,
     cel: CelEnvironment,
     policy: str = "",
+    validate: bool = True,
+    upstream: UpstreamAllocator | None = None,
 ) -> list[CompareRow]:
-    """Rows for every requested node (default: every node the scenario knows)."""
+    """Rows for every requested node (default: every node the scenario knows); with
+    ``upstream``, a third side from upstream's Go allocator."""
     inventory = Inventory.from_objects(objects)
     pending = tuple(c for c in inventory.claims if not c.allocated)
     rows: list[CompareRow] = []
@@ -164,15 +266,24 @@ def compare_scenario(
                 time_limit=time_limit,
                 policy=policy,
             )
-            sides[allocator] = run_side(request, cel=cel)
+            sides[allocator] = run_side(request, cel=cel, validate=validate)
+        up_side = None
+        why = why_port = ""
+        if upstream is not None:
+            up_side = run_upstream_side(request, upstream, validate=validate)
+            why = why_different(request, sides["cpsat"], up_side, policy)
+            why_port = why_port_differs(request, sides["backtracking"], up_side)
         rows.append(
-            CompareRow(name, node_name, devices_on_node(inventory, node_name), sides["cpsat"], sides["backtracking"])
+            CompareRow(name, node_name, devices_on_node(inventory, node_name), sides["cpsat"], sides["backtracking"],
+                       up_side, why, why_port)
         )
     return rows
 
 
 def format_table(rows: Sequence[CompareRow]) -> str:
-    """The terminal table: one line per (scenario, node)."""
+    """The terminal table: one line per (scenario, node); upstream's columns when it ran."""
+    if any(r.upstream is not None for r in rows):
+        return _format_with_upstream(rows)
     header = (
         "SCENARIO", "NODE", "CPSAT", "BACKTRACKING", "AGREE", "SCORE(CP/BT)",
         "DEVICES", "CP-SAT TIME", "BT TIME", "BT STEPS", "CP-SAT STATUS", "MODEL(VARS/CONS)",
@@ -194,6 +305,36 @@ def format_table(rows: Sequence[CompareRow]) -> str:
         )
         for r in rows
     ]
+    return render_table(header, body)
+
+
+def _format_with_upstream(rows: Sequence[CompareRow]) -> str:
+    header = (
+        "SCENARIO", "NODE", "CPSAT", "BACKTRACKING", "UPSTREAM", "AGREE", "SCORE(CP/BT/UP)",
+        "DEVICES(CP/BT)", "BT=UP", "CP-SAT TIME", "BT TIME", "UP TIME", "BT STEPS", "UP STEPS",
+        "CP-SAT STATUS", "WHY CP-SAT DIFFERS FROM UPSTREAM",
+    )
+    body = []
+    for r in rows:
+        up = r.upstream
+        body.append((
+            r.scenario,
+            r.node,
+            r.cpsat.verdict,
+            r.backtracking.verdict,
+            up.verdict if up else "-",
+            "yes" if r.agree else "NO",
+            f"{r.cpsat.score}/{r.backtracking.score}/{up.score if up else '-'}",
+            "differ" if r.devices_differ else "same",
+            "-" if up is None else ("yes" if r.port_matches_upstream else "NO"),
+            _fmt_seconds(r.cpsat.seconds),
+            _fmt_seconds(r.backtracking.seconds),
+            _fmt_seconds(up.seconds) if up else "-",
+            str(r.backtracking.steps),
+            str(up.steps) if up else "-",
+            r.cpsat.status or "-",
+            r.why or "-",
+        ))
     return render_table(header, body)
 
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,15 +33,15 @@ from model.allocation import (
     AllocationRequest,
     AllocatorName,
     DeviceID,
-    Inventory,
     SolveStats,
 )
 from model.cpsat.problem import DEFAULT_POLICY
-from model.decode import parse_documents
+from model.decode import ValidationMode, parse_documents
 from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
 from model.features import FeatureGates
 from model.node_load import NODE_POLICIES, node_key
 from model.pools import DeviceParseCache
+from service.admission import check_admin_access
 from service.inventory import (
     InventorySource,
     NodeIndex,
@@ -48,8 +50,17 @@ from service.inventory import (
     Snapshot,
     StaticSource,
 )
+from service.messages import shown
 from service.metrics import Metrics
 from service.reservations import Reservation, ReservationConflict, ReservationStore
+
+log = logging.getLogger(__name__)
+
+decode_warnings: ContextVar[list[str] | None] = ContextVar("decode_warnings", default=None)
+"""``validate="warn"`` problems of the current call (the server sends them as "warning"
+trailing metadata, like the API server's Warning header); None outside a call."""
+
+MAX_DECODE_WARNINGS = 20
 
 FIRST_AVAILABLE_MAX = 8
 """resourceapi.FirstAvailableDeviceRequestMaxSize: the weight of a request's first subrequest."""
@@ -93,6 +104,19 @@ class Limits:
     reserve_retries: int = 8
     """Re-solves after a concurrent caller took the chosen devices first."""
     cache_entries: int = 8192
+    """Schedule answers kept (by content), least recently used forgotten first."""
+    cel_environments: int = 64
+    """CEL environments kept (one per CEL feature set and serving thread: 4 feature sets x 16
+    workers by default; ``serve`` sizes it to its ``--workers``), LRU beyond. Sized so that
+    serving never evicts: an environment's native parts (cel-cpp) are not all returned when
+    it is dropped, about 0.4 MiB each, so churning environments would grow memory."""
+    cel_compiled: int = 128
+    """Compiled selectors kept per CEL environment (callers can send any expression), LRU;
+    about 30 KiB each, freed when evicted."""
+    cel_matches: int = 8192
+    """(selector, device) results kept per CEL environment, LRU."""
+    parsed_devices: int = 100_000
+    """Parsed devices kept across solves (``model.pools.DeviceParseCache``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +124,9 @@ class SolveOptions:
     allocator: AllocatorName = "cpsat"
     policy: str = ""
     feature_gates: str = ""
+    validate: ValidationMode = "strict"
+    """Field validation of the call's objects (kubectl's --validate); "ignore" also skips API
+    validation."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +229,7 @@ class Engine:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        self._cels: dict[tuple[FeatureGates, int], Any] = {}
+        self._cels: OrderedDict[tuple[tuple[bool, bool], int], Any] = OrderedDict()
         self._solved_at = threading.local()
         self._cel_lock = threading.Lock()
         if self.allocate_fn is None:
@@ -215,7 +242,7 @@ class Engine:
         self._selector_lock = threading.Lock()
         # Device objects are shared between nodes and carried over between snapshots
         # (service.inventory.ObjectDecoder): parse each once for every solve.
-        self._devices = DeviceParseCache()
+        self._devices = DeviceParseCache(self.limits.parsed_devices)
         self._flight_free: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] = {}
 
     def cel_for(self, gates: FeatureGates) -> Any:
@@ -223,21 +250,35 @@ class Engine:
         serving thread, kept for the server's lifetime so compile and match caches stay warm.
 
         Per thread because cel-cpp device activations built on one thread cannot be evaluated
-        on another ("No PyCelArena found").
+        on another ("No PyCelArena found"). Keyed by the CEL features the gates turn on, not by
+        the gates (callers choose any of thousands of gate combinations; an environment
+        depends on two of them), and bounded (``Limits.cel_environments``, LRU).
         """
-        key = (gates, threading.get_ident())
+        key = (cel_features_key(gates), threading.get_ident())
         with self._cel_lock:
             env = self._cels.get(key)
-            if env is None:
-                from model.allocate import default_cel
+            if env is not None:
+                self._cels.move_to_end(key)
+                return env
+        from model.cel import CelEnvironment, CelFeatures
 
-                env = default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory(), gates=gates))
-                self._cels[key] = env
+        consumable, lists = key[0]
+        env = CelEnvironment(
+            features=CelFeatures(consumable_capacity=consumable, list_type_attributes=lists),
+            cache_size=self.limits.cel_compiled,
+            match_cache_size=self.limits.cel_matches,
+        )
+        with self._cel_lock:
+            env = self._cels.setdefault(key, env)
+            while len(self._cels) > max(1, self.limits.cel_environments):
+                self._cels.popitem(last=False)
             return env
 
     # --- decoding ---------------------------------------------------------------------------
 
-    def decode_claims(self, blobs: Sequence[bytes], *, field_name: str = "claims", allow_allocated: bool = False) -> tuple[o.ResourceClaim, ...]:
+    def decode_claims(
+        self, blobs: Sequence[bytes], *, field_name: str = "claims", allow_allocated: bool = False, validate: ValidationMode = "strict"
+    ) -> tuple[o.ResourceClaim, ...]:
         if len(blobs) > self.limits.max_claims:
             raise InvalidInput("", (field_name,), f"Too many: {len(blobs)}: must have at most {self.limits.max_claims} items")
         if not blobs:
@@ -245,7 +286,10 @@ class Engine:
         claims: list[o.ResourceClaim] = []
         seen: set[str] = set()
         for i, blob in enumerate(blobs):
-            for obj in self._decode_blob(blob, source=f"{field_name}[{i}]"):
+            decoded = self._decode_blob(blob, source=f"{field_name}[{i}]", validate=validate)
+            if not decoded:
+                raise InvalidInput("", (), "Required value: a ResourceClaim object (the payload holds no object)", source=f"{field_name}[{i}]")
+            for obj in decoded:
                 if not isinstance(obj, o.ResourceClaim):
                     raise InvalidInput(obj.describe(), ("kind",), f'Unsupported value: "{obj.kind}": supported values: "ResourceClaim"', source=f"{field_name}[{i}]")
                 if obj.allocated and not allow_allocated:
@@ -253,21 +297,38 @@ class Engine:
                 if not obj.metadata.name:
                     raise InvalidInput(obj.describe(), ("metadata", "name"), "Required value: name or generateName is required", source=f"{field_name}[{i}]")
                 if obj.ref in seen:
-                    raise InvalidInput(obj.describe(), ("metadata", "name"), f"Duplicate value: {obj.ref!r}", source=f"{field_name}[{i}]")
+                    raise InvalidInput(obj.describe(), ("metadata", "name"), f"Duplicate value: {shown(obj.ref)}", source=f"{field_name}[{i}]")
                 seen.add(obj.ref)
-                self._validate(obj, source=f"{field_name}[{i}]")
+                if validate != "ignore":
+                    self._validate(obj, source=f"{field_name}[{i}]")
                 claims.append(obj)
         if len(claims) > self.limits.max_claims:
             raise InvalidInput("", (field_name,), f"Too many: {len(claims)}: must have at most {self.limits.max_claims} items")
         return tuple(claims)
 
-    def _decode_blob(self, blob: bytes, *, source: str, decoder: ObjectDecoder | None = None) -> list[o.TypedObject]:
+    def _decode_blob(
+        self, blob: bytes, *, source: str, decoder: ObjectDecoder | None = None, validate: ValidationMode = "strict"
+    ) -> list[o.TypedObject]:
+        """Objects of one payload. Whatever goes wrong decoding what a caller sent is that
+        caller's invalid input, never a server error."""
         try:
             text = blob.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput("", (), "not UTF-8 JSON", source=source) from None
-        dec = decoder or ObjectDecoder()
-        return [dec.decode(doc, source=source) for doc in parse_documents(text, source=source)]
+        dec = decoder or ObjectDecoder(validate=validate)
+        try:
+            decoded = [dec.decode(doc, source=source) for doc in parse_documents(text, source=source)]
+            _pass_on_warnings(dec.take_warnings())
+            return decoded
+        except DraSolverError:
+            raise
+        except RecursionError:
+            raise InvalidInput("", (), "Invalid value: the document is nested too deeply", source=source) from None
+        except MemoryError:
+            raise InvalidInput("", (), "Invalid value: the document is too large once decoded", source=source) from None
+        except Exception as err:  # a decoder gap must not become INTERNAL for a caller's bytes
+            log.warning("%s: undecodable payload: %s: %s", source, type(err).__name__, shown(str(err)))
+            raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
     def _validate(self, obj: o.TypedObject, *, source: str) -> None:
         from model.validation import default_selector_check, validate_object
@@ -284,23 +345,31 @@ class Engine:
                 raise errors[0]
             raise InvalidInputs(errors)
 
-    def inline_snapshot(self, blobs: Sequence[bytes]) -> Snapshot:
+    def inline_snapshot(self, blobs: Sequence[bytes], *, validate: ValidationMode = "strict") -> Snapshot:
         if len(blobs) > self.limits.max_objects:
             raise InvalidInput("", ("objects",), f"Too many: {len(blobs)}: must have at most {self.limits.max_objects} items")
-        dec = ObjectDecoder()
+        dec = ObjectDecoder(validate=validate)
         objects: list[o.TypedObject] = []
         for i, blob in enumerate(blobs):
             objects.extend(self._decode_blob(blob, source=f"objects[{i}]", decoder=dec))
         if len(objects) > self.limits.max_objects:
             raise InvalidInput("", ("objects",), f"Too many: {len(objects)} objects: must have at most {self.limits.max_objects}")
         for i, obj in enumerate(objects):
-            self._validate(obj, source=f"objects[{i}]")
+            if validate != "ignore":
+                self._validate(obj, source=f"objects[{i}]")
         src = StaticSource(objects, name="inline")
         src.start()
         return src.snapshot()
 
     def gates_for(self, text: str) -> FeatureGates:
-        return FeatureGates.parse(text, base=self.gates) if text else self.gates
+        if not text:
+            return self.gates
+        try:
+            return FeatureGates.parse(text, base=self.gates)
+        except InvalidInput as err:
+            # The parser quotes the caller's text; say it with a bounded quote, under the
+            # field's gRPC name.
+            raise InvalidInput("", ("options", "featureGates"), f"Invalid value: {shown(text)}: {shown_detail(err.detail)}") from None
 
     # --- snapshot and time -----------------------------------------------------------------
 
@@ -382,27 +451,31 @@ class Engine:
         reserve: bool = False,
         ttl: float = 0.0,
         deadline: float | None = None,
+        caller: str = "",
     ) -> AllocateAnswer:
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to allocate on")
-        claims = self.decode_claims(claim_blobs)
+        claims = self.decode_claims(claim_blobs, validate=opts.validate)
         inline = bool(objects)
         if inline and reserve:
             raise InvalidInput("", ("reserve",), "Forbidden: cannot reserve against an inline inventory")
         for attempt in range(self.limits.reserve_retries + 1):
-            snap = self.inline_snapshot(objects) if inline else self.current()
+            snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
+            check_admin_access(claims, snap.namespaces)
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
-                raise NotFound(f'node "{node}" not found in the inventory')
+                raise NotFound(f"node {shown(node)} not found in the inventory")
             request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
             solved_at = getattr(self._solved_at, "version", None) if not inline else None
             outcome = self._solve(request)
             if not outcome.allocated:
+                if not inline:
+                    _raise_invalid_pools(snap.index, node)
                 return AllocateAnswer(node, False, tuple(ClaimAnswer(c, None) for c in claims), 0, outcome.reason or "cannot allocate all claims", outcome.stats, snap.generation)
             self._verify(request, outcome)
             reservation = None
             if reserve:
                 try:
-                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="", solved_at=solved_at)
+                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="", solved_at=solved_at, caller=caller)
                 except ReservationConflict:
                     if attempt == self.limits.reserve_retries:
                         raise
@@ -413,14 +486,18 @@ class Engine:
         raise AssertionError("unreachable")
 
     def _count_devices(self, outcome: AllocationOutcome) -> None:
+        # Drivers of the server's inventory only: an inline inventory names any driver it likes.
+        served = self.source.snapshot()
+        known = served.index.device_count_by_driver if served.ready else {}
         for result in outcome.results:
             for r in (result.devices.results or []) if result.devices else []:
-                self.metrics.allocated_devices.labels(driver_name=r.driver).inc()
+                self.metrics.allocated_devices.labels(driver_name=r.driver if r.driver in known else "other").inc()
 
     # --- Reserve ----------------------------------------------------------------------------
 
     def _reserve(
-        self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str, solved_at: int | None = None
+        self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str, solved_at: int | None = None,
+        caller: str = "",
     ) -> Reservation:
         state = AllocatedState.from_claims(_with_results(request.claims, outcome.results))
         index = snap.index
@@ -439,6 +516,10 @@ class Engine:
             except CheckFailed as err:
                 raise ReservationConflict(f"the allocation conflicts with one in flight: {err}") from err
 
+        for c in request.claims:
+            # Held as long as the reservation: bounded even when validation was skipped.
+            if len(c.ref) > MAX_POD_REF or len(c.metadata.uid or "") > 128:
+                raise InvalidInput(c.describe()[:100], ("metadata",), "Invalid value: name, namespace or uid too long to reserve")
         return self.reservations.reserve(
             node=request.node.name,
             claims=[(c.ref, c.metadata.uid or "") for c in request.claims],
@@ -448,19 +529,22 @@ class Engine:
             pod=pod,
             validate=validate,
             solved_at=solved_at,
+            caller=caller,
         )
 
-    def reserve(self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "") -> Reservation:
+    def reserve(self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "", caller: str = "") -> Reservation:
         """Hold allocations the caller already has (claims with status.allocation set)."""
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node the claims were allocated on")
+        _check_pod(pod)
         claims = self.decode_claims(claim_blobs, allow_allocated=True)
         for i, c in enumerate(claims):
             if not c.allocated:
                 raise InvalidInput(c.describe(), ("status", "allocation"), "Required value: Reserve needs the allocation to hold", source=f"claims[{i}]")
         snap = self.current()
+        check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f'node "{node}" not found in the inventory')
+            raise NotFound(f"node {shown(node)} not found in the inventory")
         results = tuple(c.status.allocation for c in claims if c.status and c.status.allocation)
         bare = tuple(c.model_copy(update={"status": None}) for c in claims)
         request = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
@@ -470,7 +554,7 @@ class Engine:
             self._verify(request, outcome)
         except CheckFailed as err:
             raise ReservationConflict(f"the allocation is not valid on node {node}: {err}") from err
-        return self._reserve(snap, request, outcome, ttl=ttl, pod=pod)
+        return self._reserve(snap, request, outcome, ttl=ttl, pod=pod, caller=caller)
 
     def unreserve(self, reservation_id: str, claims: Sequence[str]) -> int:
         from service.reservations import UnknownReservation
@@ -495,19 +579,22 @@ class Engine:
         wanted: int = 0,
         pod: str = "",
         deadline: float | None = None,
+        caller: str = "",
     ) -> ScheduleAnswer:
-        claims = self.decode_claims(claim_blobs)
+        _check_pod(pod)
+        claims = self.decode_claims(claim_blobs, validate=opts.validate)
         if len(nodes) > self.limits.max_candidates:
             raise LimitExceeded(f"nodes: Too many: {len(nodes)}: must have at most {self.limits.max_candidates} items")
         if wanted < 0:
             raise InvalidInput("", ("feasibleNodesWanted",), f"Invalid value: {wanted}: must be greater than or equal to 0")
         for attempt in range(self.limits.reserve_retries + 1):
             snap = self.current()
+            check_admin_access(claims, snap.namespaces)
             answer, request, outcome, solved_at = self._schedule_once(snap, claims, nodes, opts, wanted=wanted, deadline=deadline)
             if not reserve or request is None or outcome is None:
                 return answer
             try:
-                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod, solved_at=solved_at)
+                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod, solved_at=solved_at, caller=caller)
             except ReservationConflict:
                 if attempt == self.limits.reserve_retries:
                     raise
@@ -549,13 +636,15 @@ class Engine:
             if view is None:
                 stats.nodes_pruned += 1
                 known = name in index.nodes_by_name
-                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f'node "{name}" not found in the inventory'))
+                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f"node {shown(name)} not found in the inventory"))
                 continue
             if exclusive and not view.shared_devices:
                 free = index.free_devices(name, self.reservations.devices(view.pools))
                 if free < need:
                     stats.nodes_pruned += 1
-                    verdicts.append(NodeVerdict(name, "unschedulable", reason=f"cannot allocate all claims: {free} free devices, at least {need} needed"))
+                    broken = _invalid_pools_error(index, name)
+                    reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
+                    verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                     continue
             key = (view.shape, index.inuse_key(name), *self.reservations.pool_keys(view.pools))
             known_group = groups.get(key)
@@ -573,11 +662,16 @@ class Engine:
                         break
                     try:
                         outcome = self._solve(request)
+                        if not outcome.allocated:
+                            _raise_invalid_pools(index, name)
                     except SolveTimeout:
                         verdicts.append(NodeVerdict(name, "not-evaluated", reason="the deadline passed while solving"))
                         break
                     except AllocationError as err:
-                        raise AllocationError(f"node {name}: {err}") from err
+                        if not getattr(err, "node_local", False):
+                            raise AllocationError(f"node {name}: {err}") from err
+                        # Upstream: an error for this node only; other nodes may still fit.
+                        outcome = AllocationOutcome(False, (), 0, getattr(err, "stats", None) or SolveStats(opts.allocator, "ERROR", 0.0), str(err))
                     stats.solves += 1
                     verdict = _GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
                     if outcome.allocated:
@@ -708,11 +802,12 @@ class Engine:
 
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to explain")
-        claims = self.decode_claims(claim_blobs)
+        claims = self.decode_claims(claim_blobs, validate=opts.validate)
         inline = bool(objects)
-        snap = self.inline_snapshot(objects) if inline else self.current()
+        snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
+        check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f'node "{node}" not found in the inventory')
+            raise NotFound(f"node {shown(node)} not found in the inventory")
         request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:
@@ -730,17 +825,25 @@ class Engine:
             "objects": snap.counts(),
             "nodes": len(snap.index.node_names) if snap.ready else 0,
             "reservations": len(self.reservations),
+            "invalid_pools": dict(snap.invalid_pools),
+            "problems": snap.problems,
+            "problem_count": snap.problem_count,
         }
 
     def on_snapshot(self, snap: Snapshot) -> None:
         """Listener: new inventory -> metrics, and reservations the API now shows allocated."""
         self.reservations.observe(snap)
         index: NodeIndex | None = snap.index if snap.ready else None
+        problems: dict[str, int] = {}
+        for p in snap.problems:
+            problems[p.kind] = problems.get(p.kind, 0) + 1
         self.metrics.observe_inventory(
             snap.counts(),
             index.device_count_by_driver if index else {},
             generation=snap.generation,
             ready=snap.ready,
+            invalid_pools=len(snap.invalid_pools),
+            problems_by_kind=problems,
         )
         self.metrics.reservations_in_flight.set(len(self.reservations))
 
@@ -791,3 +894,60 @@ def _summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int)
     parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
 
+
+
+MAX_POD_REF = 63 + 1 + 253
+"""``namespace/name`` of a pod at most (a DNS label, a DNS subdomain)."""
+
+
+def _check_pod(pod: str) -> None:
+    # Kept with each reservation: a caller must not make reservations arbitrarily large.
+    if len(pod) > MAX_POD_REF:
+        raise InvalidInput("", ("pod",), f"Too long: may not be more than {MAX_POD_REF} bytes")
+
+
+def _invalid_pools_error(index: NodeIndex, node: str) -> AllocationError | None:
+    """Upstream's answer on a node that reaches an invalid pool when nothing else fits: an
+    error for this node only (the pool's devices are never allocated)."""
+    pools = index.invalid_pools_of(node)
+    if not pools:
+        return None
+    first = pools[0]
+    more = f" (and {len(pools) - 1} more)" if len(pools) > 1 else ""
+    err = AllocationError(f"invalid resource pools were encountered: pool {first[0]}/{first[1]}{more}: {index.invalid_pools[first]}")
+    err.node_local = True  # type: ignore[attr-defined]
+    return err
+
+
+def _raise_invalid_pools(index: NodeIndex, node: str) -> None:
+    err = _invalid_pools_error(index, node)
+    if err is not None:
+        raise err
+
+
+def cel_features_key(gates: FeatureGates) -> tuple[bool, bool]:
+    """The gates a CEL environment depends on (those ``model.allocate.default_cel`` reads)."""
+    return (gates.consumable_capacity, gates.list_type_attributes)
+
+
+def shown_detail(detail: str) -> str:
+    from service.messages import clip
+
+    return clip(detail, 200)
+
+
+def _pass_on_warnings(warnings: Sequence[str]) -> None:
+    """Log ``validate="warn"`` problems and hand them to the call (bounded: a payload with
+    thousands of unknown fields must not become thousands of metadata entries)."""
+    if not warnings:
+        return
+    for line in warnings[:MAX_DECODE_WARNINGS]:
+        log.info("decode warning: %s", shown_detail(line))
+    sink = decode_warnings.get()
+    if sink is not None:
+        room = MAX_DECODE_WARNINGS - len(sink)
+        # Metadata values are printable ASCII: escape the rest rather than fail the call.
+        sink.extend(
+            "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode("ascii") for c in shown_detail(w))
+            for w in warnings[: max(0, room)]
+        )

@@ -1,22 +1,50 @@
 """Reading Kubernetes objects from files, directories and stdin for the CLI and file inventory.
 
 The only place in the shell that touches the filesystem for inputs; decoding itself is pure
-(``model.decode``). Every problem becomes an ``InvalidInput`` naming the file, so commands can
-print one clean line and exit 2.
+(``model.decode``, the one bounded decoder). Every problem becomes an ``InvalidInput`` naming
+the file, so commands can print one clean line and exit 2. What the commands read must say
+something: an argument that holds no objects, and an object defined twice (the same file given
+twice), are errors, as ``kubectl apply`` treats them.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from model import objects as o
-from model.decode import decode_text
-from model.errors import InvalidInput
+from model.decode import DEFAULT_LIMITS, VALIDATION_MODES, DecodeLimits, ValidationMode, decode_text
+from model.errors import InvalidInput, StrictDecodingError
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
+Warn = Callable[[str], None]
+"""Where ``--validate=warn`` problems go (one line each)."""
+
+
+def add_validate_argument(parser: argparse.ArgumentParser, *, what: str = "input objects") -> None:
+    """kubectl's ``--validate`` flag, with its spelling and default."""
+    parser.add_argument(
+        "--validate", choices=VALIDATION_MODES, default="strict",
+        help=f"{what}: strict (default) rejects unknown and duplicate fields and invalid objects "
+             "as the API server does; warn reports unknown and duplicate fields on stderr and goes "
+             "on; ignore skips both checks (objects already accepted by an API server)",
+    )
+
+
+def warn_on_stderr(line: str) -> None:
+    print(f"warning: {one_line(line)}", file=sys.stderr)
+
+
+def one_line(text: str) -> str:
+    """A message on one line (CEL compile errors draw a caret under the expression on lines of
+    their own); CLI errors are one line each."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
@@ -31,22 +59,104 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return out
 
 
-def read_text(path: str, *, stdin: TextIO | None = None) -> str:
+def read_text(path: str, *, stdin: TextIO | None = None, limits: DecodeLimits = DEFAULT_LIMITS) -> str:
+    """The text of ``path`` (``-``: stdin), refusing more than ``limits.max_chars`` before
+    reading it all."""
     if path == "-":
-        return (stdin or sys.stdin).read()
+        text = (stdin or sys.stdin).read(limits.max_chars + 1)
+        _check_size(len(text), limits, source="<stdin>")
+        return text
     try:
-        return Path(path).read_text(encoding="utf-8")
+        _check_size(Path(path).stat().st_size // 4, limits, source=path)  # at most 4 bytes a character
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read(limits.max_chars + 1)
     except FileNotFoundError:
         raise InvalidInput("", (), "no such file or directory", source=path) from None
     except IsADirectoryError:
         raise InvalidInput("", (), "is a directory", source=path) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InvalidInput("", (), f"cannot read: {err}", source=path) from None
+    except UnicodeDecodeError as err:
+        raise InvalidInput("", (), f"not UTF-8 text (byte {err.start})", source=path) from None
+    except OSError as err:
+        raise InvalidInput("", (), f"cannot read: {err.strerror or err}", source=path) from None
+    _check_size(len(text), limits, source=path)
+    return text
 
 
-def read_objects(paths: Sequence[str], *, stdin: TextIO | None = None) -> list[o.TypedObject]:
-    """All objects of all paths, in order (files in argument order, documents in file order)."""
-    objects: list[o.TypedObject] = []
-    for path in expand_paths(paths):
-        objects.extend(decode_text(read_text(path, stdin=stdin), source=path))
-    return objects
+def _check_size(chars: int, limits: DecodeLimits, *, source: str) -> None:
+    if chars > limits.max_chars:
+        raise InvalidInput("", (), f"input is larger than {limits.max_chars} characters", source=source)
+
+
+@dataclass
+class Inputs:
+    """Objects of every argument in order, and which file defined each one."""
+
+    objects: list[o.TypedObject] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    """``obj.describe()`` -> the file it came from (``<stdin>`` for ``-``)."""
+
+
+def read_inputs(
+    paths: Sequence[str],
+    *,
+    stdin: TextIO | None = None,
+    validate: ValidationMode = "strict",
+    warn: Warn | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+) -> Inputs:
+    """All objects of all arguments (files in argument order, documents in file order).
+
+    Each argument must hold at least one object, and no object may be defined twice (unless
+    ``validate="ignore"``, which skips API validation).
+    ``validate`` is the decoder's field strictness; ``warn`` receives ``--validate=warn``
+    problems (default: stderr).
+    """
+    inputs = Inputs()
+    report = warn or warn_on_stderr
+    for arg in paths:
+        shown_arg = "<stdin>" if arg == "-" else arg
+        files = expand_paths([arg])
+        if not files:
+            raise InvalidInput("", (), "no .yaml, .yml or .json files in this directory", source=arg)
+        found = 0
+        for path in files:
+            shown = "<stdin>" if path == "-" else path
+            warnings: list[StrictDecodingError] = []
+            text = read_text(path, stdin=stdin, limits=limits)
+            objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
+            for warning in warnings:
+                report(warning.warning())
+            for obj in objects:
+                _add(inputs, obj, shown, validate=validate)
+            found += len(objects)
+        if not found:
+            kinds = ", ".join(sorted(o.KIND_MODELS))
+            raise InvalidInput("", (), f"no objects (expected {kinds}, or a List of them)", source=shown_arg)
+    return inputs
+
+
+def _add(inputs: Inputs, obj: o.TypedObject, source: str, *, validate: ValidationMode) -> None:
+    # Unique names are API validation, which `ignore` skips (upstream's test fixtures repeat
+    # slice and even claim names).
+    key = obj.describe()
+    if validate != "ignore" and obj.name and key in inputs.sources:
+        raise InvalidInput(
+            key,
+            ("metadata", "name"),
+            f"Duplicate value: {json.dumps(obj.ref)}: already defined in {inputs.sources[key]}",
+            source=source,
+        )
+    if obj.name:
+        inputs.sources[key] = source
+    inputs.objects.append(obj)
+
+
+def read_objects(
+    paths: Sequence[str],
+    *,
+    stdin: TextIO | None = None,
+    validate: ValidationMode = "strict",
+    warn: Warn | None = None,
+) -> list[o.TypedObject]:
+    """:func:`read_inputs`' objects."""
+    return read_inputs(paths, stdin=stdin, validate=validate, warn=warn).objects

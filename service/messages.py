@@ -11,10 +11,29 @@ from typing import Any
 
 from model import objects as o
 from model.allocation import ALLOCATORS, AllocatorName, SolveStats
+from model.decode import VALIDATION_MODES, ValidationMode
 from model.errors import InvalidInput
 from service import engine as e
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 from service.reservations import Reservation
+
+SHOWN_CHARS = 64
+"""Characters of a caller's value quoted back in an error; the rest is elided."""
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (saying how many were left out), with lone
+    surrogates escaped so the text always encodes as UTF-8 (grpc-message, details)."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def shown(value: str) -> str:
+    """A caller's value for an error message: JSON-quoted, at most :data:`SHOWN_CHARS`."""
+    if len(value) > SHOWN_CHARS:
+        return json.dumps(value[:SHOWN_CHARS])[:-1] + f'..." ({len(value)} characters)'
+    return json.dumps(value)
 
 
 def to_json(model: o.K8sModel) -> bytes:
@@ -25,8 +44,19 @@ def solve_options(msg: pb.SolveOptions) -> e.SolveOptions:
     allocator = _ALLOCATORS.get(msg.allocator or "cpsat")
     if allocator is None:
         supported = ", ".join(f'"{a}"' for a in ALLOCATORS)
-        raise InvalidInput("", ("options", "allocator"), f'Unsupported value: "{msg.allocator}": supported values: {supported}')
-    return e.SolveOptions(allocator=allocator, policy=msg.policy, feature_gates=msg.feature_gates)
+        raise InvalidInput("", ("options", "allocator"), f"Unsupported value: {shown(msg.allocator)}: supported values: {supported}")
+    return e.SolveOptions(allocator=allocator, policy=msg.policy, feature_gates=msg.feature_gates, validate=_validation(msg.validate))
+
+
+def _validation(text: str) -> ValidationMode:
+    """``options.validate``: kubectl's ``--validate`` values; empty means strict."""
+    for mode in VALIDATION_MODES:
+        if text == mode:
+            return mode
+    if not text:
+        return "strict"
+    supported = ", ".join(f'"{m}"' for m in VALIDATION_MODES)
+    raise InvalidInput("", ("options", "validate"), f"Unsupported value: {shown(text)}: supported values: {supported}")
 
 
 _ALLOCATORS: dict[str, AllocatorName] = {a: a for a in ALLOCATORS}
@@ -146,4 +176,19 @@ def inventory_response(status: dict[str, Any]) -> pb.GetInventoryResponse:
         objects=status["objects"],
         nodes=status["nodes"],
         reservations=status["reservations"],
+        invalid_pools=[
+            pb.InvalidPool(driver=clip(d, 256), pool=clip(p, 256), reason=clip(reason, 512))
+            for (d, p), reason in sorted(status.get("invalid_pools", {}).items())
+        ],
+        problems=[
+            pb.InventoryProblem(
+                source=clip(x.source, 256),
+                kind=x.kind,
+                name=x.name,
+                detail=x.detail,
+                invalid_pool=f"{x.pool[0]}/{x.pool[1]}" if x.pool else "",
+            )
+            for x in status.get("problems", ())
+        ],
+        problem_count=status.get("problem_count", 0),
     )

@@ -2,7 +2,9 @@
 
 Names start with ``dra_solver_``; label names follow upstream Kubernetes where one exists
 (``driver_name``, ``status``, ``grpc_status_code``). Labels carry only enumerations (RPC,
-allocator, outcome, status, kind, driver), never request contents such as claim names.
+allocator, outcome, status, kind, driver), never request contents such as claim names: a label
+value a caller could choose (an unknown allocator, the driver of an inline inventory) is mapped
+to a fixed value first (``invalid``, ``other``), so /metrics stays bounded whatever callers send.
 ``docs/metrics.md`` lists every series; a test keeps the two in step.
 """
 
@@ -12,6 +14,9 @@ import threading
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+PROBLEM_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "Node", "Namespace")
+"""Kinds an inventory problem is counted under; anything else counts as ``other``."""
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (0, 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144)
@@ -120,7 +125,7 @@ class Metrics:
         )
         self.reservation_events = Counter(
             "dra_solver_reservation_events_total",
-            "Reservation lifecycle events by status (reserved, conflict, released, expired, allocated, deleted).",
+            "Reservation lifecycle events by status (reserved, conflict, limited, released, expired, allocated, deleted).",
             ["status"],
             registry=r,
         )
@@ -135,12 +140,37 @@ class Metrics:
             "gRPC calls of the allocation service being handled now.",
             registry=r,
         )
+        self.inventory_invalid_pools = Gauge(
+            "dra_solver_inventory_invalid_pools",
+            "Pools of the current inventory snapshot made invalid by a bad object (never allocated from).",
+            registry=r,
+        )
+        self.inventory_problems = Gauge(
+            "dra_solver_inventory_problems",
+            "Objects of the current inventory snapshot that could not be used (decoding, validation), by kind.",
+            ["kind"],
+            registry=r,
+        )
         self._known_drivers: set[str] = set()
         self._lock = threading.Lock()
 
-    def observe_inventory(self, counts: dict[str, int], devices_by_driver: dict[str, int], *, generation: int, ready: bool) -> None:
+    def observe_inventory(
+        self,
+        counts: dict[str, int],
+        devices_by_driver: dict[str, int],
+        *,
+        generation: int,
+        ready: bool,
+        invalid_pools: int = 0,
+        problems_by_kind: dict[str, int] | None = None,
+    ) -> None:
         for kind, n in counts.items():
             self.inventory_objects.labels(kind=kind).set(n)
+        self.inventory_invalid_pools.set(invalid_pools)
+        problems = problems_by_kind or {}
+        for kind in (*PROBLEM_KINDS, "other"):
+            n = problems.get(kind, 0) if kind != "other" else sum(v for k, v in problems.items() if k not in PROBLEM_KINDS)
+            self.inventory_problems.labels(kind=kind).set(n)
         with self._lock:
             for driver in self._known_drivers - set(devices_by_driver):
                 self.inventory_devices.labels(driver_name=driver).set(0)

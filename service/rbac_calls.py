@@ -1,9 +1,10 @@
 """The Kubernetes API requests ``dra-solver serve --kubeconfig/--in-cluster`` makes.
 
-The inventory (``service.inventory.KubeSource``) lists and watches through the client's generic
-``CustomObjectsApi`` and a method table, which a source scan cannot resolve to resources; this
-list says what RBAC must grant (tests/deploy checks deploy/ against it). Keep it in step with
-``service.inventory.DEFAULT_KUBE_KINDS``.
+The inventory (``service.inventory.KubeSource``) lists each kind through its typed ``list_*``
+method, named in ``service.inventory.DEFAULT_KUBE_KINDS``; the shared informers
+(``service.kubeapi.informer``) then watch through the same method, which a source scan cannot
+see. This list says what RBAC must grant (tests/deploy checks deploy/ against it); keep it in
+step with ``DEFAULT_KUBE_KINDS`` (tests/service/test_kube_inventory.py checks that).
 """
 
 from __future__ import annotations
@@ -14,4 +15,5 @@ API_CALLS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("resource.k8s.io", "resourceclaims", ("list", "watch")),
     ("resource.k8s.io", "devicetaintrules", ("list", "watch")),
     ("", "nodes", ("list", "watch")),
+    ("", "namespaces", ("list", "watch")),
 )

@@ -113,6 +113,7 @@ def replay(
     time_limit: float = 10.0,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    validate: bool = True,
 ) -> ReplayResult:
     inventory = Inventory.from_objects(cluster)
     if config.reorder_best_fit:
@@ -140,7 +141,7 @@ def replay(
         )
         start = clock()
         placed = _place(claim, current, units, config, cel=cel, gates=gates or FeatureGates(), parsed=parsed,
-                        node_choice=node_choice, time_limit=time_limit, errors=result.errors)
+                        node_choice=node_choice, time_limit=time_limit, errors=result.errors, validate=validate)
         result.seconds.append(clock() - start)
         if placed is None:
             if result.first_failure is None:
@@ -173,6 +174,7 @@ def _place(
     node_choice: str,
     time_limit: float,
     errors: list[str],
+    validate: bool = True,
 ) -> tuple[str, o.AllocationResult] | None:
     """The first node in name order where the claim fits, or with ``node_choice="score"`` the
     one with the best FirstAvailable score, then the most preferred by the row's policy."""
@@ -190,7 +192,7 @@ def _place(
             device_cache=parsed,
         )
         try:
-            outcome = allocate(request, cel=cel)
+            outcome = allocate(request, cel=cel, validate=validate)
         except (AllocationError, SolveTimeout) as err:
             errors.append(f"{claim.ref} on {node_name}: {err}")
             continue

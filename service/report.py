@@ -1,8 +1,10 @@
 """A self-contained HTML page for ``dra-solver compare --report``.
 
 Tables plus plots rendered with matplotlib into inline SVG, so the page opens anywhere
-without network access: time vs problem size for both allocators (log scale), claims placed
-over a replay, and FirstAvailable score differences.
+without network access: time vs problem size for every allocator that ran (log scale; upstream's
+Go allocator too when it was built), claims placed over a replay, and FirstAvailable score
+differences. With upstream, the table says per row whether our port chose upstream's devices and
+why CP-SAT's answer differs from upstream's.
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ def _plt() -> object:
 def time_vs_size_plot(rows: Sequence[CompareRow]) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4))  # type: ignore[attr-defined]
-    for side, marker in (("cpsat", "o"), ("backtracking", "x")):
-        xs = [r.devices_on_node for r in rows]
-        ys = [max(getattr(r, side).seconds, 1e-6) for r in rows]
+    for side, marker in (("cpsat", "o"), ("backtracking", "x"), ("upstream", "^")):
+        present = [r for r in rows if getattr(r, side) is not None]
+        if not present:
+            continue
+        xs = [r.devices_on_node for r in present]
+        ys = [max(getattr(r, side).seconds, 1e-6) for r in present]
         ax.scatter(xs, ys, label=side, marker=marker)
     ax.set_yscale("log")
     ax.set_xlabel("devices on node")
@@ -82,6 +87,34 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _upstream_section(rows: Sequence[CompareRow]) -> str:
+    agree = sum(1 for r in rows if r.agree)
+    port = sum(1 for r in rows if r.port_matches_upstream)
+    head = (
+        f"<h2>Per-node comparison (with upstream's Go allocator)</h2><p>{agree}/{len(rows)} rows agree on the "
+        f"verdict; the backtracking port chose upstream's devices on {port}/{len(rows)}. Upstream's time is "
+        f"measured around its Allocate call alone.</p>"
+    )
+    body = []
+    for r in rows:
+        up = r.upstream
+        body.append([
+            r.scenario, r.node, r.cpsat.verdict, r.backtracking.verdict, up.verdict if up else "-",
+            "yes" if r.agree else "NO",
+            f"{r.cpsat.score}/{r.backtracking.score}/{up.score if up else '-'}",
+            "-" if up is None else ("yes" if r.port_matches_upstream else "NO"),
+            f"{r.cpsat.seconds:.6f}", f"{r.backtracking.seconds:.6f}", f"{up.seconds:.6f}" if up else "-",
+            r.backtracking.steps, up.steps if up else "-", up.status if up else "-", r.why or "-",
+            r.why_port or "-",
+        ])
+    return head + _table(
+        ["scenario", "node", "CP-SAT", "backtracking", "upstream", "agree", "score CP/BT/UP", "BT = upstream",
+         "CP-SAT s", "BT s", "upstream s", "BT steps", "upstream steps", "upstream tier", "why CP-SAT differs",
+         "why backtracking differs"],
+        body,
+    )
+
+
 def render_report(
     *,
     rows: Sequence[CompareRow] = (),
@@ -98,7 +131,11 @@ def render_report(
         f"<h1>{html.escape(title)}</h1>",
         f"<p>Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC.</p>",
     ]
-    if rows:
+    if rows and any(r.upstream is not None for r in rows):
+        parts.append(_upstream_section(rows))
+        parts.append(time_vs_size_plot(rows))
+        parts.append(score_delta_plot(rows))
+    elif rows:
         agree = sum(1 for r in rows if r.agree)
         parts.append(f"<h2>Per-node comparison</h2><p>{agree}/{len(rows)} rows agree on the verdict.</p>")
         parts.append(

@@ -9,6 +9,11 @@ Reservations are indexed by pool so that whole-cluster scheduling can fingerprin
 in-flight devices without scanning every reservation. ``enabled=False`` turns tracking off
 (reserve then records nothing); it exists to prove, in tests, that tracking is what prevents
 double allocation.
+
+Reservations are bounded: at most ``max_total`` held at once and ``max_per_caller`` per caller
+(the client certificate's name, else the peer host); a new one beyond either limit is refused
+with :class:`ReservationLimit` (RESOURCE_EXHAUSTED) instead of growing without end. Refreshing
+a reservation already held never counts against the limits.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class Reservation:
     """The devices, shares and capacity the allocation takes."""
     expires_at: float
     pod: str = ""
+    caller: str = ""
+    """Who asked for it (per-caller limit)."""
 
     @property
     def claim_refs(self) -> tuple[str, ...]:
@@ -48,6 +55,14 @@ class Reservation:
 
 class ReservationConflict(Exception):
     """The allocation takes a device already held; solve again."""
+
+
+class ReservationLimit(Exception):
+    """Too many reservations held (in total or by this caller); release some or wait."""
+
+
+DEFAULT_MAX_TOTAL = 10_000
+DEFAULT_MAX_PER_CALLER = 2_000
 
 
 class UnknownReservation(Exception):
@@ -69,8 +84,13 @@ class ReservationStore:
         max_ttl: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[str, int], None] | None = None,
+        max_total: int = DEFAULT_MAX_TOTAL,
+        max_per_caller: int = DEFAULT_MAX_PER_CALLER,
     ) -> None:
         self.enabled = enabled
+        self.max_total = max_total
+        self.max_per_caller = max_per_caller
+        self._per_caller: dict[str, int] = {}
         self.default_ttl = default_ttl
         self.max_ttl = max_ttl
         self._clock = clock
@@ -174,6 +194,7 @@ class ReservationStore:
         pod: str = "",
         validate: Callable[[AllocatedState], None] | None = None,
         solved_at: int | None = None,
+        caller: str = "",
     ) -> Reservation:
         """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
 
@@ -198,6 +219,13 @@ class ReservationStore:
                         return self._refresh(existing, now + ttl)
                     self._notify("conflict", 1)
                     raise ReservationConflict(f"claim {ref} is already reserved ({held}) with other devices")
+            if len(self._by_id) >= self.max_total:
+                self._notify("limited", 1)
+                raise ReservationLimit(f"too many reservations in flight: {len(self._by_id)} held, at most {self.max_total} (serve --max-reservations); release or let some expire")
+            mine = self._per_caller.get(caller, 0)
+            if mine >= self.max_per_caller:
+                self._notify("limited", 1)
+                raise ReservationLimit(f"too many reservations in flight for this caller: {mine} held, at most {self.max_per_caller} (serve --max-reservations-per-caller); release or let some expire")
             pools = set()
             for d in state.devices:
                 pools.add((d.driver, d.pool))
@@ -217,7 +245,7 @@ class ReservationStore:
                 except ReservationConflict:
                     self._notify("conflict", 1)
                     raise
-            r = Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod)
+            r = Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod, caller)
             self._add(r)
             self._notify("reserved", 1)
             return r
@@ -269,7 +297,7 @@ class ReservationStore:
             return len(done) + len(gone)
 
     def _refresh(self, r: Reservation, expires_at: float) -> Reservation:
-        fresh = Reservation(r.id, r.node, r.claims, r.state, expires_at, r.pod)
+        fresh = Reservation(r.id, r.node, r.claims, r.state, expires_at, r.pod, r.caller)
         self._by_id[r.id] = fresh
         heapq.heappush(self._expiry, (expires_at, r.id))
         return fresh
@@ -277,6 +305,7 @@ class ReservationStore:
     def _add(self, r: Reservation) -> None:
         self.version += 1
         self._by_id[r.id] = r
+        self._per_caller[r.caller] = self._per_caller.get(r.caller, 0) + 1
         for ref, _ in r.claims:
             self._by_claim[ref] = r.id
         for pool in r.pools():
@@ -291,6 +320,11 @@ class ReservationStore:
             return
         self.version += 1
         self._seen.pop(rid, None)
+        left = self._per_caller.get(r.caller, 0) - 1
+        if left > 0:
+            self._per_caller[r.caller] = left
+        else:
+            self._per_caller.pop(r.caller, None)
         for ref, _ in r.claims:
             if self._by_claim.get(ref) == rid:
                 del self._by_claim[ref]

@@ -5,6 +5,11 @@ convert the answer. :func:`_handle` maps the engine's exceptions to status codes
 and records latency and status-code metrics. Bounded concurrency comes from gRPC itself
 (``maximum_concurrent_rpcs``): calls beyond the bound get RESOURCE_EXHAUSTED at once instead of
 queueing without limit. A bad request only ever fails itself.
+
+Whatever a caller sends is answered with a documented code (docs/limits-and-errors.md): the
+request bytes are parsed here rather than by gRPC (which answers INTERNAL for bytes that are not
+the message), and every message and detail sent back is clipped, so a huge or malformed value
+in a request can neither become a huge status nor fail to encode.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ from google.protobuf import message as pb_message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from model.allocation import ALLOCATORS
 from model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from service import engine as e
 from service import messages
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from service.inventory import Snapshot
-from service.reservations import ReservationConflict
+from service.messages import clip
+from service.reservations import ReservationConflict, ReservationLimit
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,21 @@ class ServerDeps:
     max_message_bytes: int = 64 * 1024 * 1024
     credentials: grpc.ServerCredentials | None = None
     health: health.HealthServicer = field(default_factory=lambda: health.HealthServicer(experimental_non_blocking=True))
+    servicer: AllocationServicer | None = None
+    """Set by :func:`create_server`."""
+
+
+MAX_STATUS_MESSAGE = 1024
+"""UTF-8 bytes of a status message (grpc-message); longer ones are clipped."""
+MAX_VIOLATIONS = 20
+"""google.rpc.BadRequest field violations sent at most; the message says how many were left out."""
+MAX_VIOLATION_FIELD = 256
+MAX_VIOLATION_DESCRIPTION = 512
+MAX_DETAILS = 1536
+"""UTF-8 bytes of all field violations together. Clients refuse answers whose headers pass
+8 KiB (gRPC's default), and would report RESOURCE_EXHAUSTED instead of our code: message
+(percent-encoded, at most 3x) plus details (base64, 4/3 x, holding the message again) stay
+well under that."""
 
 
 def _abort_invalid(context: grpc.ServicerContext, err: InvalidInput | InvalidInputs) -> None:
@@ -57,32 +79,82 @@ def _abort_invalid(context: grpc.ServicerContext, err: InvalidInput | InvalidInp
     try:
         from grpc_status import rpc_status
     except ImportError:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, _status_message(err))
     context.abort_with_status(rpc_status.to_status(_bad_request(err)))
+
+
+def _status_message(err: InvalidInput | InvalidInputs) -> str:
+    errors = err.errors if isinstance(err, InvalidInputs) else [err]
+    shown = "\n".join(clip(str(x), MAX_VIOLATION_DESCRIPTION) for x in errors[:MAX_VIOLATIONS])
+    if len(errors) > MAX_VIOLATIONS:
+        shown += f"\n... and {len(errors) - MAX_VIOLATIONS} more errors"
+    return clip_bytes(shown, MAX_STATUS_MESSAGE)
+
+
+def clip_bytes(text: str, limit: int) -> str:
+    """``text`` (clipped, encodable) whose UTF-8 form is at most ``limit`` bytes."""
+    text = clip(text, limit)
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", "ignore") + "..."
 
 
 def _bad_request(err: InvalidInput | InvalidInputs) -> Any:
     from google.rpc import code_pb2, error_details_pb2, status_pb2
 
     errors = err.errors if isinstance(err, InvalidInputs) else [err]
-    detail = error_details_pb2.BadRequest(
-        field_violations=[
-            error_details_pb2.BadRequest.FieldViolation(
-                field=(f"{x.source}: " if x.source else "") + (f"{x.obj}: " if x.obj else "") + x.field,
-                description=x.detail,
-            )
-            for x in errors
-        ]
-    )
-    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=str(err))
+    detail = error_details_pb2.BadRequest()
+    budget = MAX_DETAILS
+    for x in errors[:MAX_VIOLATIONS]:
+        where = clip_bytes((f"{x.source}: " if x.source else "") + (f"{x.obj}: " if x.obj else "") + x.field, MAX_VIOLATION_FIELD)
+        description = clip_bytes(x.detail, MAX_VIOLATION_DESCRIPTION)
+        budget -= len(where.encode()) + len(description.encode())
+        if budget < 0:
+            break  # the message says how many errors there are
+        detail.field_violations.add(field=where, description=description)
+    status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=_status_message(err))
     status.details.add().Pack(detail)
     return status
+
+
+def caller_identity(context: grpc.ServicerContext) -> str:
+    """Who is calling, for per-caller limits: the client certificate's common name under mTLS,
+    else the peer's address without its port (one host = one caller)."""
+    names: list[bytes] = []
+    try:
+        found: Any = context.auth_context().get("x509_common_name")
+        names = list(found or [])
+    except Exception:  # no auth context outside TLS on some transports
+        names = []
+    if names:
+        return "cn:" + clip(bytes(names[0]).decode("utf-8", "replace"), 256)
+    peer = context.peer() or ""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        peer = peer.rsplit(":", 1)[0]
+    return clip(peer, 256)
+
+
+def allocator_label(rpc: str, allocator: str) -> str:
+    """The ``allocator`` metric label: only known allocator names, never what a caller typed."""
+    if rpc not in ("Allocate", "Schedule", "Explain"):
+        return "none"
+    if not allocator:
+        return "cpsat"
+    return allocator if allocator in ALLOCATORS else "invalid"
 
 
 class AllocationServicer(pb_grpc.AllocationServiceServicer):
     def __init__(self, engine: e.Engine) -> None:
         self.engine = engine
         self.metrics = engine.metrics
+        self._active = 0
+        self._active_lock = threading.Lock()
+
+    @property
+    def active(self) -> int:
+        """Calls being handled now (shutdown tells whether any outlived the grace period)."""
+        return self._active
 
     # Each method: convert, call the engine (deadline from the caller), convert back.
 
@@ -90,7 +162,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         def run(deadline: float | None) -> tuple[pb.AllocateResponse, str]:
             a = self.engine.allocate(
                 list(request.claims), request.node, objects=list(request.objects), opts=messages.solve_options(request.options),
-                reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline,
+                reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
             )
             return messages.allocate_response(a, now=self.engine.clock()), "allocated" if a.allocated else "unsatisfiable"
 
@@ -101,6 +173,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.schedule(
                 list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
                 ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
+                caller=caller_identity(context),
             )
             return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
 
@@ -108,7 +181,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
         def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
-            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod)
+            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context))
             return pb.ReserveResponse(reservation=messages.reservation(r, now=self.engine.clock())), "reserved"
 
         return self._handle("Reserve", "", context, run)
@@ -134,54 +207,99 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
         return self._handle("GetInventory", "", context, run)
 
+    # --- the wire: request bytes parsed here, so bytes that are not the message are INVALID_ARGUMENT
+
+    def handlers(self) -> dict[str, Any]:
+        methods: dict[str, tuple[Any, Callable[[Any, grpc.ServicerContext], pb_message.Message]]] = {
+            "Allocate": (pb.AllocateRequest, self.Allocate),
+            "Schedule": (pb.ScheduleRequest, self.Schedule),
+            "Reserve": (pb.ReserveRequest, self.Reserve),
+            "Unreserve": (pb.UnreserveRequest, self.Unreserve),
+            "Explain": (pb.ExplainRequest, self.Explain),
+            "GetInventory": (pb.GetInventoryRequest, self.GetInventory),
+        }
+        return {
+            rpc: grpc.unary_unary_rpc_method_handler(self._wire(rpc, request_type, method), request_deserializer=None, response_serializer=None)
+            for rpc, (request_type, method) in methods.items()
+        }
+
+    def _wire(self, rpc: str, request_type: Any, method: Callable[[Any, grpc.ServicerContext], pb_message.Message]) -> Callable[[bytes, grpc.ServicerContext], bytes]:
+        def handle(raw: bytes, context: grpc.ServicerContext) -> bytes:
+            try:
+                request = request_type.FromString(raw)
+            except Exception:  # DecodeError, invalid UTF-8 in a string field, nesting too deep
+                self._record(rpc, "", grpc.StatusCode.INVALID_ARGUMENT, "invalid", 0.0)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"the request is not a valid {request_type.DESCRIPTOR.full_name} message")
+            out: bytes = method(request, context).SerializeToString()
+            return out
+
+        return handle
+
     # --- one place for deadlines, status codes and metrics ---------------------------------
 
     def _handle(self, rpc: str, allocator: str, context: grpc.ServicerContext, run: Callable[[float | None], tuple[Resp, str]]) -> Resp:
         start = time.perf_counter()
         self.metrics.inflight.inc()
+        with self._active_lock:
+            self._active += 1
         code = grpc.StatusCode.OK
         outcome = "error"
+        warnings: list[str] = []
+        warnings_token = e.decode_warnings.set(warnings)
         try:
             remaining = context.time_remaining()
             deadline = None if remaining is None or remaining > 1e9 else self.engine.clock() + remaining
             response, outcome = run(deadline)
+            if warnings:  # options.validate="warn": like the API server's Warning header
+                context.set_trailing_metadata(tuple(("warning", w) for w in warnings))
             return response
         except (InvalidInput, InvalidInputs) as err:
             code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
             _abort_invalid(context, err)
+        except UnicodeError as err:
+            # Only text a caller sent can hold lone surrogates (JSON "\ud800"): it cannot be
+            # encoded into an answer.
+            code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
+            context.abort(code, clip_bytes(f"a string in the request is not valid Unicode text: {err}", MAX_STATUS_MESSAGE))
         except e.NotFound as err:
             code, outcome = grpc.StatusCode.NOT_FOUND, "invalid"
-            context.abort(code, str(err))
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
         except AllocationError as err:
             code = grpc.StatusCode.FAILED_PRECONDITION
-            context.abort(code, str(err))
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
         except ReservationConflict as err:
             code, outcome = grpc.StatusCode.ABORTED, "conflict"
-            context.abort(code, str(err))
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
         except (e.DeadlineExceeded, SolveTimeout) as err:
             code, outcome = grpc.StatusCode.DEADLINE_EXCEEDED, "timeout"
-            context.abort(code, str(err) or "the deadline passed before an answer was found")
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE) or "the deadline passed before an answer was found")
         except e.NotReady as err:
             code = grpc.StatusCode.UNAVAILABLE
-            context.abort(code, str(err))
-        except e.LimitExceeded as err:
-            code = grpc.StatusCode.RESOURCE_EXHAUSTED
-            context.abort(code, str(err))
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
+        except (e.LimitExceeded, ReservationLimit) as err:
+            code, outcome = grpc.StatusCode.RESOURCE_EXHAUSTED, "limited"
+            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
         except e.CheckFailed as err:
             code = grpc.StatusCode.INTERNAL
-            log.error("%s: answer withheld: %s", rpc, err)
-            context.abort(code, f"internal error: the answer failed validation and was withheld: {err}")
+            log.error("%s: answer withheld: %s", rpc, clip_bytes(str(err), MAX_STATUS_MESSAGE))
+            context.abort(code, clip_bytes(f"internal error: the answer failed validation and was withheld: {err}", MAX_STATUS_MESSAGE))
         except Exception as err:
             if isinstance(err, grpc.RpcError) or type(err).__name__ == "_AbortionError":
                 raise
             code = grpc.StatusCode.INTERNAL
             log.exception("%s failed", rpc)
-            context.abort(code, f"internal error: {type(err).__name__}: {err}")
+            context.abort(code, clip_bytes(f"internal error: {type(err).__name__}: {err}", MAX_STATUS_MESSAGE))
         finally:
+            e.decode_warnings.reset(warnings_token)
+            with self._active_lock:
+                self._active -= 1
             self.metrics.inflight.dec()
-            self.metrics.grpc_requests.labels(grpc_method=rpc, grpc_status_code=code.name).inc()
-            self.metrics.allocation_duration.labels(rpc=rpc, allocator=allocator or ("cpsat" if rpc in ("Allocate", "Schedule", "Explain") else "none"), outcome=outcome).observe(time.perf_counter() - start)
+            self._record(rpc, allocator, code, outcome, time.perf_counter() - start)
         raise AssertionError("unreachable: abort raises")
+
+    def _record(self, rpc: str, allocator: str, code: grpc.StatusCode, outcome: str, seconds: float) -> None:
+        self.metrics.grpc_requests.labels(grpc_method=rpc, grpc_status_code=code.name).inc()
+        self.metrics.allocation_duration.labels(rpc=rpc, allocator=allocator_label(rpc, allocator), outcome=outcome).observe(seconds)
 
 
 def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
@@ -199,7 +317,11 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
         options=options,
         maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
     )
-    pb_grpc.add_AllocationServiceServicer_to_server(AllocationServicer(deps.engine), server)  # type: ignore[no-untyped-call]
+    servicer = AllocationServicer(deps.engine)
+    handlers = servicer.handlers()
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)  # type: ignore[attr-defined]
+    deps.servicer = servicer
     health_pb2_grpc.add_HealthServicer_to_server(deps.health, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
@@ -263,17 +385,25 @@ class Service:
         m.reservation_events.labels(status=event).inc(count)
         m.reservations_in_flight.set(self.engine.reservations.count_unlocked())
 
-    def stop(self, grace: float = 5.0) -> None:
-        """Graceful: report NOT_SERVING, stop accepting, let in-flight calls finish."""
+    def stop(self, grace: float = 5.0) -> bool:
+        """Graceful: report NOT_SERVING, stop accepting, let in-flight calls finish for at most
+        ``grace`` seconds, then cancel them. Never waits much longer than ``grace``, even for a
+        call stuck in Python code (cancelling cannot interrupt it); returns False when such a
+        call is still running (the process should then exit without waiting for it)."""
         if self._stopped.is_set():
-            return
+            return True
         self._stopped.set()
         self.deps.health.enter_graceful_shutdown()
+        drained = True
         if self.server is not None:
-            self.server.stop(grace).wait()
+            done = self.server.stop(grace)
+            done.wait(grace + 1.0)
+            servicer = self.deps.servicer
+            drained = servicer is None or servicer.active == 0
         self.engine.source.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        return drained
 
     def wait(self) -> None:
         self._stopped.wait()

@@ -3,16 +3,28 @@
 Plaintext is only for loopback and unix sockets unless the operator says otherwise
 (``serve --insecure``); ``--tls-cert/--tls-key`` turn on TLS and ``--client-ca`` additionally
 requires every client to present a certificate signed by that CA (mTLS).
+
+The server re-reads the files when they change (checked at each new TLS handshake), so a
+certificate renewed in its Secret (cert-manager, or ``kubectl create secret ... | apply``) is
+served to new connections without a restart. A changed set that does not load (a key that does
+not match the certificate, a half-written file) is logged and the previous one kept.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
+import os
+import ssl
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import grpc
 
 from model.errors import InvalidInput
+
+log = logging.getLogger(__name__)
 
 
 def _read(path: str, flag: str) -> bytes:
@@ -22,11 +34,63 @@ def _read(path: str, flag: str) -> bytes:
         raise InvalidInput("", (flag,), f"cannot read {path}: {err.strerror or err}") from None
 
 
+class CertificateFiles:
+    """The server's PEM files, and a fetcher that reloads them once they change on disk."""
+
+    def __init__(self, *, cert: str, key: str, client_ca: str | None = None) -> None:
+        self.flags = {"--tls-cert": cert, "--tls-key": key}
+        if client_ca:
+            self.flags["--client-ca"] = client_ca
+        self._stamp = self._stamps()
+        self._rejected: tuple[tuple[int, int, int], ...] | None = None
+        self.current = self.load()
+        self.reloads = 0
+
+    def _stamps(self) -> tuple[tuple[int, int, int], ...]:
+        # stat follows the symlinks of a Secret volume, whose update swaps them atomically.
+        out = []
+        for flag, path in self.flags.items():
+            try:
+                st = os.stat(path)
+            except OSError as err:
+                raise InvalidInput("", (flag,), f"cannot read {path}: {err.strerror or err}") from None
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def load(self) -> grpc.ServerCertificateConfiguration:
+        """Read and check the files: the key must match the certificate (as ``ssl`` checks it)."""
+        chain = _read(self.flags["--tls-cert"], "--tls-cert")
+        private = _read(self.flags["--tls-key"], "--tls-key")
+        ca = _read(self.flags["--client-ca"], "--client-ca") if "--client-ca" in self.flags else None
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(self.flags["--tls-cert"], self.flags["--tls-key"])
+        except (ssl.SSLError, OSError) as err:
+            raise InvalidInput("", ("--tls-key",), f"does not match --tls-cert or is not a PEM key: {err}") from None
+        return grpc.ssl_server_certificate_configuration([(private, chain)], root_certificates=ca)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """gRPC's certificate_configuration_fetcher: a new configuration, or None to keep the old."""
+        try:
+            stamp = self._stamps()
+            if stamp == self._stamp or stamp == self._rejected:
+                return None
+            self.current = self.load()
+        except InvalidInput as err:
+            if stamp != self._rejected:
+                log.error("TLS files changed but cannot be used, keeping the previous ones: %s", err)
+            self._rejected = stamp
+            return None
+        self._stamp, self._rejected = stamp, None
+        self.reloads += 1
+        log.info("TLS certificate reloaded from %s", self.flags["--tls-cert"])
+        return self.current
+
+
 def server_credentials(*, cert: str, key: str, client_ca: str | None = None) -> grpc.ServerCredentials:
-    chain = _read(cert, "--tls-cert")
-    private = _read(key, "--tls-key")
-    ca = _read(client_ca, "--client-ca") if client_ca else None
-    return grpc.ssl_server_credentials([(private, chain)], root_certificates=ca, require_client_auth=ca is not None)
+    files = CertificateFiles(cert=cert, key=key, client_ca=client_ca)
+    # gRPC documents a fetcher result of None as "no change"; its type stubs leave None out.
+    fetch = cast(Callable[[], grpc.ServerCertificateConfiguration], files.fetch)
+    return grpc.dynamic_ssl_server_credentials(files.current, fetch, require_client_authentication=client_ca is not None)
 
 
 def channel_credentials(*, ca: str | None = None, cert: str | None = None, key: str | None = None) -> grpc.ChannelCredentials:

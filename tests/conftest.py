@@ -31,3 +31,7 @@ def shared_dir() -> Path:
         return Path(env)
     beside = (ROOT.parent / "shared").resolve()
     return beside if beside.is_dir() else Path("/work/shared")
+
+
+# The real kube-apiserver (upstream v1.37.2) for the companion tests: see tests/realkube.py.
+from tests.realkube import control_plane, kube_cluster  # noqa: E402, F401

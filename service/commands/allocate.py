@@ -1,21 +1,26 @@
 """``dra-solver allocate``: allocate the unallocated claims of some files on one node.
 
-    dra-solver allocate --node NAME [--allocator cpsat|backtracking] [--timeout SECONDS]
-                        [--feature-gates Name=bool,...] [--policy NAME] [-o yaml|json] FILE...
+    dra-solver allocate --node NAME [--allocator cpsat|backtracking|upstream] [--timeout SECONDS]
+                        [--feature-gates Name=bool,...] [--policy NAME] [-o yaml|json]
+                        [--validate strict|warn|ignore] FILE...
 
 Other tools script against this command, so its contract is fixed (issue 2):
 
 - FILE: YAML (multi-document) or JSON, ``-`` for stdin, holding DeviceClasses, ResourceSlices,
   ResourceClaims, DeviceTaintRules, Nodes, or ``List`` objects of them. Objects get the API
-  server's defaults and validation.
+  server's defaults, strict field validation and validation (``--validate``, kubectl's
+  spelling: ``strict`` by default, ``warn`` reports unknown/duplicate fields and goes on,
+  ``ignore`` skips both checks). Every FILE must hold an object, no object may appear twice,
+  and NAME must be a node the input knows (a Node, or a ResourceSlice on that node).
 - Claims with ``status.allocation`` are already allocated (their devices are in use); all the
   others are allocated together on node NAME in one call. NAME's labels come from a Node of
   that name, if one is given.
 - stdout: a ``kind: List`` (apiVersion v1) of the newly allocated claims, in input order, each
   with ``status.allocation``.
 - exit status: 0 all allocated; 1 not possible on this node (stderr starts with ``cannot
-  allocate all claims``); 2 invalid input or an allocation error (stderr names the file, the
-  object and the field); 3 the deadline passed without an answer.
+  allocate all claims``); 2 invalid input or an allocation error (one line per problem on
+  stderr, naming the file, the object and the field; never a traceback); 3 the deadline passed
+  without an answer. 1 means nothing but "does not fit".
 
 This module is the shell: it reads files and prints; the decision is ``model.allocate``.
 """
@@ -33,7 +38,7 @@ from model import objects as o
 from model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest, Inventory
 from model.errors import DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
 from model.features import FeatureGates
-from service.files import expand_paths, read_text
+from service.files import add_validate_argument, one_line, read_inputs
 
 EXIT_ALLOCATED = 0
 EXIT_UNSATISFIABLE = 1
@@ -44,8 +49,10 @@ EXIT_DEADLINE = 3
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML or JSON files, - for stdin")
     parser.add_argument("--node", required=True, metavar="NAME", help="the node to allocate on")
-    parser.add_argument("--allocator", choices=ALLOCATORS, default="cpsat",
-                        help="cpsat (default) or backtracking (the upstream-style search)")
+    parser.add_argument("--allocator", choices=(*ALLOCATORS, "upstream"), default="cpsat",
+                        help="cpsat (default), backtracking (our port of upstream's search) or "
+                             "upstream (upstream's own Go allocator; build it with "
+                             "scripts/build-upstream.sh upstream-allocator)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="time limit for the search (default 10)")
     parser.add_argument("--feature-gates", default="", metavar="Name=bool,...",
@@ -55,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "pack (default), spread, first-fit (upstream's devices), score")
     parser.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml",
                         help="output format (default yaml)")
+    add_validate_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,33 +71,44 @@ def run(args: argparse.Namespace) -> int:
         if args.timeout is not None and args.timeout <= 0:
             raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
         gates = FeatureGates.parse(args.feature_gates)
-        objects = _read(args.files, sources)
-        inventory = Inventory.from_objects(objects)
+        upstream = args.allocator == "upstream"
+        if upstream:
+            from service.upstream import binary
+
+            binary()  # not built: say how to build it before reading anything
+        inputs = read_inputs(args.files, validate=args.validate)
+        sources.update(inputs.sources)
+        inventory = Inventory.from_objects(inputs.objects)
         claims = tuple(c for c in inventory.claims if not c.allocated)
         request = AllocationRequest(
             claims=claims,
-            node=inventory.node(args.node),
+            node=known_node(inventory, args.node),
             inventory=inventory,
             gates=gates,
-            allocator=args.allocator,
+            allocator="cpsat" if upstream else args.allocator,
             time_limit=args.timeout,
             policy=args.policy,
         )
-        from model.allocate import allocate
+        if upstream:
+            from service.upstream import allocate_upstream
 
-        outcome = allocate(request)
+            outcome = allocate_upstream(request, validate=args.validate != "ignore")
+        else:
+            from model.allocate import allocate
+
+            outcome = allocate(request, validate=args.validate != "ignore")
     except SolveTimeout as err:
         print(f"deadline reached: {err}", file=sys.stderr)
         return EXIT_DEADLINE
     except InvalidInputs as err:
         for each in err.errors:
-            print(f"error: {_with_source(each, sources)}", file=sys.stderr)
+            print(f"error: {one_line(_with_source(each, sources))}", file=sys.stderr)
         return EXIT_ERROR
     except InvalidInput as err:
-        print(f"error: {_with_source(err, sources)}", file=sys.stderr)
+        print(f"error: {one_line(_with_source(err, sources))}", file=sys.stderr)
         return EXIT_ERROR
     except DraSolverError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_ERROR
     if not outcome.allocated:
         print(outcome.reason or "cannot allocate all claims", file=sys.stderr)
@@ -105,6 +124,8 @@ def describe_solve(outcome: AllocationOutcome) -> str:
     if stats is None:
         return f"allocated: score {outcome.score}"
     who = stats.allocator + (f", policy {stats.policy}" if stats.policy else "")
+    if stats.allocator == "upstream":
+        who += f" ({stats.status} tier)"
     if stats.status in ("OPTIMAL", "TRIVIAL"):
         verdict = "proven optimal"
     elif stats.status == "FEASIBLE":
@@ -114,17 +135,15 @@ def describe_solve(outcome: AllocationOutcome) -> str:
     return f"allocated by {who}: {verdict}, score {outcome.score}, {1000 * stats.wall_seconds:.1f} ms"
 
 
-def _read(paths: list[str], sources: dict[str, str]) -> list[o.TypedObject]:
-    """Objects of every file in order; ``sources`` learns which file named each object."""
-    from model.decode import decode_text
-
-    objects: list[o.TypedObject] = []
-    for path in expand_paths(paths):
-        shown = "<stdin>" if path == "-" else path
-        for obj in decode_text(read_text(path), source=shown):
-            sources.setdefault(obj.describe(), shown)
-            objects.append(obj)
-    return objects
+def known_node(inventory: Inventory, name: str, *, flag: str = "--node") -> o.Node:
+    """The node ``name`` as the input describes it; an error if the input never mentions it
+    (no Node object and no ResourceSlice on it), rather than an empty node that cannot fit."""
+    known = inventory.node_names()
+    if name not in known:
+        listed = ", ".join(known[:10]) + (f", ... ({len(known)} nodes)" if len(known) > 10 else "")
+        hint = f"known nodes: {listed}" if known else "the input has no Node and no node-local ResourceSlice"
+        raise InvalidInput("", (flag,), f"Not found: {json.dumps(name)}: {hint}")
+    return inventory.node(name)
 
 
 def _with_source(err: InvalidInput, sources: dict[str, str]) -> str:

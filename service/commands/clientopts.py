@@ -8,6 +8,7 @@ import sys
 import grpc
 
 from service.client import Client
+from service.files import one_line
 
 EXIT_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT: 2,
@@ -41,5 +42,5 @@ def connect(args: argparse.Namespace) -> Client:
 def rpc_error(err: grpc.RpcError) -> int:
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
     details = err.details() if hasattr(err, "details") else str(err)
-    print(f"error: {code.name}: {details}", file=sys.stderr)
+    print(f"error: {code.name}: {one_line(details or '')}", file=sys.stderr)
     return EXIT_CODES.get(code, 4)

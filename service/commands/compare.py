@@ -1,27 +1,36 @@
-"""``dra-solver compare``: CP-SAT vs upstream-style backtracking, per node or over a replay.
+"""``dra-solver compare``: CP-SAT vs upstream-style backtracking (and upstream's own Go
+allocator, when it is built: ``--upstream``), per node or over a replay.
 
-    dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html] FILE...
+    dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html]
+                       [--validate strict|warn|ignore] FILE...
     dra-solver compare --replay CLUSTER_FILE --workload WORKLOAD_FILE [--node-choice first|score]
-                       [-o table|json] [--report FILE.html]
+                       [-o table|json] [--report FILE.html] [--validate strict|warn|ignore]
 
-Exit status: 0 when the comparison ran (whatever the allocators answered), 2 for bad input.
+Exit status: 0 when the comparison ran (whatever the allocators answered), 2 for bad input
+(checked before anything runs: the files, every --node, and that --report can be written).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model import objects as o
 from model.cel import CelEnvironment
-from model.errors import DraSolverError
+from model.errors import DraSolverError, InvalidInput
 from model.features import FeatureGates
 from service.compare import CompareRow, compare_scenario, format_table, render_table
-from service.files import read_objects
+from service.files import add_validate_argument, one_line, read_objects
 from service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
+
+if TYPE_CHECKING:
+    from service.upstream import UpstreamAllocator
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,11 +50,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    sched = parser.add_argument_group("whole schedulers (kube-scheduler vs dra-solver on a real API server)")
+    sched.add_argument("--schedulers", metavar="WORKLOAD[,...]",
+                       help="run kube-scheduler, then dra-solver, each on a fresh control plane: claim-template, "
+                            "steady-state, mig-whole-first, mig-partitions-first, mixed, first-available, or all")
+    sched.add_argument("--nodes", type=int, default=50, help="--schedulers: nodes (default 50)")
+    sched.add_argument("--pods", type=int, default=300, help="--schedulers: pods (default 300)")
+    sched.add_argument("--run-timeout", dest="timeout_run", type=float, default=600.0, metavar="SECONDS",
+                       help="--schedulers: time limit per scheduler and workload (default 600)")
+    sched.add_argument("--keep-logs", metavar="DIR", help="--schedulers: copy the components' logs here")
+    parser.add_argument("--upstream", choices=("auto", "on", "off"), default="auto",
+                        help="scenarios: a third column from upstream's own Go allocator: auto (default: "
+                             "when built), on (an error if not built), off; build it with "
+                             "scripts/build-upstream.sh upstream-allocator")
+    add_validate_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.schedulers:
+            from service.schedcompare.command import run as run_schedulers
+
+            return run_schedulers(args)
         gates = FeatureGates.parse(args.feature_gates)
+        if args.report:
+            _check_writable(args.report)  # a typo must not cost the whole run
         if args.replay or args.workload:
             return _run_replay(args, gates)
         if not args.files:
@@ -53,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return _run_compare(args, gates)
     except DraSolverError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
 
 
@@ -68,16 +97,22 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
     checked_policy(args.policy)  # a typo must not read as "the allocators disagree"
     cel = CelEnvironment()
     rows: list[CompareRow] = []
-    for path in args.files:
-        objects = read_objects([path])
-        _progress(args, f"comparing {path} ...")
-        rows.extend(
-            compare_scenario(Path(path).stem if path != "-" else "stdin", objects, nodes=args.node,
-                             gates=gates, time_limit=args.timeout, cel=cel, policy=args.policy)
-        )
+    scenarios = [(path, read_objects([path], validate=args.validate)) for path in args.files]
+    _check_nodes(args.node or [], scenarios)
+    with _upstream_runner(args) as upstream:
+        for path, objects in scenarios:
+            _progress(args, f"comparing {path} ...")
+            rows.extend(
+                compare_scenario(Path(path).stem if path != "-" else "stdin", objects, nodes=args.node,
+                                 gates=gates, time_limit=args.timeout, cel=cel, policy=args.policy,
+                                 validate=args.validate != "ignore", upstream=upstream)
+            )
     if args.output == "json":
-        summary = {"rows": len(rows), "agree": sum(r.agree for r in rows),
-                   "devicesDiffer": sum(r.devices_differ for r in rows)}
+        summary: dict[str, Any] = {"rows": len(rows), "agree": sum(r.agree for r in rows),
+                                   "devicesDiffer": sum(r.devices_differ for r in rows)}
+        if any(r.upstream is not None for r in rows):
+            summary["backtrackingMatchesUpstream"] = sum(bool(r.port_matches_upstream) for r in rows)
+            summary["cpsatDiffersFromUpstream"] = sum(bool(r.why) for r in rows)
         json.dump({"rows": [r.to_json() for r in rows], "summary": summary}, sys.stdout, indent=2)
         print()
     else:
@@ -87,12 +122,33 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _upstream_runner(args: argparse.Namespace) -> Iterator[UpstreamAllocator | None]:
+    """One upstream process for the whole run, or None (with a note) when it is not wanted or
+    not built; ``--upstream on`` turns "not built" into the one-line error saying how to build."""
+    from service.upstream import UpstreamAllocator, UpstreamNotBuilt, binary
+
+    if args.upstream == "off":
+        yield None
+        return
+    try:
+        path = binary()
+    except UpstreamNotBuilt as err:
+        if args.upstream == "on":
+            raise
+        _progress(args, f"note: no upstream column: {err}")
+        yield None
+        return
+    with UpstreamAllocator(path) as runner:
+        yield runner
+
+
 def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     if not (args.replay and args.workload):
         print("error: --replay CLUSTER_FILE and --workload WORKLOAD_FILE go together", file=sys.stderr)
         return 2
-    cluster = read_objects([args.replay])
-    workload = [obj for obj in read_objects([args.workload]) if isinstance(obj, o.ResourceClaim)]
+    cluster = read_objects([args.replay], validate=args.validate)
+    workload = [obj for obj in read_objects([args.workload], validate=args.validate) if isinstance(obj, o.ResourceClaim)]
     if not workload:
         print(f"error: {args.workload}: no ResourceClaims in the workload", file=sys.stderr)
         return 2
@@ -107,7 +163,7 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     for config in (*DEFAULT_CONFIGS, BEST_FIT):
         results.append(
             replay(cluster, workload, config, cel=cel, gates=gates, node_choice=args.node_choice,
-                   time_limit=args.timeout, progress=progress)
+                   time_limit=args.timeout, progress=progress, validate=args.validate != "ignore")
         )
     *runs, best = results
     if args.output == "json":
@@ -135,10 +191,40 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     return 0
 
 
+def _check_nodes(nodes: list[str], scenarios: list[tuple[str, list[o.TypedObject]]]) -> None:
+    """Every --node must be known to every scenario (a Node, or a ResourceSlice on it)."""
+    from model.allocation import Inventory
+    from service.commands.allocate import known_node
+
+    for path, objects in scenarios:
+        inventory = Inventory.from_objects(objects)
+        for node in nodes:
+            try:
+                known_node(inventory, node)
+            except InvalidInput as err:
+                shown = "<stdin>" if path == "-" else path
+                raise InvalidInput(err.obj, err.field_path, err.detail, source=shown) from None
+
+
+def _check_writable(path: str) -> None:
+    """``--report``'s directory exists and the file can be created, before any work."""
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: is a directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: no such directory: {json.dumps(str(parent))}")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: permission denied")
+
+
 def _write_report(path: str, *, rows: list[CompareRow] | None = None,
                   replays: list[ReplayResult] | None = None, best_fit: int | None = None) -> None:
     from service.report import render_report
 
-    Path(path).write_text(render_report(rows=rows or [], replays=replays or [], best_fit=best_fit),
-                          encoding="utf-8")
+    try:
+        Path(path).write_text(render_report(rows=rows or [], replays=replays or [], best_fit=best_fit),
+                              encoding="utf-8")
+    except OSError as err:  # checked before the run; the filesystem may still change
+        raise InvalidInput("", ("--report",), f"cannot write {json.dumps(path)}: {err.strerror or err}") from None
     print(f"report written to {path}", file=sys.stderr)

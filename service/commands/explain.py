@@ -1,6 +1,6 @@
 """``dra-solver explain``: ask a running service why claims do not fit on a node.
 
-    dra-solver explain [--server HOST:PORT] --node NAME FILE...
+    dra-solver explain [--server HOST:PORT] --node NAME [--validate strict|warn|ignore] FILE...
 
 Prints the smallest set of reasons that together block the claims, and the fewest changes that
 would let them fit. Exit status: 0 explained (or the claims fit), 2 invalid input or unknown
@@ -18,7 +18,7 @@ from google.protobuf import json_format
 
 from model.errors import DraSolverError
 from service.commands.clientopts import add_client_arguments, connect, rpc_error
-from service.files import read_objects
+from service.files import add_validate_argument, one_line, read_objects
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 
 
@@ -27,18 +27,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", required=True, help="the node to explain")
     parser.add_argument("--feature-gates", default="")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_validate_argument(parser, what="the claims (checked here, and by the service)")
     add_client_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        claims = [c.to_api() for c in read_objects(args.files)]
+        claims = [c.to_api() for c in read_objects(args.files, validate=args.validate)]
     except DraSolverError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     try:
         with connect(args) as solver:
-            answer = solver.explain(claims, args.node, feature_gates=args.feature_gates)
+            answer = solver.explain(claims, args.node, feature_gates=args.feature_gates, validate=args.validate)
     except grpc.RpcError as err:
         return rpc_error(err)
     if args.output == "json":

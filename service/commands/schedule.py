@@ -1,6 +1,7 @@
 """``dra-solver schedule``: ask a running service where a pod's claims fit.
 
-    dra-solver schedule [--server HOST:PORT] [--node NAME ...] [--reserve] FILE...
+    dra-solver schedule [--server HOST:PORT] [--node NAME ...] [--reserve]
+                        [--validate strict|warn|ignore] FILE...
 
 FILEs hold the pod's ResourceClaims. Prints the chosen node, each claim's devices and the
 per-node verdicts (``-o json`` for the whole answer). Exit status: 0 placed, 1 no node fits,
@@ -18,7 +19,7 @@ from google.protobuf import json_format
 
 from model.errors import DraSolverError
 from service.commands.clientopts import add_client_arguments, connect, rpc_error
-from service.files import read_objects
+from service.files import add_validate_argument, one_line, read_objects
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 
 VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedulable", pb.VERDICT_NOT_EVALUATED: "not evaluated"}
@@ -34,20 +35,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-gates", default="")
     parser.add_argument("--feasible-nodes", type=int, default=0, help="evaluate until this many nodes fit (0 = until the best score)")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_validate_argument(parser, what="the claims (checked here, and by the service)")
     add_client_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        claims = [c.to_api() for c in read_objects(args.files)]
+        claims = [c.to_api() for c in read_objects(args.files, validate=args.validate)]
     except DraSolverError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     try:
         with connect(args) as solver:
             answer = solver.schedule(
                 claims, args.node, allocator=args.allocator, policy=args.policy, feature_gates=args.feature_gates,
-                reserve=args.reserve, ttl=args.ttl, feasible_nodes_wanted=args.feasible_nodes,
+                reserve=args.reserve, ttl=args.ttl, feasible_nodes_wanted=args.feasible_nodes, validate=args.validate,
             )
     except grpc.RpcError as err:
         return rpc_error(err)

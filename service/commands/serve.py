@@ -3,6 +3,7 @@
     dra-solver serve [--inventory PATH | --kubeconfig FILE | --in-cluster]
                      [--port 50051] [--metrics-port 9090] [--address 127.0.0.1]
                      [--tls-cert FILE --tls-key FILE [--client-ca FILE]]
+                     [--validate strict|warn|ignore]
 
 The first line on stdout is ``grpc=HOST:PORT metrics=HOST:PORT`` with the ports actually bound
 (``--port 0`` and ``--metrics-port 0`` pick free ones), so scripts and tests can connect.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -21,6 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from model.errors import DraSolverError
+from service.files import add_validate_argument
 
 if TYPE_CHECKING:
     from service.server import Service
@@ -47,8 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solve-timeout", type=float, default=10.0, help="solver seconds when the caller sets no deadline")
     parser.add_argument("--max-solve-seconds", type=float, default=60.0)
     parser.add_argument("--reservation-ttl", type=float, default=30.0, help="default reservation lifetime (seconds)")
+    parser.add_argument("--max-reservations", type=int, default=10_000, help="reservations held at once before RESOURCE_EXHAUSTED (default 10000)")
+    parser.add_argument("--max-reservations-per-caller", type=int, default=2_000,
+                        help="reservations one caller (client certificate name, else peer host) holds at once (default 2000)")
     parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between inventory file checks")
-    parser.add_argument("--no-validate", action="store_true", help="skip API validation of inventory files")
+    add_validate_argument(parser, what="--inventory files")
+    parser.add_argument("--no-validate", action="store_true", help="the same as --validate=ignore (kept for old scripts)")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
@@ -61,9 +68,11 @@ def _hostport(host: str, port: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from service.kubeapi.client import ConfigError
+
     try:
         service = build(args)
-    except (DraSolverError, OSError, ValueError) as err:
+    except (DraSolverError, ConfigError, OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
@@ -85,14 +94,22 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     done.wait()
     logging.getLogger(__name__).info("shutting down: draining in-flight calls (grace %.1fs)", args.grace)
-    service.stop(args.grace)
+    if not service.stop(args.grace):
+        # A call still running after the grace period (stuck decoding, say) must not keep
+        # the process alive: its worker thread would be joined at interpreter exit.
+        logging.getLogger(__name__).warning("calls still running after the %.1fs grace period: exiting without them", args.grace)
+        logging.shutdown()
+        sys.stdout.flush()
+        os._exit(0)
     return 0
 
 
 def build(args: argparse.Namespace) -> Service:
+    from model.decode import check_mode
     from model.features import FeatureGates
     from service import engine as e
-    from service.inventory import FileSource, InventorySource, KubeSource, kube_api_client
+    from service.inventory import FileSource, InventorySource, KubeSource
+    from service.kubeapi.client import api_client
     from service.metrics import Metrics
     from service.reservations import ReservationStore
     from service.server import ServerDeps, Service
@@ -106,9 +123,10 @@ def build(args: argparse.Namespace) -> Service:
         raise ValueError(f"refusing plaintext on non-loopback address {args.address}: give --tls-cert/--tls-key, or --insecure")
     source: InventorySource
     if args.inventory:
-        source = FileSource(args.inventory, poll_interval=args.poll_interval, validate=not args.no_validate)
+        mode = check_mode("ignore" if args.no_validate else args.validate)
+        source = FileSource(args.inventory, poll_interval=args.poll_interval, validate=mode != "ignore", field_validation=mode)
     elif args.kubeconfig or args.in_cluster:
-        source = KubeSource(kube_api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster))
+        source = KubeSource(api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, user_agent="dra-solver-serve"))
     else:
         raise ValueError("give an inventory: --inventory PATH, --kubeconfig FILE or --in-cluster")
     metrics = Metrics()
@@ -118,13 +136,17 @@ def build(args: argparse.Namespace) -> Service:
         source.on_reload = lambda ok: metrics.inventory_updates.labels(status="success" if ok else "error").inc()
     engine = e.Engine(
         source=source,
-        reservations=ReservationStore(default_ttl=args.reservation_ttl),
+        reservations=ReservationStore(
+            default_ttl=args.reservation_ttl, max_total=args.max_reservations, max_per_caller=args.max_reservations_per_caller
+        ),
         metrics=metrics,
         gates=FeatureGates.parse(args.feature_gates),
         limits=e.Limits(
             max_claims=args.max_claims,
             default_solve_seconds=args.solve_timeout,
             max_solve_seconds=args.max_solve_seconds,
+            # One CEL environment per feature set (4) and serving thread: never evicted.
+            cel_environments=4 * max(1, args.workers),
         ),
     )
     creds = server_credentials(cert=args.tls_cert, key=args.tls_key, client_ca=args.client_ca) if args.tls_cert else None

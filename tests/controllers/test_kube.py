@@ -1,28 +1,47 @@
-"""The client layer through the real ``kubernetes`` client against the fake API server: every
-request kind the controllers make, error mapping, informers (list, watch, 410 Gone relist,
-optional resources), the store's assumed writes, the work queue and leader election."""
+"""The client layer (service/kubeapi) through the real ``kubernetes`` client against the real
+kube-apiserver: every request kind the controllers make, error mapping, informers (list,
+watch, optional resources), the store's assumed writes, the work queue and leader election.
+
+The only faults not produced by the real server are 5xx and 429 answers: a tiny HTTP responder
+(:class:`FaultServer`) gives those, to check they map to :class:`kube.Transient` with the
+server's Retry-After. (410 Gone on a resumed watch is produced by the real server in
+test_resilience.py.)"""
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
-from controllers import kube
 from controllers import objects as ob
-from controllers.informer import Informer, Store
-from controllers.leaderelection import ElectionConfig, LeaderElector
+from controllers.leaderelection import ElectionConfig, LeaderElector, _now_micro
 from controllers.workqueue import ExponentialBackoff, WorkQueue
+from service.kubeapi import client as kube
+from service.kubeapi.informer import Informer, Store
 from tests.controllers import builders as b
-from tests.controllers.conftest import kube_for
-from tests.controllers.fake_apiserver import FakeApiServer
+from tests.controllers.conftest import Env, wait_for
+from tests.realkube import KubeCluster
+
+
+@pytest.fixture
+def cluster(kube_cluster: KubeCluster) -> Env:
+    return Env(kube_cluster, None)
+
+
+def _kube(cluster: Env, identity: str = "test", **kw: Any) -> kube.Kube:
+    return cluster.client(identity, **kw)
+
 
 # --- requests --------------------------------------------------------------------------------
 
 
-def test_create_with_generate_name_get_update_and_conflict(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
+def test_create_with_generate_name_get_update_and_conflict(cluster: Env) -> None:
+    k = _kube(cluster)
     created = k.create_claim("default", {**b.claim("x"), "metadata": {"generateName": "web-gpu-", "namespace": "default"}})
     name = ob.name(created)
     assert name.startswith("web-gpu-") and len(name) == len("web-gpu-") + 5
@@ -38,14 +57,17 @@ def test_create_with_generate_name_get_update_and_conflict(fake: FakeApiServer) 
         k.get_claim("default", "nope")
     with pytest.raises(kube.Conflict, match="already exists"):
         k.create_claim("default", b.claim(name))
+    with pytest.raises(kube.Invalid, match="count"):
+        k.create_claim("default", b.claim("bad", count=-1))
 
 
-def test_status_subresource_semantics(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
+def test_status_subresource_semantics(cluster: Env) -> None:
+    k = _kube(cluster)
     claim = k.create_claim("default", b.claim("c"))
     # A status update changes only the status ...
     body = ob.deep_copy(claim)
-    body["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
+    pod = {"metadata": {"name": "p", "uid": str(uuid.uuid4())}}
+    body["status"] = b.claim("c", devices=["gpu-0"], reserved=[pod])["status"]
     body["metadata"]["labels"] = {"ignored": "yes"}
     after_status = k.update_claim_status(body)
     assert after_status["status"]["reservedFor"][0]["name"] == "p"
@@ -59,24 +81,28 @@ def test_status_subresource_semantics(fake: FakeApiServer) -> None:
     assert after_main["status"]["reservedFor"][0]["name"] == "p"
 
 
-def test_pod_status_strategic_merge_with_uid_precondition(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
-    pod = fake.create(b.pod("p", templates={"a": "t", "b": "t"}))
+def test_pod_status_strategic_merge_with_uid_precondition(cluster: Env) -> None:
+    k = _kube(cluster)
+    pod = cluster.create(b.pod("p", templates={"a": "t", "b": "t"}))
     uid = ob.uid(pod)
     k.patch_pod_status("default", "p", {"metadata": {"uid": uid}, "status": {"resourceClaimStatuses": [{"name": "a", "resourceClaimName": "p-a-1"}]}})
     k.patch_pod_status("default", "p", {"metadata": {"uid": uid}, "status": {"resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b-1"}]}})
     k.patch_pod_status("default", "p", {"metadata": {"uid": uid}, "status": {"conditions": [{"type": "PodScheduled", "status": "False", "message": "x"}]}})
     patched = k.patch_pod_status("default", "p", {"metadata": {"uid": uid}, "status": {"conditions": [{"type": "PodScheduled", "message": "y"}]}})
-    assert patched["status"]["resourceClaimStatuses"] == [{"name": "a", "resourceClaimName": "p-a-1"}, {"name": "b", "resourceClaimName": "p-b-1"}]
-    assert patched["status"]["conditions"] == [{"type": "PodScheduled", "status": "False", "message": "y"}]
+    # Merged by name (the server puts the newer entry first): both kept.
+    assert sorted(patched["status"]["resourceClaimStatuses"], key=lambda e: e["name"]) == [
+        {"name": "a", "resourceClaimName": "p-a-1"}, {"name": "b", "resourceClaimName": "p-b-1"}]
+    assert [(c["type"], c["status"], c["message"]) for c in patched["status"]["conditions"]] == [("PodScheduled", "False", "y")]
     assert patched["status"]["phase"] == "Pending"
-    with pytest.raises(kube.Conflict, match="Precondition failed"):
-        k.patch_pod_status("default", "p", {"metadata": {"uid": "someone-else"}, "status": {"conditions": []}})
+    # The UID in the patch guards against a pod re-created under the same name: the API server
+    # refuses to change it (422), so the patch never lands on the wrong pod.
+    with pytest.raises(kube.Invalid, match=r"metadata\.uid: Invalid value"):
+        k.patch_pod_status("default", "p", {"metadata": {"uid": str(uuid.uuid4())}, "status": {"conditions": []}})
 
 
-def test_binding_and_delete_with_uid_precondition(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
-    pod = fake.create(b.pod("p"))
+def test_binding_and_delete_with_uid_precondition(cluster: Env) -> None:
+    k = _kube(cluster)
+    pod = cluster.create(b.pod("p"))
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p", "uid": ob.uid(pod)}, "target": {"kind": "Node", "name": "node-a"}}
     k.bind_pod("default", "p", binding)
     bound = k.get_pod("default", "p")
@@ -84,15 +110,15 @@ def test_binding_and_delete_with_uid_precondition(fake: FakeApiServer) -> None:
     assert {"type": "PodScheduled", "status": "True"}.items() <= bound["status"]["conditions"][0].items()
     with pytest.raises(kube.Conflict, match="already assigned"):
         k.bind_pod("default", "p", binding)
-    with pytest.raises(kube.Conflict, match="Precondition failed"):
-        k.delete_pod("default", "p", uid="not-this-one")
+    with pytest.raises(kube.Conflict, match="UID in the precondition"):
+        k.delete_pod("default", "p", uid=str(uuid.uuid4()))
     k.delete_pod("default", "p", uid=ob.uid(pod))
-    with pytest.raises(kube.NotFound):
-        k.get_pod("default", "p")
+    # Bound to a node: a graceful delete, which the (absent) kubelet would finish.
+    assert ob.deleting(k.get_pod("default", "p"))
 
 
-def test_finalizer_blocks_delete_until_removed(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
+def test_finalizer_blocks_delete_until_removed(cluster: Env) -> None:
+    k = _kube(cluster)
     claim = k.create_claim("default", b.claim("c", finalizer=True))
     k.delete_claim("default", "c", uid=ob.uid(claim))
     pending = k.get_claim("default", "c")
@@ -103,33 +129,89 @@ def test_finalizer_blocks_delete_until_removed(fake: FakeApiServer) -> None:
         k.get_claim("default", "c")
 
 
-def test_error_mapping(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
-    fake.inject("GET", "/pods/p$", 500)
+class FaultServer:
+    """Answers every request with the next queued (status, headers): the 5xx and 429 answers a
+    healthy kube-apiserver does not give on cue."""
+
+    def __init__(self) -> None:
+        self.answers: list[tuple[int, dict[str, str]]] = []
+        self.requests: list[str] = []
+        answers, requests = self.answers, self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                requests.append(self.path)
+                status, headers = answers.pop(0) if answers else (404, {})
+                body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError"}'
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def faults() -> Iterator[FaultServer]:
+    server = FaultServer()
+    yield server
+    server.stop()
+
+
+def test_error_mapping(faults: FaultServer) -> None:
+    k = kube.Kube(kube.api_client(host=faults.host))
+    faults.answers.append((500, {}))
+    with pytest.raises(kube.Transient, match="injected") as err:
+        k.get_pod("default", "p")
+    assert err.value.status == 500 and err.value.delay == 0
+    # (An answer with Retry-After is retried by urllib3 itself before it reaches us.)
+    faults.answers.append((429, {}))
+    with pytest.raises(kube.Transient) as throttled:
+        k.get_pod("default", "p")
+    assert throttled.value.status == 429
+    faults.answers.append((503, {}))
     with pytest.raises(kube.Transient):
         k.get_pod("default", "p")
-    fake.inject("GET", "/pods/p$", 429)
-    with pytest.raises(kube.Transient):
-        k.get_pod("default", "p")
-    fake.inject("GET", "/pods/p$", 422, reason="Invalid")
-    with pytest.raises(kube.Invalid):
-        k.get_pod("default", "p")
-    fake.inject("GET", "/pods/p$", 410)
-    with pytest.raises(kube.Gone):
-        k.get_pod("default", "p")
+    assert faults.requests == ["/api/v1/namespaces/default/pods/p"] * 3
     dead = kube.Kube(kube.api_client(host="http://127.0.0.1:1"))
     with pytest.raises(kube.Transient):
         dead.get_pod("default", "p")
 
 
-def test_events_and_leases(fake: FakeApiServer) -> None:
-    k = kube_for(fake)
-    event = k.create_event("default", {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "p."}, "reason": "Test", "involvedObject": {"kind": "Pod", "name": "p"}})
+def test_real_server_errors_map_to_the_hierarchy(cluster: Env) -> None:
+    k = _kube(cluster)
+    with pytest.raises(kube.NotFound, match='pods "nope" not found'):
+        k.get_pod("default", "nope")
+    with pytest.raises(kube.Invalid) as invalid:
+        k.create_claim("default", b.claim("Not_A_Name"))
+    assert invalid.value.status == 422 and invalid.value.reason == "Invalid"
+
+
+def test_events_and_leases(cluster: Env) -> None:
+    k = _kube(cluster)
+    event = k.create_event("default", {
+        "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "p.", "namespace": "default"}, "reason": "Test",
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "type": "Normal", "message": "m",
+        "source": {"component": "test"},
+    })
     assert ob.name(event).startswith("p.")
-    lease = k.create_lease("ns", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "l"}, "spec": {"holderIdentity": "a"}})
+    name = f"l-{uuid.uuid4().hex[:6]}"
+    lease = k.create_lease("default", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+                                       "spec": {"holderIdentity": "a"}})
     lease["spec"]["holderIdentity"] = "b"
     assert k.update_lease(lease)["spec"]["holderIdentity"] == "b"
-    assert k.get_lease("ns", "l")["spec"]["holderIdentity"] == "b"
+    assert k.get_lease("default", name)["spec"]["holderIdentity"] == "b"
     with pytest.raises(kube.Conflict):
         k.update_lease(lease)
 
@@ -142,69 +224,66 @@ def test_unsupported_taint_rule_version() -> None:
 # --- informers ---------------------------------------------------------------------------------
 
 
-def _events(informer: Informer) -> list[tuple[str | None, str | None]]:
+def _events(informer: Informer, names: set[str]) -> list[tuple[str | None, str | None]]:
     seen: list[tuple[str | None, str | None]] = []
-    informer.add_handler(lambda old, new: seen.append((ob.name(old) if old else None, ob.name(new) if new else None)))
+
+    def record(old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if ob.name(new or old or {}) in names:
+            seen.append((ob.name(old) if old else None, ob.name(new) if new else None))
+
+    informer.add_handler(record)
     return seen
 
 
-def test_informer_lists_then_watches(fake: FakeApiServer) -> None:
-    fake.create(b.pod("a"))
-    informer = Informer(kube_for(fake).pods(), watch_timeout=10)
-    seen = _events(informer)
+def test_informer_lists_then_watches(cluster: Env) -> None:
+    cluster.create(b.pod("a"))
+    other = cluster.kc.namespace("other")
+    informer = Informer(_kube(cluster).pods(), watch_timeout=10)
+    seen = _events(informer, {"a", "b"})
     informer.start()
     try:
-        assert informer.wait_synced(5)
-        fake.create(b.pod("b", ns="other"))
-        pod = fake.get("pods", "a", "default")
-        assert pod is not None
-        pod["metadata"]["labels"] = {"x": "y"}
-        fake.put(pod)
-        fake.delete("pods", "a", "default")
-        fake.wait_for(lambda: len(seen) == 4, timeout=5)
-        assert seen == [(None, "a"), (None, "b"), ("a", "a"), ("a", None)]
-        assert informer.store.keys() == ["other/b"]
-        got = informer.store.get("other/b")
+        assert informer.wait_synced(10)
+        cluster.create(b.pod("b", ns=other))
+        cluster.patch("Pod", "a", {"metadata": {"labels": {"x": "y"}}})
+        cluster.delete("Pod", "a")  # not on a node: deleted at once
+        wait_for(lambda: seen and seen[-1] == ("a", None), what="a's deletion")
+        assert seen[:3] == [(None, "a"), (None, "b"), ("a", "a")], seen
+        assert set(seen[3:]) <= {("a", "a"), ("a", None)}, seen  # the deletion may first set deletionTimestamp
+        keys = informer.store.keys()
+        assert f"{other}/b" in keys and "default/a" not in keys
+        got = informer.store.get(f"{other}/b")
         assert got is not None and got["kind"] == "Pod" and got["apiVersion"] == "v1"
     finally:
         informer.stop()
 
 
-def test_informer_relists_after_410_gone_and_reports_differences(fake: FakeApiServer) -> None:
-    fake.create(b.pod("a"))
-    fake.create(b.pod("b"))
-    informer = Informer(kube_for(fake).pods(), watch_timeout=10, retry_delay=0.05)
-    seen = _events(informer)
-    informer.start()
-    try:
-        assert informer.wait_synced(5)
-        # While the watch is down, history is compacted and objects change: the watch resumes
-        # from a version that is too old, gets 410, lists again and reports the differences.
-        fake.compact()
-        fake.delete("pods", "a", "default")
-        fake.create(b.pod("c"))
-        fake.wait_for(lambda: informer.store.keys() == ["default/b", "default/c"], timeout=10)
-        assert informer.stats.relists_after_gone >= 1
-        assert (("a", None) in seen) and ((None, "c") in seen)
-    finally:
-        informer.stop()
+def test_relist_reports_the_differences() -> None:
+    """After 410 Gone the informer lists again; what changed meanwhile reaches the handlers."""
+    store = Store()
+    a, b_ = b.pod("a"), b.pod("b")
+    for i, pod in enumerate((a, b_)):
+        pod["metadata"]["resourceVersion"] = str(i + 1)
+        store._apply("ADDED", pod)
+    c = b.pod("c")
+    c["metadata"]["resourceVersion"] = "5"
+    changes = store._replace([b_, c])
+    assert [(ob.name(o) if o else None, ob.name(n) if n else None) for o, n in changes] == [("a", None), (None, "c")]
 
 
-def test_optional_resource_not_served_is_empty(fake: FakeApiServer) -> None:
-    k = kube.Kube(kube.api_client(host=fake.host), taint_rule_version="v1beta2")
-    fake.create(b.taint_rule("r"))
-    informer = Informer(k.taint_rules())
-    informer.start()
+def test_optional_resource_not_served_is_empty(cluster: Env) -> None:
+    cluster.create(b.taint_rule("r"))
+    served = Informer(_kube(cluster).taint_rules())
+    served.start()
     try:
-        assert informer.wait_synced(5)
-        assert informer.store.keys() == ["r"]  # served at v1beta2 by the fake
+        assert served.wait_synced(10)
+        assert served.served and served.store.keys() == ["r"]  # resource.k8s.io/v1 in v1.37
     finally:
-        informer.stop()
-    missing = Informer(kube.ListSource("things", "Thing", "example.com/v1", lambda **kw: k.rules.list_device_taint_rule(**kw), optional=True))
-    fake.inject("GET", "/devicetaintrules$", 404, times=1)
+        served.stop()
+    # v1alpha3 is not served by a default v1.37 API server: an empty cache, not an error.
+    missing = Informer(_kube(cluster, taint_rule_version="v1alpha3").taint_rules())
     missing.start()
     try:
-        assert missing.wait_synced(5)
+        assert missing.wait_synced(10)
         assert not missing.served and missing.store.keys() == []
     finally:
         missing.stop()
@@ -278,46 +357,51 @@ def test_queue_wakes_a_waiting_worker() -> None:
 # --- leader election ----------------------------------------------------------------------------
 
 
-def _elector(fake: FakeApiServer, identity: str, log: list[str]) -> LeaderElector:
-    config = ElectionConfig("kube-system", "test-lease", identity, lease_duration=1.0, renew_deadline=0.8, retry_period=0.1)
+def _elector(cluster: Env, lease: str, identity: str, log: list[str]) -> LeaderElector:
+    config = ElectionConfig("default", lease, identity, lease_duration=1.0, renew_deadline=0.8, retry_period=0.1)
     return LeaderElector(
-        kube_for(fake, identity), config,
+        _kube(cluster, identity), config,
         on_started_leading=lambda: log.append(f"{identity} started"),
         on_stopped_leading=lambda: log.append(f"{identity} stopped"),
     )
 
 
-def test_leader_election_one_leader_and_handover(fake: FakeApiServer) -> None:
+def test_leader_election_one_leader_and_handover(cluster: Env) -> None:
     log: list[str] = []
-    a, c = _elector(fake, "a", log), _elector(fake, "c", log)
+    name = f"lease-{uuid.uuid4().hex[:6]}"
+    a, c = _elector(cluster, name, "a", log), _elector(cluster, name, "c", log)
     a.start()
-    fake.wait_for(lambda: a.is_leader, timeout=5)
+    wait_for(lambda: a.is_leader, what="a to lead")
     c.start()
-    time.sleep(0.5)
+    time.sleep(0.5)  # several of c's retry periods: it must stay a standby while a renews
     assert not c.is_leader
-    lease = fake.get("leases", "test-lease", "kube-system")
+    lease = cluster.get("Lease", name)
     assert lease is not None and lease["spec"]["holderIdentity"] == "a" and lease["spec"]["leaseDurationSeconds"] == 1
     a.stop(release=True)  # clean stop: the lease is released, c takes over without waiting
-    fake.wait_for(lambda: c.is_leader, timeout=5)
-    lease = fake.get("leases", "test-lease", "kube-system")
+    wait_for(lambda: c.is_leader, what="c to take over")
+    lease = cluster.get("Lease", name)
     assert lease is not None and lease["spec"]["holderIdentity"] == "c" and lease["spec"]["leaseTransitions"] >= 1
     c.stop()
     assert log == ["a started", "a stopped", "c started", "c stopped"]
 
 
-def test_leader_that_cannot_renew_steps_down_and_expired_lease_is_taken(fake: FakeApiServer) -> None:
+def test_leader_that_cannot_renew_steps_down_and_expired_lease_is_taken(cluster: Env) -> None:
     log: list[str] = []
-    a = _elector(fake, "a", log)
+    name = f"lease-{uuid.uuid4().hex[:6]}"
+    a = _elector(cluster, name, "a", log)
     a.start()
-    fake.wait_for(lambda: a.is_leader, timeout=5)
-    fake.inject("PUT", "/leases/test-lease$", 500, times=1000)
-    fake.wait_for(lambda: "a stopped" in log, timeout=5)
+    wait_for(lambda: a.is_leader, what="a to lead")
+    lease = cluster.get("Lease", name)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "intruder"
+    lease["spec"]["renewTime"] = _now_micro(time.time())
+    cluster.replace(lease)
+    wait_for(lambda: "a stopped" in log, what="a to step down")
     assert not a.is_leader
-    fake.faults.clear()
-    # Nobody renews now: a new candidate takes the lease once it has looked expired for a while.
-    c = _elector(fake, "c", log)
+    # The intruder never renews: a new candidate takes the lease once it has looked expired.
+    c = _elector(cluster, name, "c", log)
     c.start()
-    fake.wait_for(lambda: c.is_leader, timeout=5)
+    wait_for(lambda: c.is_leader, what="c to take the expired lease")
     c.stop()
     a.stop()
 

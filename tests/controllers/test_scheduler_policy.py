@@ -1,4 +1,5 @@
-"""``dra-solver controllers --policy`` reaches every Schedule call the scheduler makes."""
+"""The scheduler's Schedule calls: ``dra-solver controllers --policy`` reaches every one, and an
+answer that did not evaluate every candidate node is not taken as "the pod does not fit"."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ import pytest
 
 from controllers import cli
 from controllers.metrics import ControllerMetrics
-from controllers.scheduler import Solver
+from controllers.scheduler import Solver, SolverError
+from service.gen.drasolver.v1 import allocation_pb2 as pb
 
 
 class RecordingClient:
-    def __init__(self) -> None:
+    def __init__(self, evaluated: tuple[str, ...] = ("node-a",)) -> None:
         self.calls: list[dict[str, Any]] = []
+        self.evaluated = evaluated
 
     def schedule(self, claims: list[Any], candidates: list[str], **kwargs: Any) -> Any:
         self.calls.append(kwargs)
-        return SimpleNamespace(node="", nodes=[], reason="no node fits", claims=[])
+        nodes = [SimpleNamespace(node=n, verdict=pb.VERDICT_UNSCHEDULABLE, reason="cannot allocate all claims") for n in self.evaluated]
+        return SimpleNamespace(node="", nodes=nodes, reason="no node fits", claims=[])
 
 
 def _options(*argv: str) -> Any:
@@ -48,3 +52,15 @@ def test_an_unknown_policy_is_refused_at_startup(capsys: pytest.CaptureFixture[s
         _options("--policy", "tightest")
     assert stopped.value.code == 2
     assert "invalid choice: 'tightest'" in capsys.readouterr().err
+
+
+def test_an_answer_that_ran_out_of_time_is_not_a_verdict() -> None:
+    """The solver stopped at its deadline after node-a: node-b might have fitted. Parking the pod
+    as unschedulable would leave it waiting for an event that never comes; it is retried."""
+    solver = Solver(RecordingClient(evaluated=("node-a",)), ControllerMetrics())
+    with pytest.raises(SolverError) as err:
+        solver.schedule([], ["node-a", "node-b"], pod="ns/pod")
+    assert err.value.code == "DEADLINE_EXCEEDED"
+    assert "1 of 2 candidate nodes not evaluated in time" in err.value.message
+    placement = Solver(RecordingClient(evaluated=("node-a", "node-b")), ControllerMetrics()).schedule([], ["node-a", "node-b"], pod="ns/pod")
+    assert placement.node == "" and set(placement.verdicts or {}) == {"node-a", "node-b"}

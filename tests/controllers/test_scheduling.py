@@ -34,6 +34,7 @@ def test_gather_claims(pod: dict[str, Any], claims: list[dict[str, Any]], wait: 
     got = s.gather_claims(pod, b.by_key(*claims))
     assert (wait in got.wait) if wait else got.wait == ""
     assert [c.key for c in got.claims] == keys
+    assert got.being_created == (wait == "to be created"), "only the claim controller's pending create waits quietly"
 
 
 def test_gather_splits_allocated_and_reserved() -> None:

@@ -4,8 +4,9 @@ The client's own deserializer ignores unknown keys, so a misspelt field (``readi
 would pass silently; this walks the object alongside the model's ``openapi_types`` and
 ``attribute_map`` and reports every key the API does not have and every value of the wrong
 JSON type, with its field path. The client's deserializer then runs as well, which enforces
-required fields. Prometheus-operator kinds (ServiceMonitor, PodMonitor, PrometheusRule) have no
-client model; a small hand-written schema covers the fields we use.
+required fields. Prometheus-operator kinds (ServiceMonitor, PodMonitor, PrometheusRule) and
+cert-manager kinds (Issuer, Certificate) have no client model; a small hand-written schema
+covers the fields we use.
 """
 
 from __future__ import annotations
@@ -158,12 +159,58 @@ OPERATOR_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+# --- cert-manager kinds: the subset of cert-manager.io/v1 we use --------------------------
+
+_ISSUER_REF = {"group": str, "kind": str, "name": str}
+CERT_MANAGER_SCHEMAS: dict[str, dict[str, Any]] = {
+    "Issuer": {"selfSigned": {"crlDistributionPoints": list}, "ca": {"secretName": str}},
+    "Certificate": {
+        "secretName": str,
+        "commonName": str,
+        "dnsNames": [str],
+        "isCA": bool,
+        "duration": str,
+        "renewBefore": str,
+        "usages": [str],
+        "privateKey": {"algorithm": str, "size": int, "encoding": str, "rotationPolicy": str},
+        "issuerRef": _ISSUER_REF,
+    },
+}
+CERT_MANAGER_USAGES = {
+    "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+    "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+    "server auth", "client auth", "code signing", "email protection", "s/mime",
+    "ipsec end system", "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing",
+    "microsoft sgc", "netscape sgc",
+}
+
+
+def cert_manager_errors(obj: dict[str, Any]) -> list[str]:
+    """Mismatches of a cert-manager object against CERT_MANAGER_SCHEMAS (and its enums)."""
+    errors = _crd_errors(obj, "cert-manager.io/v1", CERT_MANAGER_SCHEMAS)
+    spec = obj.get("spec") or {}
+    for usage in spec.get("usages", []) if isinstance(spec, dict) else []:
+        if usage not in CERT_MANAGER_USAGES:
+            errors.append(f"spec.usages: unsupported value {usage!r}")
+    key = spec.get("privateKey", {}) if isinstance(spec, dict) else {}
+    if isinstance(key, dict):
+        if key.get("algorithm", "RSA") not in {"RSA", "ECDSA", "Ed25519"}:
+            errors.append(f"spec.privateKey.algorithm: unsupported value {key['algorithm']!r}")
+        if key.get("rotationPolicy", "Always") not in {"Never", "Always"}:
+            errors.append(f"spec.privateKey.rotationPolicy: unsupported {key['rotationPolicy']!r}")
+    return errors
+
+
 def operator_errors(obj: dict[str, Any]) -> list[str]:
     """Mismatches of a prometheus-operator object against OPERATOR_SCHEMAS."""
+    return _crd_errors(obj, "monitoring.coreos.com/v1", OPERATOR_SCHEMAS)
+
+
+def _crd_errors(obj: dict[str, Any], api_version: str, schemas: dict[str, Any]) -> list[str]:
     errors: list[str] = []
-    if obj.get("apiVersion") != "monitoring.coreos.com/v1":
-        errors.append(f"apiVersion {obj.get('apiVersion')!r} is not monitoring.coreos.com/v1")
-    schema = OPERATOR_SCHEMAS.get(obj.get("kind", ""))
+    if obj.get("apiVersion") != api_version:
+        errors.append(f"apiVersion {obj.get('apiVersion')!r} is not {api_version}")
+    schema = schemas.get(obj.get("kind", ""))
     if schema is None:
         return [*errors, f"no schema for kind {obj.get('kind')!r}"]
     extra = set(obj) - {"apiVersion", "kind", "metadata", "spec"}

@@ -18,6 +18,11 @@ import yaml
 from service import cli
 from tests.deploy.manifests import DEPLOY, OVERLAYS, find, overlay
 
+VENV = re.search(
+    r"python -m venv (\S+)", (DEPLOY.parent / "Dockerfile").read_text(encoding="utf-8")
+).group(1)  # type: ignore[union-attr]
+"""Where the image installs dra-solver (and its python)."""
+
 KUBELET_PATHS = {
     "/var/lib/kubelet/plugins",
     "/var/lib/kubelet/plugins_registry",
@@ -58,6 +63,37 @@ def _ports(container: dict[str, Any]) -> dict[str, int]:
     return {p["name"]: p["containerPort"] for p in container.get("ports", [])}
 
 
+def parse_probe(probe: dict[str, Any]) -> argparse.Namespace:
+    """The solver's exec readiness probe, parsed by the real healthcheck parser."""
+    from service import healthcheck
+
+    command = probe["exec"]["command"]
+    assert command[:3] == [f"{VENV}/bin/python", "-m", "service.healthcheck"], command
+    try:
+        return healthcheck.build_parser().parse_args(command[3:])
+    except SystemExit as err:
+        raise AssertionError(f"service.healthcheck rejects {command[3:]}") from err
+
+
+def secret_file(obj: dict[str, Any], path: str) -> tuple[str, str]:
+    """(Secret name, key) of the file at ``path`` in the workload's only container."""
+    container = _container(obj)
+    volumes = {v["name"]: v for v in obj["spec"]["template"]["spec"]["volumes"]}
+    for mount in container.get("volumeMounts", []):
+        directory = mount["mountPath"].rstrip("/") + "/"
+        if not path.startswith(directory):
+            continue
+        secret = volumes[mount["name"]].get("secret")
+        assert secret is not None, f"{path} is not on a Secret volume"
+        assert mount.get("readOnly") is True, f"{mount['mountPath']} must be read-only"
+        relative = path[len(directory) :]
+        items = {i["path"]: i["key"] for i in secret.get("items", [])}
+        if items:
+            assert relative in items, f"{path}: the Secret volume does not project it"
+        return secret["secretName"], items.get(relative, relative)
+    raise AssertionError(f"{path} is not on any mounted volume")
+
+
 @pytest.mark.parametrize("name", OVERLAYS)
 def test_solver_flags_ports_probes_and_service_agree(name: str) -> None:
     objects = overlay(name)
@@ -69,7 +105,9 @@ def test_solver_flags_ports_probes_and_service_agree(name: str) -> None:
     assert args.port == ports["grpc"]
     assert args.metrics_port == ports["metrics"]
     assert args.address == "0.0.0.0", "reachable from other pods"
-    assert container["readinessProbe"]["grpc"]["port"] == ports["grpc"]
+    probe = parse_probe(container["readinessProbe"])
+    host, _, port = probe.address.rpartition(":")
+    assert (host, int(port)) == ("127.0.0.1", ports["grpc"]), "the probe asks this container"
     for probe in ("livenessProbe", "startupProbe"):
         http = container[probe]["httpGet"]
         assert http["port"] in ports or http["port"] in ports.values()
@@ -92,6 +130,15 @@ def test_controllers_call_the_solver_service(name: str) -> None:
     grpc_port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc")
     host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
     assert args.solver == f"{host}:{grpc_port}"
+    # TLS: the controllers verify the solver with the CA from the solver's own Secret.
+    assert args.solver_ca, "the solver serves TLS only"
+    solver = find(objects, "Deployment", "dra-solver")
+    server_secret, _ = secret_file(solver, parse_args(solver).tls_cert)
+    assert secret_file(deployment, args.solver_ca) == (server_secret, "ca.crt")
+    projected = [
+        v["secret"] for v in deployment["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    ]
+    assert all(s.get("items") for s in projected), "the controllers get ca.crt, not the key"
     container = _container(deployment)
     metrics_port = getattr(args, "metrics_port", None)
     if metrics_port is not None:

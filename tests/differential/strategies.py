@@ -12,7 +12,7 @@ depends on the order in which an allocator happens to evaluate devices.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
@@ -33,25 +33,29 @@ class Scenario:
 
     objects: tuple[dict[str, Any], ...]
     in_use: tuple[tuple[str, str, str], ...]
+    gates: FeatureGates = field(default_factory=FeatureGates)
 
     def request(self, allocator: str, *, time_limit: float = 20.0) -> AllocationRequest:
         decoded = decode_all(list(self.objects), source="generated")
         inventory = Inventory.from_objects(decoded)
-        claims = tuple(c for c in inventory.claims if isinstance(c, o.ResourceClaim))
+        # Claims with status.allocation hold devices (as the scheduler sees them); the others
+        # are allocated together.
+        claims = tuple(c for c in inventory.claims if isinstance(c, o.ResourceClaim) and not c.allocated)
+        held = tuple(c for c in inventory.claims if c.allocated)
         extra = AllocatedState(devices=frozenset(DeviceID(*d) for d in self.in_use))
         inventory = Inventory(
             classes=inventory.classes,
             slices=inventory.slices,
             taint_rules=inventory.taint_rules,
             nodes=inventory.nodes,
-            claims=(),
+            claims=held,
             extra_allocated=extra,
         )
         return AllocationRequest(
             claims=claims,
             node=inventory.node(NODE),
             inventory=inventory,
-            gates=FeatureGates(),
+            gates=self.gates,
             allocator=allocator,  # type: ignore[arg-type]
             time_limit=time_limit,
         )
@@ -62,10 +66,11 @@ def _meta(name: str, **extra: Any) -> dict[str, Any]:
 
 
 @st.composite
-def gpu_pool(draw: st.DrawFn, pool: str) -> tuple[list[dict[str, Any]], list[str]]:
+def gpu_pool(draw: st.DrawFn, pool: str, *, quirks: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     # Returns the slices and the names of devices that may be marked in use: none of a
-    # partitioned pool, because upstream double-counts counters for admin access to in-use
-    # devices and refuses every device of an overdrawn counter set (README quirks).
+    # partitioned pool unless ``quirks``, because upstream double-counts counters for admin
+    # access to in-use devices and refuses every device of an overdrawn counter set (README
+    # deviations 6 and 7). With ``quirks`` GPUs may also carry a list attribute ("links").
     """Slices of one GPU pool: whole GPUs, optionally with partitions on shared counters."""
     n = draw(st.integers(1, 3))
     partitioned = draw(st.booleans())
@@ -74,16 +79,16 @@ def gpu_pool(draw: st.DrawFn, pool: str) -> tuple[list[dict[str, Any]], list[str
     for i in range(n):
         model = draw(st.sampled_from(["a", "b"]))
         numa = draw(st.integers(0, 1))
-        attrs = {"model": {"string": model}, "numa": {"int": numa}, "index": {"int": i}}
+        attrs: dict[str, Any] = {"model": {"string": model}, "numa": {"int": numa}, "index": {"int": i}}
+        if quirks and draw(st.booleans()):
+            attrs["links"] = {"ints": sorted(draw(st.sets(st.integers(0, 2), min_size=1, max_size=2)))}
         memory = draw(st.sampled_from(["8Gi", "16Gi"]))
         dev: dict[str, Any] = {
             "name": f"gpu-{i}",
             "attributes": attrs,
             "capacity": {"memory": {"value": memory}},
         }
-        # Upstream keeps the counters of a device whose taint check fails (a quirk the README
-        # lists), so partitioned GPUs carry no taints where the allocators must agree.
-        if not partitioned and draw(st.integers(0, 5)) == 0:
+        if draw(st.integers(0, 5)) == 0:
             dev["taints"] = [{"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}]
         if partitioned:
             counter_sets.append({"name": f"gpu-{i}-counters", "counters": {"memory": {"value": memory}}})
@@ -132,12 +137,16 @@ def gpu_pool(draw: st.DrawFn, pool: str) -> tuple[list[dict[str, Any]], list[str
                 },
             }
         )
-    return slices, [] if partitioned else [d["name"] for d in devices]
+    return slices, [] if partitioned and not quirks else [d["name"] for d in devices]
 
 
 @st.composite
-def nic_pool(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[str]]:
-    """NICs, some shareable with consumable bandwidth."""
+def nic_pool(draw: st.DrawFn, *, quirks: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
+    """NICs, some shareable with consumable bandwidth. With ``quirks`` the NIC pool may be
+    named like the first GPU pool and draw on a counter set named like that pool's first one
+    (upstream once tracked counters per pool name, not per driver and pool)."""
+    pool = "gpus-0" if quirks and draw(st.booleans()) else "nics"
+    counters = pool == "gpus-0" and draw(st.booleans())
     n = draw(st.integers(1, 2))
     devices: list[dict[str, Any]] = []
     for i in range(n):
@@ -156,19 +165,34 @@ def nic_pool(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[str]]:
                     },
                 }
             }
+        elif counters:
+            amount = draw(st.sampled_from(["4Gi", "8Gi"]))
+            dev["consumesCounters"] = [{"counterSet": "gpu-0-counters", "counters": {"memory": {"value": amount}}}]
         devices.append(dev)
-    slice_ = {
+    slices = [{
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": _meta("nics"),
         "spec": {
             "driver": NIC,
             "nodeName": NODE,
-            "pool": {"name": "nics", "generation": 1, "resourceSliceCount": 1},
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2 if counters else 1},
             "devices": devices,
         },
-    }
-    return [slice_], [d["name"] for d in devices]
+    }]
+    if counters:
+        slices.append({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": _meta("nic-counters"),
+            "spec": {
+                "driver": NIC,
+                "nodeName": NODE,
+                "pool": {"name": pool, "generation": 1, "resourceSliceCount": 2},
+                "sharedCounters": [{"name": "gpu-0-counters", "counters": {"memory": {"value": "8Gi"}}}],
+            },
+        })
+    return slices, [d["name"] for d in devices]
 
 
 CLASSES = [
@@ -220,7 +244,8 @@ def nic_request_body(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def claim(
-    draw: st.DrawFn, index: int, *, with_nics: bool, with_counters: bool, allow_admin: bool
+    draw: st.DrawFn, index: int, *, with_nics: bool, with_counters: bool, allow_admin: bool,
+    quirks: bool = False,
 ) -> dict[str, Any]:
     requests: list[dict[str, Any]] = []
     for r in range(draw(st.integers(1, 2))):
@@ -241,20 +266,11 @@ def claim(
             requests.append({"name": name, "exactly": draw(nic_request_body())})
     devices: dict[str, Any] = {"requests": requests}
     gpu_requests = [r["name"] for r in requests if "firstAvailable" in r or r["exactly"]["deviceClassName"] == "gpu"]
-    # Likewise a failed constraint check keeps the counters upstream took: no constraints on
-    # partitioned GPUs in these tests.
-    if not with_counters and len(gpu_requests) >= 1 and draw(st.integers(0, 2)) == 0:
+    if len(gpu_requests) >= 1 and draw(st.integers(0, 2)) == 0:
         which = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
-        attr = draw(st.sampled_from([f"{GPU}/numa", f"{GPU}/model", f"{GPU}/index"]))
+        names = ["numa", "model", "index", "links"] if quirks else ["numa", "model", "index"]
+        attr = f"{GPU}/{draw(st.sampled_from(names))}"
         devices["constraints"] = [{"requests": gpu_requests, which: attr}]
-        if which == "distinctAttribute":
-            # Upstream checks distinctness between requests only (a documented quirk the
-            # README lists), so keep one device per request where the allocators must agree.
-            for r in requests:
-                if r["name"] in gpu_requests:
-                    for body in [r["exactly"]] if "exactly" in r else r["firstAvailable"]:
-                        body["allocationMode"] = "ExactCount"
-                        body["count"] = 1
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -289,3 +305,85 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             draw(claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=claims == 1))
         )
     return Scenario(tuple(objects), in_use)
+
+
+# --- inputs for the differential tests against upstream's own allocator (tests/upstream/) ----
+
+
+@st.composite
+def allocated_claim(draw: st.DrawFn, index: int, objects: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A claim already holding one device of the generated slices, with ``status.allocation``
+    as the scheduler wrote it: a whole device, or a share of a shareable NIC with its consumed
+    bandwidth (and a shareID)."""
+    candidates: list[tuple[str, str, dict[str, Any]]] = []
+    for obj in objects:
+        if obj["kind"] != "ResourceSlice":
+            continue
+        spec = obj["spec"]
+        for dev in spec.get("devices") or []:
+            candidates.append((spec["driver"], spec["pool"]["name"], dev))
+    if not candidates:
+        return None
+    driver, pool, dev = draw(st.sampled_from(candidates))
+    result: dict[str, Any] = {"request": "req-0", "driver": driver, "pool": pool, "device": dev["name"]}
+    class_name = "gpu" if driver == GPU else "nic"
+    body: dict[str, Any] = {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": 1}
+    if dev.get("allowMultipleAllocations"):
+        amount = draw(st.sampled_from(["1G", "3G", "9G"]))
+        result["shareID"] = f"00000000-0000-4000-8000-{index:012d}"
+        result["consumedCapacity"] = {"bandwidth": amount}
+        body["capacity"] = {"requests": {"bandwidth": amount}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"held-{index}", "namespace": "default", "uid": f"held-uid-{index}"},
+        "spec": {"devices": {"requests": [{"name": "req-0", "exactly": body}]}},
+        "status": {
+            "allocation": {
+                "devices": {"results": [result]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [NODE]}]}]},
+            }
+        },
+    }
+
+
+@st.composite
+def upstream_scenarios(draw: st.DrawFn) -> Scenario:
+    """Like ``scenarios`` without its guards: inputs may hit upstream's documented deviations
+    (admin access with several claims, partitions in use) and the places older upstream
+    releases deviated (list attributes under constraints, a NIC pool sharing a GPU pool's name
+    and counter-set name), hold devices through allocated claims (shares with
+    consumed capacity too), and run with ListTypeAttributes on or off, which moves upstream
+    between its experimental and incubating implementations."""
+    objects: list[dict[str, Any]] = [*CLASSES]
+    ids: list[tuple[str, str, str]] = []
+    with_counters = False
+    for p in range(draw(st.integers(1, 2))):
+        pool = f"gpus-{p}"
+        slices, names = draw(gpu_pool(pool, quirks=True))
+        with_counters = with_counters or len(slices) > 1
+        objects.extend(slices)
+        ids.extend((GPU, pool, n) for n in names)
+    with_nics = draw(st.booleans())
+    if with_nics:
+        slices, _ = draw(nic_pool(quirks=True))
+        objects.extend(slices)
+    objects.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "labels": {"zone": "a"}}})
+    in_use = tuple(sorted(draw(st.sets(st.sampled_from(ids), max_size=min(2, len(ids)))))) if ids else ()
+    held: list[dict[str, Any]] = []
+    for h in range(draw(st.integers(0, 2))):
+        one = draw(allocated_claim(h, objects))
+        taken = {(r["driver"], r["pool"], r["device"]) for c in held
+                 for r in c["status"]["allocation"]["devices"]["results"] if "shareID" not in r}
+        if one is not None:
+            result = one["status"]["allocation"]["devices"]["results"][0]
+            key = (result["driver"], result["pool"], result["device"])
+            if "shareID" in result or (key not in taken and key not in in_use):
+                held.append(one)
+    objects.extend(held)
+    claims = draw(st.integers(1, 3))
+    for c in range(claims):
+        objects.append(draw(claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=True, quirks=True)))
+    gates = FeatureGates(list_type_attributes=draw(st.booleans()))
+    return Scenario(tuple(objects), in_use, gates)

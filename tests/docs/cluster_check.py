@@ -138,7 +138,23 @@ def _kubectl(args: list[str]) -> str | None:
         rest = rest[:1]  # TYPE/NAME, then ports or a command
     if verb == "auth":
         return None
+    if verb == "create" and rest[:1] == ["secret"]:
+        return _secret_is_mounted(rest[2:3], namespace)
     return _names_exist(rest, namespace)
+
+
+def _secret_is_mounted(names: list[str], namespace: str) -> str | None:
+    # Secrets are never in the manifests; one the docs create must be one a workload mounts.
+    mounted = {
+        volume["secret"]["secretName"]
+        for obj in all_objects()
+        if obj.get("metadata", {}).get("namespace") == namespace
+        for volume in (kustomize.pod_spec(obj) or {}).get("volumes", [])
+        if "secret" in volume
+    }
+    if not names or names[0] not in mounted:
+        return f"creates Secret {namespace}/{names[0] if names else '?'}, but no workload mounts it"
+    return None
 
 
 def _names_exist(refs: list[str], namespace: str) -> str | None:

@@ -213,6 +213,7 @@ class PluginProcess:
 
     dirs: PluginDirs
     env: dict[str, str] = field(default_factory=dict)
+    umask: int = -1  # the child's umask; -1 inherits ours
     proc: subprocess.Popen[str] | None = None
     lines: list[str] = field(default_factory=list)
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -227,6 +228,7 @@ class PluginProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            umask=self.umask,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -1,17 +1,22 @@
-"""The Kubernetes API layer, through the real ``kubernetes`` client against a fake API server."""
+"""The kubelet plugin against the real kube-apiserver: ResourceSlices published and updated
+(pool generation, splitting at the per-slice device limit, health taints, owner reference to
+the Node), claims read from the server and prepared, the plugin as a real process that outlives
+a kube-apiserver restart."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import signal
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from kubeletplugin import discovery
 from kubeletplugin.claims import ClaimLookupError, KubeClaimSource
 from kubeletplugin.publish import KubeSliceSink, Publisher, PublishError
-from tests.kubeletplugin.fakeapi import FakeApi
+from service.kubeapi.client import api_client
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
@@ -21,157 +26,221 @@ from tests.kubeletplugin.helpers import (
     result,
     uid_of,
 )
+from tests.realkube import KubeCluster
+
+RESOURCE = "/apis/resource.k8s.io/v1"
+OURS = f"{RESOURCE}/resourceslices?fieldSelector=spec.nodeName%3D{NODE}"
 
 
-@pytest.fixture
-def api() -> Iterator[FakeApi]:
-    fake = FakeApi().start()
-    fake.nodes[NODE] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": NODE, "uid": "node-uid-1"},
-    }
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-def api_client(fake: FakeApi) -> Any:
-    config = client.Configuration()
-    config.host = fake.host
-    return client.ApiClient(config)
+def client_for(cluster: KubeCluster) -> Any:
+    return api_client(kubeconfig=cluster.kubeconfig, user_agent="dra-solver-test")
 
 
 def node_devices(count: int) -> discovery.NodeDevices:
     return discovery.build_devices(discovery.parse_config({"gpus": {"count": count}}), node=NODE)
 
 
-def test_slices_through_the_api(api: FakeApi) -> None:
-    other_node = {
+def published(cluster: KubeCluster) -> dict[str, dict[str, Any]]:
+    items = cluster.get(OURS)["items"]
+    return {s["metadata"]["name"]: s for s in items}
+
+
+def create_allocated(cluster: KubeCluster, name: str, results: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A claim created in the API, its allocation (if any) written to the status subresource:
+    the server's copy, with the UID the kubelet would send."""
+    wanted = claim(name, results)
+    body = {k: v for k, v in wanted.items() if k != "status"}
+    body["metadata"] = {"name": name, "namespace": "default"}
+    created: dict[str, Any] = cluster.create(f"{RESOURCE}/namespaces/default/resourceclaims", body)
+    if results is None:
+        return created
+    created["status"] = wanted["status"]
+    path = f"{RESOURCE}/namespaces/default/resourceclaims/{name}/status"
+    allocated: dict[str, Any] = cluster.request("PUT", path, created)
+    return allocated
+
+
+def until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"not reached within {timeout:.0f} s: {what}"
+        time.sleep(0.05)
+
+
+def test_slices_published_split_and_updated(kube_cluster: KubeCluster) -> None:
+    kube_cluster.node(NODE)
+    node_uid = kube_cluster.get(f"/api/v1/nodes/{NODE}")["metadata"]["uid"]
+    theirs = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": "theirs", "uid": "x", "resourceVersion": "1"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": "node-2",
-            "pool": {"name": "node-2", "generation": 1, "resourceSliceCount": 1},
-        },
+        "metadata": {"name": "theirs"},
+        "spec": {"driver": DRIVER, "nodeName": "node-2", "pool": {"name": "node-2", "generation": 1, "resourceSliceCount": 1}},
     }
-    api.slices["theirs"] = other_node
-    sink = KubeSliceSink(api_client(api), driver=DRIVER, node=NODE)
-    publisher = Publisher(sink, driver=DRIVER, node=NODE)
+    kube_cluster.create(f"{RESOURCE}/resourceslices", theirs)
+    publisher = Publisher(KubeSliceSink(client_for(kube_cluster), driver=DRIVER, node=NODE), driver=DRIVER, node=NODE)
 
+    # 200 devices: over the 128-device limit of one slice, so two slices of one pool.
     first = publisher.sync(node_devices(200), taints={})
-    assert first.created == (f"{NODE}-{DRIVER}-0", f"{NODE}-{DRIVER}-1")
-    ours = api.slices[f"{NODE}-{DRIVER}-0"]
-    assert ours["metadata"]["ownerReferences"] == [
-        {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "node-uid-1", "controller": True}
-    ]
-    assert ours["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 2}
+    names = (f"{NODE}-{DRIVER}-0", f"{NODE}-{DRIVER}-1")
+    assert (first.generation, first.created) == (1, names)
+    slices = published(kube_cluster)
+    assert sorted(slices) == list(names)
+    assert [len(slices[n]["spec"]["devices"]) for n in names] == [128, 72]
+    for s in slices.values():
+        assert s["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 2}
+        assert s["metadata"]["ownerReferences"] == [
+            {"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": node_uid, "controller": True}
+        ]
+    versions = {n: s["metadata"]["resourceVersion"] for n, s in slices.items()}
 
-    api.requests.clear()
+    # Nothing changed: the server's defaulting and time format must compare equal to ours.
     assert publisher.sync(node_devices(200), taints={}).changed is False
-    assert [m for m, _ in api.requests] == ["GET"]  # one list, no writes
+    assert {n: s["metadata"]["resourceVersion"] for n, s in published(kube_cluster).items()} == versions
 
-    taint = {
-        "key": f"{DRIVER}/unhealthy",
-        "effect": "NoExecute",
-        "value": "critical",
-        "timeAdded": "2026-01-01T00:00:00Z",
-    }
-    changed = publisher.sync(node_devices(10), taints={"gpu-2": [taint]})
-    assert (changed.generation, changed.updated, changed.deleted) == (
-        2,
-        (f"{NODE}-{DRIVER}-0",),
-        (f"{NODE}-{DRIVER}-1",),
-    )
-    assert api.slices[f"{NODE}-{DRIVER}-0"]["spec"]["devices"][2]["taints"] == [taint]
-    assert "theirs" in api.slices
+    # A health taint lowers the per-slice limit to 64: 100 devices become two slices of the
+    # next generation, written as updates of the existing names.
+    taint = {"key": f"{DRIVER}/unhealthy", "effect": "NoExecute", "value": "critical", "timeAdded": "2026-01-01T00:00:00Z"}
+    tainted = publisher.sync(node_devices(100), taints={"gpu-2": [taint]})
+    assert (tainted.generation, tainted.updated, tainted.deleted) == (2, names, ())
+    slices = published(kube_cluster)
+    assert [len(slices[n]["spec"]["devices"]) for n in names] == [64, 36]
+    assert slices[names[0]]["spec"]["devices"][2]["taints"] == [taint]
+    assert {s["spec"]["pool"]["generation"] for s in slices.values()} == {2}
+    assert publisher.sync(node_devices(100), taints={"gpu-2": [taint]}).changed is False
 
-    methods = {(m, p.rsplit("/", 1)[0] if m in ("PUT", "DELETE") else p) for m, p in api.requests}
-    assert methods == {
-        ("GET", "/apis/resource.k8s.io/v1/resourceslices"),
-        ("PUT", "/apis/resource.k8s.io/v1/resourceslices"),
-        ("DELETE", "/apis/resource.k8s.io/v1/resourceslices"),
-    }
+    # Fewer devices: the second slice goes, the first is rewritten at generation 3.
+    shrunk = publisher.sync(node_devices(10), taints={})
+    assert (shrunk.generation, shrunk.updated, shrunk.deleted) == (3, names[:1], names[1:])
+    slices = published(kube_cluster)
+    assert list(slices) == [names[0]]
+    assert slices[names[0]]["spec"]["pool"] == {"name": NODE, "generation": 3, "resourceSliceCount": 1}
+    assert "taints" not in slices[names[0]]["spec"]["devices"][2]
+    assert kube_cluster.get(f"{RESOURCE}/resourceslices/theirs")["spec"]["nodeName"] == "node-2"
 
 
-def test_conflicts_and_missing_node(api: FakeApi) -> None:
-    del api.nodes[NODE]
-    sink = KubeSliceSink(api_client(api), driver=DRIVER, node=NODE)
+def test_conflicts_and_a_missing_node(kube_cluster: KubeCluster) -> None:
+    sink = KubeSliceSink(client_for(kube_cluster), driver=DRIVER, node=NODE)
     publisher = Publisher(sink, driver=DRIVER, node=NODE)
-    publisher.sync(node_devices(2), taints={})
-    assert "ownerReferences" not in api.slices[f"{NODE}-{DRIVER}-0"]["metadata"]
+    publisher.sync(node_devices(2), taints={})  # no Node object: no owner reference, no failure
+    assert "ownerReferences" not in published(kube_cluster)[f"{NODE}-{DRIVER}-0"]["metadata"]
 
     stale = sink.list()[0]
+    fresh = json.loads(json.dumps(stale))
+    fresh["spec"]["pool"]["generation"] = 7
+    sink.update(fresh)  # someone else wrote in between
     stale["spec"]["pool"]["generation"] = 9
-    api.slices[f"{NODE}-{DRIVER}-0"]["metadata"]["resourceVersion"] = "999"  # someone else wrote
-    with pytest.raises(PublishError, match=r"update resourceslice .*409 Conflict"):
+    with pytest.raises(PublishError, match=r"update resourceslice .*the object has been modified"):
         sink.update(stale)
     # The next sync lists again and succeeds.
-    assert publisher.sync(node_devices(3), taints={}).changed is True
+    assert publisher.sync(node_devices(3), taints={}).generation == 8
+    del stale["metadata"]["resourceVersion"]
+    with pytest.raises(PublishError, match=r"create resourceslice .*already exists"):
+        sink.create(stale)
+    sink.delete(stale)
+    sink.delete(stale)  # already gone is what delete wanted
+    assert published(kube_cluster) == {}
 
 
-def test_claims_from_the_api(api: FakeApi) -> None:
-    allocated = claim("c1", [result("gpu", "gpu-0")], namespace="team-a")
-    api.claims[("team-a", "c1")] = allocated
-    api.claims[("team-a", "pending")] = claim("pending", None, namespace="team-a")
-    source = KubeClaimSource(api_client(api))
+def test_claims_from_the_server(kube_cluster: KubeCluster) -> None:
+    allocated = create_allocated(kube_cluster, "c1", [result("gpu", "gpu-0")])
+    pending = create_allocated(kube_cluster, "pending", None)
+    source = KubeClaimSource(client_for(kube_cluster))
 
-    got = source.get("team-a", "c1", uid_of(allocated))
+    got = source.get("default", "c1", uid_of(allocated))
     assert got.status is not None and got.status.allocation is not None
     assert got.status.allocation.devices is not None
     assert [r.device for r in got.status.allocation.devices.results or []] == ["gpu-0"]
     with pytest.raises(ClaimLookupError, match="got replaced"):
-        source.get("team-a", "c1", "other-uid")
-    with pytest.raises(ClaimLookupError, match="retrieve claim team-a/missing: not found"):
-        source.get("team-a", "missing", "u")
-    pending = api.claims[("team-a", "pending")]
-    with pytest.raises(ClaimLookupError, match="claim team-a/pending not allocated"):
-        source.get("team-a", "pending", uid_of(pending))
-    assert ("GET", "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1") in api.requests
+        source.get("default", "c1", "other-uid")
+    with pytest.raises(ClaimLookupError, match="retrieve claim default/missing: not found"):
+        source.get("default", "missing", "u")
+    with pytest.raises(ClaimLookupError, match="claim default/pending not allocated"):
+        source.get("default", "pending", uid_of(pending))
 
 
 def test_unreachable_api_is_a_clean_error() -> None:
-    config = client.Configuration()
-    config.host = "http://127.0.0.1:9"  # discard port: connection refused
-    config.retries = False
-    source = KubeClaimSource(client.ApiClient(config))
-    with pytest.raises(ClaimLookupError, match="retrieve claim ns/c"):
-        source.get("ns", "c", "u")
-    sink = KubeSliceSink(client.ApiClient(config), driver=DRIVER, node=NODE)
-    with pytest.raises(PublishError, match="list resourceslices"):
-        sink.list()
+    api = api_client(host="http://127.0.0.1:9")  # discard port: connection refused
+    api.configuration.retries = False
+    with pytest.raises(ClaimLookupError, match=r"retrieve claim ns/c: .*Connection refused"):
+        KubeClaimSource(api).get("ns", "c", "u")
+    with pytest.raises(PublishError, match=r"list resourceslices: .*Connection refused"):
+        KubeSliceSink(api, driver=DRIVER, node=NODE).list()
 
 
-def test_plugin_process_in_kube_mode(api: FakeApi, dirs: PluginDirs) -> None:
-    """``--publish kube --claim-source kube`` with a kubeconfig: the whole loop over HTTP."""
-    c = claim("from-api", [result("gpu", "gpu-4")])
-    api.claims[("default", "from-api")] = c
-    kubeconfig = api.kubeconfig(dirs.root / "kubeconfig")
-    # Same directories, but the API instead of files; no in-cluster config, so the kubeconfig.
-    proc = PluginProcess(
-        _KubeDirs(dirs.root), env={"KUBECONFIG": str(kubeconfig), "KUBERNETES_SERVICE_HOST": ""}
-    )
-    proc.start()
-    try:
-        kubelet = proc.kubelet()
-        resp = kubelet.prepare(c).claims[uid_of(c)]
-        assert resp.error == "" and [d.device_name for d in resp.devices] == ["gpu-4"]
-        kubelet.close()
-        slices = [s for s in api.slices.values() if s["spec"]["nodeName"] == NODE]
-        assert len(slices) == 1 and len(slices[0]["spec"]["devices"]) == 8
-        assert slices[0]["metadata"]["ownerReferences"][0]["uid"] == "node-uid-1"
-    finally:
-        assert proc.terminate() == 0, proc.log()
-    assert "publishing ResourceSlices through the Kubernetes API" in proc.log()
-    assert not (dirs.root / "slices").exists()
+class KubeDirs(PluginDirs):
+    """The plugin's directories, with the API (``--kubeconfig``) as slice sink and claim source."""
 
+    def __init__(self, root: Any, kubeconfig: str) -> None:
+        super().__init__(root)
+        self.kubeconfig = kubeconfig
 
-class _KubeDirs(PluginDirs):
     def args(self) -> list[str]:
         out = super().args()
         for flag in ("--publish", "--claim-source"):
             out[out.index(flag) + 1] = "kube"
-        return out
+        return [*out, "--kubeconfig", self.kubeconfig]
+
+
+def test_plugin_process_publishes_and_prepares_from_the_server(kube_cluster: KubeCluster, dirs: PluginDirs) -> None:
+    """``dra-solver kubelet-plugin --publish kube --claim-source kube --kubeconfig FILE``."""
+    kube_cluster.node(NODE)
+    node_uid = kube_cluster.get(f"/api/v1/nodes/{NODE}")["metadata"]["uid"]
+    kdirs = KubeDirs(dirs.root, kube_cluster.kubeconfig)
+    kdirs.config = dirs.root / "devices.yaml"
+    kdirs.config.write_text("gpus: {count: 8}\nhealth: {pollSeconds: 3600}\n")
+    proc = PluginProcess(kdirs, env={"KUBERNETES_SERVICE_HOST": ""})
+    proc.start()
+    try:
+        until(lambda: len(published(kube_cluster)) == 1, "the plugin's slice on the server")
+        (slice_,) = published(kube_cluster).values()
+        assert len(slice_["spec"]["devices"]) == 8 and slice_["spec"]["pool"]["generation"] == 1
+        assert slice_["metadata"]["ownerReferences"][0]["uid"] == node_uid
+
+        c = create_allocated(kube_cluster, "from-api", [result("gpu", "gpu-4")])
+        kubelet = proc.kubelet()
+        try:
+            resp = kubelet.prepare(c).claims[uid_of(c)]
+            assert resp.error == "" and [d.device_name for d in resp.devices] == ["gpu-4"]
+            spec_file = kdirs.cdi / f"{DRIVER}-device_{uid_of(c)}.json"
+            assert json.loads(spec_file.read_text())["devices"]
+            missing = claim("gone", [result("gpu", "gpu-5")])
+            assert "retrieve claim default/gone: not found" in kubelet.prepare(missing).claims[uid_of(missing)].error
+            kubelet.unprepare(c)
+            assert not spec_file.exists()
+        finally:
+            kubelet.close()
+
+        # A device turns unhealthy: the slice on the server gets its taint, next generation.
+        (kdirs.checkpoint / "health.yaml").write_text("gpu-1: {health: Unhealthy, message: fan}\n")
+        assert proc.proc is not None
+        proc.proc.send_signal(signal.SIGUSR1)
+
+        def tainted() -> bool:
+            (s,) = published(kube_cluster).values()
+            return bool(s["spec"]["devices"][1].get("taints")) and s["spec"]["pool"]["generation"] == 2
+
+        until(tainted, "the health taint on the server")
+        (s,) = published(kube_cluster).values()
+        assert [t["key"] for t in s["spec"]["devices"][1]["taints"]] == [f"{DRIVER}/unhealthy"]
+
+        # kube-apiserver restarts: the plugin keeps serving and uses the API again once it is back.
+        kube_cluster.cp.restart_apiserver(down_for=1)
+        after = create_allocated(kube_cluster, "after-restart", [result("gpu", "gpu-6")])
+        kubelet = proc.kubelet()
+        try:
+            assert kubelet.prepare(after).claims[uid_of(after)].error == ""
+        finally:
+            kubelet.close()
+        (kdirs.checkpoint / "health.yaml").write_text("gpu-3: {health: Unhealthy, message: ecc}\n")
+        proc.proc.send_signal(signal.SIGUSR1)
+
+        def moved() -> bool:
+            (s,) = published(kube_cluster).values()
+            devices = s["spec"]["devices"]
+            return bool(devices[3].get("taints")) and not devices[1].get("taints")
+
+        until(moved, "the next health change published after the restart")
+    finally:
+        assert proc.terminate() == 0, proc.log()
+    assert "publishing ResourceSlices through the Kubernetes API" in proc.log()
+    assert "Traceback" not in proc.log()

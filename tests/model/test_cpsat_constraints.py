@@ -97,12 +97,13 @@ def test_distinct_attribute_values_are_all_different() -> None:
     assert not solve_both(make_request([three], _numas(0, 0, 1))).allocated
 
 
-def test_distinct_attribute_holds_inside_one_request_unlike_upstream() -> None:
-    """Upstream remembers one value per request name, so within a request of count 3 it can
-    accept a repeated value; the documented semantics (and CP-SAT) do not."""
+def test_distinct_attribute_holds_inside_one_request() -> None:
+    """Upstream before v0.37.2 remembered one value per request name and accepted a repeated
+    value within a request of count 3; the documented semantics, CP-SAT and upstream v0.37.2
+    (which the backtracking port follows) do not."""
     c = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}])
     req = make_request([c], _numas(0, 1, 0))
-    assert allocate_backtracking(req, cel=CEL).allocated
+    assert not allocate_backtracking(req, cel=CEL).allocated
     assert not solve(req).allocated
 
 

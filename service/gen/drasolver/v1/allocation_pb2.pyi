@@ -28,14 +28,16 @@ VERDICT_UNSCHEDULABLE: Verdict
 VERDICT_NOT_EVALUATED: Verdict
 
 class SolveOptions(_message.Message):
-    __slots__ = ("allocator", "policy", "feature_gates")
+    __slots__ = ("allocator", "policy", "feature_gates", "validate")
     ALLOCATOR_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     FEATURE_GATES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_FIELD_NUMBER: _ClassVar[int]
     allocator: str
     policy: str
     feature_gates: str
-    def __init__(self, allocator: _Optional[str] = ..., policy: _Optional[str] = ..., feature_gates: _Optional[str] = ...) -> None: ...
+    validate: str
+    def __init__(self, allocator: _Optional[str] = ..., policy: _Optional[str] = ..., feature_gates: _Optional[str] = ..., validate: _Optional[str] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
     __slots__ = ("claims", "node", "objects", "options", "reserve", "reservation_ttl_seconds")
@@ -285,7 +287,7 @@ class GetInventoryRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetInventoryResponse(_message.Message):
-    __slots__ = ("source", "ready", "generation", "objects", "nodes", "reservations")
+    __slots__ = ("source", "ready", "generation", "objects", "nodes", "reservations", "invalid_pools", "problems", "problem_count")
     class ObjectsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -299,10 +301,40 @@ class GetInventoryResponse(_message.Message):
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     RESERVATIONS_FIELD_NUMBER: _ClassVar[int]
+    INVALID_POOLS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_COUNT_FIELD_NUMBER: _ClassVar[int]
     source: str
     ready: bool
     generation: int
     objects: _containers.ScalarMap[str, int]
     nodes: int
     reservations: int
-    def __init__(self, source: _Optional[str] = ..., ready: _Optional[bool] = ..., generation: _Optional[int] = ..., objects: _Optional[_Mapping[str, int]] = ..., nodes: _Optional[int] = ..., reservations: _Optional[int] = ...) -> None: ...
+    invalid_pools: _containers.RepeatedCompositeFieldContainer[InvalidPool]
+    problems: _containers.RepeatedCompositeFieldContainer[InventoryProblem]
+    problem_count: int
+    def __init__(self, source: _Optional[str] = ..., ready: _Optional[bool] = ..., generation: _Optional[int] = ..., objects: _Optional[_Mapping[str, int]] = ..., nodes: _Optional[int] = ..., reservations: _Optional[int] = ..., invalid_pools: _Optional[_Iterable[_Union[InvalidPool, _Mapping]]] = ..., problems: _Optional[_Iterable[_Union[InventoryProblem, _Mapping]]] = ..., problem_count: _Optional[int] = ...) -> None: ...
+
+class InvalidPool(_message.Message):
+    __slots__ = ("driver", "pool", "reason")
+    DRIVER_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    driver: str
+    pool: str
+    reason: str
+    def __init__(self, driver: _Optional[str] = ..., pool: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class InventoryProblem(_message.Message):
+    __slots__ = ("source", "kind", "name", "detail", "invalid_pool")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    INVALID_POOL_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    kind: str
+    name: str
+    detail: str
+    invalid_pool: str
+    def __init__(self, source: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., detail: _Optional[str] = ..., invalid_pool: _Optional[str] = ...) -> None: ...

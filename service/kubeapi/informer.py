@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import kube
-from controllers import objects as ob
-from controllers.objects import Obj
+from service.kubeapi import client as kube
+from service.kubeapi import meta as ob
+from service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,10 @@ class Store:
     def _apply(self, event: str, obj: Obj) -> tuple[Obj | None, Obj | None]:
         k = ob.key(obj)
         with self._lock:
-            old = self.get(k)
+            # Handlers see the change from the previous version the API server sent, as
+            # client-go's do: comparing with our own assumed write instead would hide what
+            # others changed before it (a claim freed, a pod's claim statuses) and lose wakeups.
+            old = self._items.get(k)
             mine = self._assumed.get(k)
             if mine is not None and ob.rv_int(obj) >= ob.rv_int(mine):
                 del self._assumed[k]
@@ -184,6 +187,7 @@ class Informer:
         watch_timeout: int = 300,
         retry_delay: float = 1.0,
         on_relist: Callable[[str], None] | None = None,
+        on_listed: Callable[[str], None] | None = None,
     ) -> None:
         self.source = source
         self.store = Store()
@@ -191,6 +195,10 @@ class Informer:
         self.retry_delay = retry_delay
         self.stats = InformerStats()
         self.on_relist = on_relist
+        """Called with the name after a 410 Gone, before listing again."""
+        self.on_listed = on_listed
+        """Called with the name after every list (handlers have seen its changes): an empty
+        list changes nothing, so this is how a consumer learns the first sync happened."""
         self._handlers: list[Handler] = []
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -221,9 +229,7 @@ class Informer:
     def request_stop(self) -> None:
         """Ask the thread to end (returns at once; :meth:`stop` also waits)."""
         self._stop.set()
-        w = self._watch
-        if w is not None:
-            w.stop()
+        self._close_watch()
 
     def stop(self) -> None:
         self._stop.set()
@@ -232,10 +238,20 @@ class Informer:
         # The watch may be opening right now: keep closing it until the thread is out.
         deadline = time.monotonic() + 5
         while self._thread.is_alive() and time.monotonic() < deadline:
-            w = self._watch
-            if w is not None:
-                w.stop()
+            self._close_watch()
             self._thread.join(0.05)
+
+    def _close_watch(self) -> None:
+        w = self._watch
+        if w is None:
+            return
+        w.stop()  # only a flag, checked between events: an idle watch needs its socket shut too
+        resp = getattr(w, "_resp", None)
+        if resp is not None:
+            try:
+                resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
+            except Exception:  # already closed by the reading thread
+                log.debug("%s: closing the watch", self.name, exc_info=True)
 
     def _notify(self, old: Obj | None, new: Obj | None) -> None:
         for handler in self._handlers:
@@ -264,6 +280,8 @@ class Informer:
                     for change in self.store._replace([]):
                         self._notify(*change)
                     self._synced.set()
+                    if self.on_listed:
+                        self.on_listed(self.name)
                     self._stop.wait(30)
                     continue
                 self.stats.errors += 1
@@ -288,6 +306,8 @@ class Informer:
         for change in self.store._replace(items):
             self._notify(*change)
         self._synced.set()
+        if self.on_listed:
+            self.on_listed(self.name)
 
     def _typed(self, item: Obj) -> Obj:
         # List items omit apiVersion/kind; writing them back needs both.

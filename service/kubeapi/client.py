@@ -3,12 +3,22 @@
 Every call goes through the client's typed API classes (``CoreV1Api``, ``ResourceV1Api``,
 ``CoordinationV1Api``): reads with ``_preload_content=False``, writes through each typed
 method's own request builder, so objects stay the API's JSON both ways (no lossy round trip
-through the client's models, which refuse fields they do not know). Failures become one small hierarchy the
-controllers branch on: :class:`NotFound`, :class:`Conflict` (stale resourceVersion, failed
+through the client's models, which refuse fields they do not know). Failures become one small hierarchy
+every component branches on: :class:`NotFound`, :class:`Conflict` (stale resourceVersion, failed
 precondition, name taken), :class:`Gone` (watch too old), :class:`Transient` (retry later,
 with the server's Retry-After when it gave one) and :class:`Invalid` (retrying will not help).
 
-``controllers/rbac_calls.py`` lists exactly the requests made here; keep the two in step.
+:func:`api_client` builds the client every command uses and checks, before anything starts,
+that the server answers and accepts the credentials: a missing or unreadable kubeconfig, a
+server nobody can reach or ``--in-cluster`` outside a cluster is one :class:`ConfigError`
+with one line of text, which the commands print before exiting with status 2.
+
+Components keep their own requests next to their code (the kubelet plugin's slice writes in
+``kubeletplugin/publish.py``, the service's list+watch sources in ``service/inventory.py``)
+and send them through :meth:`Kube.read` and :meth:`Kube.write` or an :class:`Informer
+<service.kubeapi.informer.Informer>`, so each request is attributed to the component that
+makes it; ``controllers/rbac_calls.py`` and ``service/rbac_calls.py`` list what a source scan
+cannot see (watches, requests named in a table).
 """
 
 from __future__ import annotations
@@ -16,11 +26,13 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controllers.objects import Obj
+from service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +62,11 @@ class Gone(ApiError):
 
 class Invalid(ApiError):
     """400/403/422 and the like: the request itself is wrong; retrying the same will not help."""
+
+
+class ConfigError(Exception):
+    """The client cannot be set up: no usable kubeconfig, not in a cluster, server unreachable
+    or refusing the credentials. The message is one line, fit for a CLI's error output."""
 
 
 class Transient(ApiError):
@@ -173,6 +190,14 @@ class Kube:
         except Exception as err:
             raise wrap(err, what) from err
 
+    def read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
+        """A GET through a typed method of :attr:`core`, :attr:`resource`, ... (its JSON)."""
+        return self._call(what, fn, *args, **kwargs)
+
+    def write(self, what: str, api: Any, method: str, **params: Any) -> Obj:
+        """A create/update/patch/delete by typed method name, the body sent as given."""
+        return self._write(what, api, method, **params)
+
     # --- list+watch sources -----------------------------------------------------------------
 
     def pods(self) -> ListSource:
@@ -264,21 +289,143 @@ class Kube:
         )
 
 
-def api_client(*, kubeconfig: str | None = None, in_cluster: bool = False, host: str | None = None, user_agent: str = "dra-solver-controllers") -> Any:
-    """A configured ``kubernetes.client.ApiClient`` (``host`` alone: plain HTTP, for tests)."""
-    from kubernetes import client
-    from kubernetes import config as kconfig
+PROBE_TIMEOUT = 10.0
+"""Seconds :func:`api_client` waits for a server that answers 429/5xx before giving up."""
 
-    config: Any = kconfig
+
+def api_client(
+    *,
+    kubeconfig: str | None = None,
+    in_cluster: bool = False,
+    host: str | None = None,
+    user_agent: str = "dra-solver-controllers",
+    probe: bool = True,
+) -> Any:
+    """A configured ``kubernetes.client.ApiClient``, checked to reach the server.
+
+    ``kubeconfig`` None means ``$KUBECONFIG`` or ``~/.kube/config``, as kubectl. Raises
+    :class:`ConfigError` (one line) when the configuration cannot be loaded or, with ``probe``,
+    when the server cannot be reached or rejects the credentials (the probe is a discovery
+    request every authenticated user may make). ``host`` alone: plain HTTP without credentials
+    or probe, for tests.
+    """
+    from kubernetes import client
+
     cfg = client.Configuration()
     if host is not None:
         cfg.host = host
+        probe = False
     elif in_cluster:
-        config.load_incluster_config(client_configuration=cfg)
+        _load_in_cluster(cfg)
     else:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        _load_kubeconfig(cfg, kubeconfig)
     # Connections per host: informers hold one each for their watches, workers need the rest.
     cfg.connection_pool_maxsize = 32
     api = client.ApiClient(cfg)
     api.user_agent = user_agent
+    if probe:
+        _probe(api, cfg.host, "--in-cluster" if in_cluster else f"kubeconfig {_kubeconfig_path(kubeconfig)}")
     return api
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _kubeconfig_path(kubeconfig: str | None) -> str:
+    if kubeconfig:
+        return kubeconfig
+    env = os.environ.get("KUBECONFIG", "")
+    paths = [p for p in env.split(os.pathsep) if p]
+    return paths[0] if len(paths) == 1 else (env if paths else os.path.expanduser("~/.kube/config"))
+
+
+def _load_kubeconfig(cfg: Any, kubeconfig: str | None) -> None:
+    from kubernetes import config as kconfig
+
+    config: Any = kconfig  # untyped module
+    path = _kubeconfig_path(kubeconfig)
+    if os.pathsep not in path:  # a single file: say precisely what is wrong with it
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+        except FileNotFoundError:
+            hint = "" if kubeconfig else " (give --kubeconfig FILE or set KUBECONFIG)"
+            raise ConfigError(f"kubeconfig {path}: no such file{hint}") from None
+        except OSError as err:
+            raise ConfigError(f"kubeconfig {path}: cannot read: {err.strerror or _one_line(err)}") from None
+    try:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    except Exception as err:  # ConfigException, YAML errors, bad certificates: all one story
+        raise ConfigError(f"kubeconfig {path}: {_one_line(err)}") from None
+
+
+def _load_in_cluster(cfg: Any) -> None:
+    from kubernetes import config as kconfig
+
+    config: Any = kconfig  # untyped module
+    if not (os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT")):
+        raise ConfigError(
+            "--in-cluster: not running in a Kubernetes pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set); "
+            "give --kubeconfig FILE instead"
+        )
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except Exception as err:  # the service-account token or CA file is missing
+        raise ConfigError(f"--in-cluster: {_one_line(err)}") from None
+
+
+def _probe(api: Any, host: str, origin: str) -> None:
+    """Ask for resource.k8s.io/v1 discovery: reachable, credentials accepted, DRA served."""
+    import copy
+
+    from kubernetes import client
+
+    # Its own client without urllib3's retries: one attempt, no "Retrying ..." warnings.
+    cfg = copy.deepcopy(api.configuration)
+    cfg.retries = False
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    with client.ApiClient(cfg) as probe:
+        while True:
+            err = _probe_once(probe)
+            if err is None:
+                return
+            cause, wrapped = err
+            if wrapped.status == 401:
+                raise ConfigError(f"the Kubernetes API server at {host} rejected the credentials from {origin} (401 Unauthorized)")
+            if wrapped.status == 403:
+                return  # authenticated; whether each request is allowed is RBAC's business
+            if wrapped.status == 404:
+                # Reachable and answering; the requests that need the API will say what is missing.
+                log.warning("the Kubernetes API server at %s does not serve resource.k8s.io/v1 (dynamic resource allocation)", host)
+                return
+            if isinstance(wrapped, Transient) and wrapped.status and time.monotonic() < deadline:
+                time.sleep(0.5)  # answering, but not ready (starting up, overloaded)
+                continue
+            raise ConfigError(f"cannot reach the Kubernetes API server at {host} (from {origin}): {_reason(cause)}")
+
+
+def _probe_once(api: Any) -> tuple[BaseException, ApiError] | None:
+    from kubernetes import client
+
+    try:
+        client.ResourceV1Api(api).get_api_resources(_preload_content=False, _request_timeout=(5.0, 10.0))
+        return None
+    except Exception as exc:
+        return exc, wrap(exc, "discovery")
+
+
+def _reason(err: BaseException) -> str:
+    # urllib3 wraps the cause twice (MaxRetryError -> NewConnectionError/SSLError): say the cause.
+    reason = getattr(err, "reason", None)
+    if isinstance(reason, BaseException):
+        inner = getattr(reason, "reason", None)
+        text = _one_line(inner if isinstance(inner, BaseException) else reason)
+    else:
+        text = _one_line(err)
+    # "HTTPSConnection(host='127.0.0.1', port=9): Failed to ...": the host is said already.
+    if text.startswith(("HTTPSConnection(", "HTTPConnection(")) and "): " in text:
+        text = text.split("): ", 1)[1]
+    elif text.startswith("<urllib3.") and ">: " in text:
+        text = text.split(">: ", 1)[1]
+    return text

@@ -1,0 +1,73 @@
+"""``dra-solver compare --schedulers WORKLOAD[,WORKLOAD...] [--nodes N] [--pods P]``.
+
+Runs each workload twice, each time on a fresh control plane: first upstream's kube-scheduler
+alone, then dra-solver alone; prints the table (or ``-o json``) of :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
+from service.schedcompare import workloads
+from service.schedcompare.report import WorkloadComparison, format_table
+from service.schedcompare.runner import SCHEDULERS, run_side
+
+
+def parse_workloads(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(workloads.WORKLOADS)
+    for name in names:
+        if name not in workloads.WORKLOADS:
+            supported = ", ".join(f'"{k}"' for k in ("all", *workloads.WORKLOADS))
+            raise ValueError(f'--schedulers: Unsupported value: "{name}": supported values: {supported}')
+    if not names:
+        raise ValueError("--schedulers: Required value: name a workload")
+    return names
+
+
+def compare_workload(workload: workloads.Workload, bins: Binaries, *, schedulers: Sequence[str] = SCHEDULERS,
+                     timeout: float = 600.0, policy: str = "", keep_logs: Path | None = None,
+                     progress: Callable[[str], None] | None = None) -> WorkloadComparison:
+    sides = {}
+    for scheduler in schedulers:
+        sides[scheduler] = run_side(workload, scheduler, bins, timeout=timeout, policy=policy,
+                                    keep_logs=keep_logs, progress=progress)
+    return WorkloadComparison(workload, sides)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``compare --schedulers`` mode; exit 0 when the runs completed, 2 for bad input or
+    a control plane that would not start."""
+
+    def progress(text: str) -> None:
+        if not args.quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    try:
+        names = parse_workloads(args.schedulers)
+        built = [workloads.build(n, nodes=args.nodes, pods=args.pods) for n in names]
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        bins = binaries()
+        if not bins.path("kube-scheduler").is_file():
+            raise ControlPlaneError(f"{bins.path('kube-scheduler')} is missing: run scripts/build-upstream.sh")
+        results = [compare_workload(w, bins, timeout=args.timeout_run, policy=args.policy, progress=progress,
+                                    keep_logs=Path(args.keep_logs) if args.keep_logs else None)
+                   for w in built]
+    except ControlPlaneError as err:
+        print(f"error: {' '.join(str(err).split())[:400]}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        json.dump({"schedulers": [r.to_json() for r in results]}, sys.stdout, indent=2)
+        print()
+    else:
+        print(format_table(results))
+    return 0

@@ -1,0 +1,479 @@
+"""Run one scheduler on one workload, on a fresh control plane, and record what it did.
+
+``kube-scheduler``: upstream v1.37.2 with its default plugins (DynamicResources on) schedules
+the pods (default scheduler name); kube-controller-manager also runs upstream's
+``resourceclaim-controller``, which creates the pods' claims from their templates.
+``dra-solver``: ``dra-solver serve --kubeconfig`` and ``dra-solver controllers`` run as real
+processes and schedule pods with ``schedulerName: dra-solver``.
+
+Both sides get the same client rate limits (high, as scheduler_perf sets them: the
+comparison is of schedulers, not of client-side throttling). No kubelet runs: a pod counts as
+bound once ``spec.nodeName`` is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.localcluster.cluster import dra_solver_command
+from service.localcluster.controlplane import (
+    KCM_CONTROLLERS,
+    Binaries,
+    ControlPlane,
+    ControlPlaneError,
+)
+from service.schedcompare.kubehttp import Client, HTTPError, PodWatch
+from service.schedcompare.workloads import (
+    INIT_NAMESPACE,
+    NAMESPACE,
+    POD_LABEL,
+    SIZE_LABEL,
+    Workload,
+)
+
+SCHEDULERS = ("kube-scheduler", "dra-solver")
+CLIENT_QPS = 1000
+RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+def scheduler_config(kubeconfig: Path) -> str:
+    """kube-scheduler's defaults, with scheduler_perf's client rate limits."""
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection:\n  kubeconfig: {kubeconfig}\n  qps: {CLIENT_QPS}\n  burst: {CLIENT_QPS}\n"
+        "leaderElection:\n  leaderElect: false\n"
+    )
+
+
+@dataclass
+class PodOutcome:
+    name: str
+    size: str
+    created: float = 0.0
+    bound_at: float | None = None
+    node: str = ""
+    devices: tuple[str, ...] = ()
+    """``driver/pool/device`` of the pod's claim, sorted."""
+    subrequests: tuple[str, ...] = ()
+    """The ``request`` of each allocation result (``gpu/h100`` for a FirstAvailable choice)."""
+    unschedulable: str = ""
+    """The last ``PodScheduled=False`` message seen (empty: none)."""
+    deleted: bool = False
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.bound_at is None else max(0.0, self.bound_at - self.created)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "node": self.node, "devices": list(self.devices),
+                "subrequests": list(self.subrequests), "unschedulable": self.unschedulable,
+                "latencySeconds": self.latency}
+
+
+@dataclass
+class SideResult:
+    scheduler: str
+    workload: str
+    pods: dict[str, PodOutcome]
+    capacity: int | None
+    first_created: float = 0.0
+    last_bound: float = 0.0
+    timed_out: bool = False
+    double_allocated: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    allocated_claims: int = 0
+    setup_seconds: float = 0.0
+    last_created: float = 0.0
+
+    @property
+    def bound(self) -> int:
+        return sum(1 for p in self.pods.values() if p.bound_at is not None)
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.last_bound - self.first_created) if self.bound else 0.0
+
+    @property
+    def pods_per_second(self) -> float:
+        return self.bound / self.seconds if self.seconds > 0 else 0.0
+
+    def latency_quantile(self, q: float) -> float | None:
+        values = sorted(p.latency for p in self.pods.values() if p.latency is not None)
+        if not values:
+            return None
+        if len(values) == 1:
+            return values[0]
+        return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+    def placed_by_size(self) -> dict[str, tuple[int, int]]:
+        """size -> (bound, pods); FirstAvailable sizes are split by the subrequest used."""
+        out: dict[str, list[int]] = {}
+        for pod in self.pods.values():
+            total = out.setdefault(pod.size, [0, 0])
+            total[1] += 1
+            if pod.bound_at is not None:
+                total[0] += 1
+                chosen = sorted({s.split("/", 1)[1] for s in pod.subrequests if "/" in s})
+                if chosen:
+                    out.setdefault(f"{pod.size}={'+'.join(chosen)}", [0, 0])[0] += 1
+        return {k: (v[0], v[1]) for k, v in sorted(out.items())}
+
+    def to_json(self) -> dict[str, Any]:
+        p50, p99 = self.latency_quantile(0.5), self.latency_quantile(0.99)
+        return {
+            "scheduler": self.scheduler, "pods": len(self.pods), "bound": self.bound,
+            "schedulable": self.capacity, "seconds": round(self.seconds, 3),
+            "podsPerSecond": round(self.pods_per_second, 2),
+            "bindLatencySeconds": {"p50": None if p50 is None else round(p50, 3),
+                                   "p99": None if p99 is None else round(p99, 3)},
+            # "size=subrequest" entries split a size's placements by the FirstAvailable choice.
+            "placedBySize": {k: {"placed": v[0], "pods": v[1]} if v[1] else {"placed": v[0]}
+                             for k, v in self.placed_by_size().items()},
+            "allocatedClaims": self.allocated_claims, "doubleAllocated": self.double_allocated,
+            "problems": self.problems, "timedOut": self.timed_out, "setupSeconds": round(self.setup_seconds, 1),
+            # How long creating the pods took: when it is close to "seconds", the API server, not
+            # the scheduler, set the pace.
+            "creationSeconds": round(max(0.0, self.last_created - self.first_created), 3),
+        }
+
+
+# --- the cluster --------------------------------------------------------------------------
+
+
+def _parallel(fn: Callable[[Any], object], items: Iterable[Any], workers: int = 4) -> None:
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in pool.map(fn, items):
+            pass
+
+
+def create_cluster(client: Client, cp: ControlPlane, workload: Workload) -> None:
+    """Namespaces, Nodes (with status), DeviceClasses, ResourceSlices, templates, claims in use."""
+    for ns in (NAMESPACE, INIT_NAMESPACE):
+        client.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    def node(obj: dict[str, Any]) -> None:
+        client.request("POST", "/api/v1/nodes", {k: v for k, v in obj.items() if k != "status"})
+        name = obj["metadata"]["name"]
+        client.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": obj["status"]},
+                       content_type="application/merge-patch+json")
+        # Admission taints a new Node not-ready; the node lifecycle controller (not run here)
+        # lifts the taint once the node reports Ready, as it just did.
+        client.request("PATCH", f"/api/v1/nodes/{name}", {"spec": {"taints": None}},
+                       content_type="application/merge-patch+json")
+
+    _parallel(node, workload.nodes)
+
+    def cluster_scoped(obj: dict[str, Any]) -> None:
+        plural = {"DeviceClass": "deviceclasses", "ResourceSlice": "resourceslices"}[obj["kind"]]
+        client.request("POST", f"{RESOURCE}/{plural}", obj)
+
+    _parallel(cluster_scoped, workload.cluster)
+
+    def namespaced(obj: dict[str, Any]) -> None:
+        ns = obj["metadata"]["namespace"]
+        plural = {"ResourceClaimTemplate": "resourceclaimtemplates", "ResourceClaim": "resourceclaims"}[obj["kind"]]
+        client.request("POST", f"{RESOURCE}/namespaces/{ns}/{plural}", {k: v for k, v in obj.items() if k != "status"})
+        if "status" in obj:
+            client.request("PATCH", f"{RESOURCE}/namespaces/{ns}/{plural}/{obj['metadata']['name']}/status",
+                           {"status": obj["status"]}, content_type="application/merge-patch+json")
+
+    _parallel(namespaced, workload.namespaced)
+    cp.wait_for_service_account(NAMESPACE, "default", timeout=120)
+
+
+# --- the schedulers -----------------------------------------------------------------------
+
+
+class _Companion:
+    """One dra-solver process, its output in a log file."""
+
+    def __init__(self, name: str, args: list[str], log: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.log = log
+        with log.open("ab") as out:
+            self.popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, env=env)
+
+    def wait_line(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for line in self.log.read_text(errors="replace").splitlines():
+                    if line.startswith(prefix):
+                        return line
+            if self.popen.poll() is not None:
+                raise ControlPlaneError(f"{self.name} exited (code {self.popen.returncode}); see {self.log}")
+            time.sleep(0.1)
+        raise ControlPlaneError(f"{self.name} printed no '{prefix}' line within {timeout:.0f} s; see {self.log}")
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+
+
+def start_dra_solver(cp: ControlPlane, *, policy: str = "", timeout: float = 120.0) -> list[_Companion]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    started: list[_Companion] = []
+    try:
+        solver = _Companion("dra-solver serve", [*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
+                                                 "--port=0", "--metrics-port=0"], cp.dir / "solver.log", env)
+        started.append(solver)
+        grpc_addr = solver.wait_line("grpc=", timeout).split()[0].split("=", 1)[1]
+        args = [*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}", f"--solver={grpc_addr}",
+                "--metrics-port=0", "--no-events"]
+        if policy:
+            args.append(f"--policy={policy}")
+        ctl = _Companion("dra-solver controllers", args, cp.dir / "controllers.log", env)
+        started.append(ctl)
+        ctl.wait_line("metrics=", timeout)
+    except BaseException:
+        for proc in reversed(started):
+            proc.stop()
+        raise
+    return started
+
+
+def _scheduler_name(scheduler: str) -> str:
+    return "dra-solver" if scheduler == "dra-solver" else "default-scheduler"
+
+
+def _canary(client: Client, scheduler: str, timeout: float) -> None:
+    """A pod without claims, bound once the scheduler is live; deleted before the run."""
+    pod: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "canary", "namespace": NAMESPACE},
+                           "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1"}],
+                                    "schedulerName": _scheduler_name(scheduler)}}
+    client.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+    deadline = time.monotonic() + timeout
+    while not client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods/canary")["spec"].get("nodeName"):
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"{scheduler} bound no pod within {timeout:.0f} s")
+        time.sleep(0.2)
+    client.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/canary?gracePeriodSeconds=0")
+
+
+# --- driving the pods ----------------------------------------------------------------------
+
+
+class _Tracker:
+    """What the watch saw, per pod (thread-safe)."""
+
+    def __init__(self, pods: dict[str, PodOutcome]) -> None:
+        self.pods = pods
+        self.lock = threading.Lock()
+        self.last_change = time.monotonic()
+        self.bound_order: list[str] = []
+
+    def on_event(self, kind: str, pod: dict[str, Any], now: float) -> None:
+        name = pod.get("metadata", {}).get("name", "")
+        with self.lock:
+            out = self.pods.get(name)
+            if out is None or kind == "DELETED":
+                return
+            node = pod.get("spec", {}).get("nodeName") or ""
+            if node and out.bound_at is None:
+                out.bound_at = now
+                out.node = node
+                self.bound_order.append(name)
+                self.last_change = now
+            for cond in pod.get("status", {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                    if not out.unschedulable:
+                        self.last_change = now
+                    out.unschedulable = str(cond.get("message") or cond.get("reason") or "unschedulable")
+
+    def settled(self) -> bool:
+        with self.lock:
+            return all(p.bound_at is not None or p.unschedulable for p in self.pods.values())
+
+
+def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float, settle: float = 3.0,
+          progress: Callable[[str], None] | None = None) -> SideResult:
+    pods = {s.name: PodOutcome(s.name, s.size) for s in workload.pods}
+    result = SideResult(scheduler, workload.name, pods, workload.capacity)
+    tracker = _Tracker(pods)
+    rv = client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?limit=1")["metadata"]["resourceVersion"]
+    watch = PodWatch(client, NAMESPACE, rv, tracker.on_event)
+    watch.start()
+    name = _scheduler_name(scheduler)
+    objects = {s.name: workload.pod_object(s, name) for s in workload.pods}
+    path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+
+    def create(pod_name: str) -> None:
+        pods[pod_name].created = time.monotonic()  # before the request: bind can race its answer
+        client.request("POST", path, objects[pod_name])
+
+    start = time.monotonic()
+    deadline = start + timeout
+    result.first_created = start
+    next_report = start + 10
+    try:
+        if workload.churn is None:
+            creator = threading.Thread(target=_parallel, args=(create, list(objects)), daemon=True)
+            creator.start()
+            while time.monotonic() < deadline:
+                time.sleep(0.25)
+                now = time.monotonic()
+                if not creator.is_alive() and tracker.settled() and now - tracker.last_change >= settle:
+                    break
+                if progress and now >= next_report:
+                    next_report = now + 10
+                    progress(f"{scheduler}: {len(tracker.bound_order)}/{len(pods)} bound after {now - start:.0f} s")
+            else:
+                result.timed_out = True
+            creator.join(60)
+        else:
+            _churn(client, workload, tracker, create, deadline, result, progress, start)
+    finally:
+        watch.stop()
+    if watch.error:
+        result.problems.append(watch.error)
+    bound = [p.bound_at for p in pods.values() if p.bound_at is not None]
+    result.last_bound = max(bound) if bound else start
+    result.last_created = max((p.created for p in pods.values()), default=start)
+    return result
+
+
+def _churn(client: Client, workload: Workload, tracker: _Tracker, create: Callable[[str], None], deadline: float,
+           result: SideResult, progress: Callable[[str], None] | None, start: float) -> None:
+    assert workload.churn is not None
+    lifetime, window = workload.churn.lifetime, workload.churn.window
+    order = [s.name for s in workload.pods]
+    pods = tracker.pods
+    created = 0
+    deleted: set[str] = set()
+    next_report = start + 10
+    deleter = ThreadPoolExecutor(2)
+    try:
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            with tracker.lock:
+                expired = [n for n in tracker.bound_order if n not in deleted and now - (pods[n].bound_at or now) >= lifetime]
+                waiting = sum(1 for n in order[:created] if pods[n].bound_at is None)
+                done = created == len(order) and len(tracker.bound_order) == len(order)
+            if done:
+                break
+            for n in expired:
+                deleted.add(n)
+                pods[n].deleted = True
+                deleter.submit(client.request, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}?gracePeriodSeconds=0")
+            while created < len(order) and waiting < window:
+                create(order[created])
+                created += 1
+                waiting += 1
+            if progress and now >= next_report:
+                next_report = now + 10
+                progress(f"{result.scheduler}: {len(tracker.bound_order)}/{len(order)} bound, "
+                         f"{len(deleted)} deleted after {now - start:.0f} s")
+            time.sleep(0.05)
+        else:
+            result.timed_out = True
+    finally:
+        deleter.shutdown(wait=True)
+
+
+# --- what the server holds at the end ----------------------------------------------------------
+
+
+def collect(client: Client, result: SideResult) -> None:
+    """Devices per pod, claims allocated, and every device allocated twice."""
+    claims = client.list_all(f"{RESOURCE}/resourceclaims")
+    by_key = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in claims}
+    holders: dict[str, list[str]] = {}
+    for key, claim in sorted(by_key.items()):
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            continue
+        result.allocated_claims += 1
+        for r in (allocation.get("devices") or {}).get("results") or []:
+            if r.get("adminAccess") or r.get("shareID"):
+                continue  # admin access and shared (consumable) capacity may repeat a device
+            holders.setdefault(f"{r['driver']}/{r['pool']}/{r['device']}", []).append(key)
+    result.double_allocated = [f"{dev} in {', '.join(keys)}" for dev, keys in sorted(holders.items()) if len(keys) > 1]
+    for pod in client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={POD_LABEL}%3Dtrue"):
+        out = result.pods.get(pod["metadata"]["name"])
+        if out is None:
+            continue
+        node = pod["spec"].get("nodeName") or ""
+        if node and out.bound_at is None:
+            out.bound_at = time.monotonic()  # missed by the watch: counts, with a late bind time
+            result.problems.append(f"pod {out.name}: bound to {node} but its bind event was not seen")
+        out.node = node or out.node
+        statuses = pod.get("status", {}).get("resourceClaimStatuses") or []
+        claim = by_key.get(f"{NAMESPACE}/{statuses[0].get('resourceClaimName')}") if statuses else None
+        allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+        results = (allocation.get("devices") or {}).get("results") or []
+        out.devices = tuple(sorted(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results))
+        out.subrequests = tuple(sorted(r["request"] for r in results))
+        if node and not results:
+            result.problems.append(f"pod {out.name}: bound to {node} without an allocated claim")
+        if claim is not None and (claim["metadata"].get("labels") or {}).get(SIZE_LABEL) != out.size:
+            result.problems.append(f"pod {out.name}: claim {claim['metadata']['name']} lacks its template's labels")
+
+
+# --- one side, start to end ---------------------------------------------------------------------
+
+
+def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: float = 600.0, policy: str = "",
+             keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> SideResult:
+    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the pods; the outcome."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler: Unsupported value: {scheduler!r}: supported values: {', '.join(SCHEDULERS)}")
+    upstream = scheduler == "kube-scheduler"
+    t0 = time.monotonic()
+    cp = ControlPlane(
+        bins,
+        controllers=(*KCM_CONTROLLERS, "resourceclaim-controller") if upstream else KCM_CONTROLLERS,
+        controller_manager_args=(f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_QPS}"),
+    )
+    companions: list[_Companion] = []
+    client: Client | None = None
+    try:
+        cp.start()
+        client = Client(cp.url, cp.ssl_context())
+        if progress:
+            progress(f"{scheduler}: creating {len(workload.nodes)} nodes and their devices")
+        create_cluster(client, cp, workload)
+        if upstream:
+            cp.start_scheduler(config=scheduler_config(cp.scheduler_kubeconfig))
+        else:
+            companions = start_dra_solver(cp, policy=policy)
+        _canary(client, scheduler, timeout=180)
+        setup = time.monotonic() - t0
+        if progress:
+            progress(f"{scheduler}: ready after {setup:.0f} s; creating {len(workload.pods)} pods")
+        result = drive(client, workload, scheduler, timeout=timeout, progress=progress)
+        result.setup_seconds = setup
+        collect(client, result)
+        return result
+    except HTTPError as err:
+        raise ControlPlaneError(f"{scheduler}: {err}") from err
+    finally:
+        for proc in reversed(companions):
+            proc.stop()
+        if client is not None:
+            client.close()
+        if keep_logs is not None:
+            keep_logs.mkdir(parents=True, exist_ok=True)
+            for log in cp.dir.glob("*.log"):
+                with contextlib.suppress(OSError):
+                    shutil.copy(log, keep_logs / f"{workload.name}-{scheduler}-{log.name}")
+        cp.stop()

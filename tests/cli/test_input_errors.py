@@ -1,0 +1,190 @@
+"""Every input problem the issue found is an answer, not a wrong result or a traceback:
+exit 2 with one line that says what is wrong (1 only ever means "does not fit").
+
+In process through ``service.cli.main`` (what the installed command runs); one subprocess
+run checks the real process boundary.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service import cli
+from tests.decode.test_bounded_decoding import ALIAS_BOMB
+from tests.decode.test_strict_decoding import CONSTRAINT_TYPO, COUT
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = str(ROOT / "examples" / "cluster.yaml")
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(args))
+    except SystemExit as done:  # argparse
+        code = int(done.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "internal error" not in err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def _file(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_cout_is_an_error_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _file(tmp_path, "claims.yaml", COUT)
+    code, out, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, claims)
+    assert code == 2 and out == ""
+    assert _one_error(err) == (
+        f'error: {claims}: ResourceClaim default/two-gpus: strict decoding error: '
+        'unknown field "spec.devices.requests[0].exactly.cout"'
+    )
+
+
+def test_warn_reports_and_goes_on_ignore_is_silent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _file(tmp_path, "claims.yaml", COUT)
+    code, _, err = _main(capsys, "allocate", "--validate=warn", "--node", "worker-1", CLUSTER, claims)
+    assert err.startswith(
+        f'warning: {claims}: ResourceClaim default/two-gpus: unknown field "spec.devices.requests[0].exactly.cout"\n'
+    )
+    assert code in (0, 1)
+    warned = code
+    code, _, err = _main(capsys, "allocate", "--validate=ignore", "--node", "worker-1", CLUSTER, claims)
+    assert "warning" not in err and code == warned
+
+
+def test_constraint_typo_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _file(tmp_path, "claims.yaml", CONSTRAINT_TYPO)
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, claims)
+    assert code == 2
+    assert _one_error(err).endswith('strict decoding error: unknown field "spec.devices.constraint"')
+
+
+def test_unknown_node_is_an_error_not_an_empty_node(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(capsys, "allocate", "--node", "worker-9", CLUSTER)
+    assert code == 2
+    assert _one_error(err) == 'error: --node: Not found: "worker-9": known nodes: worker-1, worker-2'
+
+
+@pytest.mark.parametrize("content", ["", "# just a comment\n", "---\n---\n", "[]", "null", '{"kind": "List", "items": []}'])
+def test_a_file_without_objects_is_an_error(content: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = _file(tmp_path, "empty.yaml", content)
+    code, out, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, empty)
+    assert code == 2 and out == ""
+    assert _one_error(err).startswith(f"error: {empty}: no objects (expected DeviceClass, ")
+
+
+def test_a_directory_without_objects_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("not an input")
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", str(tmp_path))
+    assert code == 2
+    assert _one_error(err) == f"error: {tmp_path}: no .yaml, .yml or .json files in this directory"
+    (tmp_path / "empty.yaml").write_text("")
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", str(tmp_path))
+    assert code == 2 and "no objects" in _one_error(err)
+
+
+def test_the_same_file_twice_names_the_duplicate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    claims = _file(tmp_path, "claims.yaml", yaml.safe_dump(yaml.safe_load(COUT.replace("cout", "count"))))
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, claims, claims)
+    assert code == 2
+    assert _one_error(err) == (
+        f'error: {claims}: ResourceClaim default/two-gpus: metadata.name: Duplicate value: "default/two-gpus": '
+        f"already defined in {claims}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: " + "[" * 600 + "]" * 600, "nesting"),
+        ('{"kind": ' + "[" * 100_000 + "]" * 100_000 + "}", "cannot parse JSON: nesting is deeper than 100 levels"),
+        ("? {a: 1}\n: b\n", "a mapping or list cannot be a mapping key"),
+        (ALIAS_BOMB, "aliases expand to more than 100000 values"),
+        ('{"kind": "DeviceClass", "metadata": {"name": "\\ud800"}}', "lone surrogate"),
+    ],
+    ids=["deep-yaml", "deep-json", "mapping-key", "alias-bomb", "lone-surrogate"],
+)
+def test_hostile_documents_are_invalid_input(text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = _file(tmp_path, "bad.yaml", text)
+    for mode in ("strict", "ignore"):
+        code, _, err = _main(capsys, "allocate", f"--validate={mode}", "--node", "worker-1", CLUSTER, bad)
+        assert code == 2
+        line = _one_error(err)
+        assert line.startswith(f"error: {bad}: ") and message in line
+
+
+def test_a_counter_value_with_a_newline_is_invalid_even_with_validate_ignore(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = list(yaml.safe_load_all(Path(CLUSTER).read_text()))
+    for doc in docs:
+        if doc["kind"] == "ResourceSlice" and doc["spec"].get("sharedCounters"):
+            counters = doc["spec"]["sharedCounters"][0]["counters"]
+            counters[next(iter(counters))]["value"] = "7\n"
+            break
+    else:
+        pytest.fail("the example cluster has no shared counters")
+    poisoned = _file(tmp_path, "cluster.yaml", yaml.safe_dump_all(docs))
+    for mode in ("strict", "ignore"):
+        code, _, err = _main(capsys, "allocate", f"--validate={mode}", "--node", "worker-1", poisoned)
+        assert code == 2
+        assert 'Invalid value: "7\\n": quantities must match the regular expression' in _one_error(err)
+
+
+def test_compare_refuses_an_unwritable_report_before_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(capsys, "compare", "--report", "/nonexistent/dir/r.html", CLUSTER)
+    assert code == 2 and out == ""
+    # One line and no "comparing ..." progress: nothing ran.
+    assert _one_error(err) == 'error: --report: Invalid value: "/nonexistent/dir/r.html": no such directory: "/nonexistent/dir"'
+
+
+def test_compare_refuses_an_unknown_node(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(capsys, "compare", "--node", "worker-9", CLUSTER)
+    assert code == 2 and 'Not found: "worker-9"' in _one_error(err)
+
+
+@pytest.mark.parametrize("command", ["schedule", "explain"])
+def test_clients_check_their_input_before_calling_the_service(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No service is listening: the input error comes first, from the same decoder.
+    claims = _file(tmp_path, "claims.yaml", COUT)
+    node = ["--node", "worker-1"]
+    code, _, err = _main(capsys, command, *node, "--server", "127.0.0.1:1", "--timeout", "2", claims)
+    assert code == 2 and "strict decoding error" in _one_error(err)
+    empty = _file(tmp_path, "empty.yaml", "")
+    code, _, err = _main(capsys, command, *node, "--server", "127.0.0.1:1", "--timeout", "2", empty)
+    assert code == 2 and "no objects" in _one_error(err)
+
+
+def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _main(capsys, "allocate", "--validate=Strict", "--node", "worker-1", CLUSTER)
+    assert code == 2 and "invalid choice: 'Strict'" in err
+    code, _, err = _main(capsys, "allocate", "--timeout", "0", "--node", "worker-1", CLUSTER)
+    assert code == 2 and "--timeout: Invalid value" in _one_error(err)
+
+
+def test_the_real_process_says_the_same(tmp_path: Path) -> None:
+    claims = _file(tmp_path, "claims.yaml", COUT)
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "allocate", "--node", "worker-1", CLUSTER, claims],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert _one_error(done.stderr).endswith('unknown field "spec.devices.requests[0].exactly.cout"')
