@@ -1,10 +1,10 @@
 """Every Kubernetes API request the controllers make, as RBAC sees it: (apiGroup, resource, verb).
 
-The deploy manifests derive the controllers' ClusterRole and Role from this list, and a test
-compares it with the requests ``service/kubeapi/client.py`` and ``service/kubeapi/informer.py`` actually
-make (tests/controllers/test_rbac_calls.py drives the controllers against the real kube-apiserver
-and checks every request they send against this list, in both directions). Keep it exact: a
-missing entry breaks the controllers in a real cluster, an extra one is privilege nobody uses.
+tests/controllers/test_rbac_calls.py drives the controllers against the real kube-apiserver and
+checks every request they send against this list, in both directions; the controllers' ClusterRole
+and Role in deploy/ grant exactly these (tests/deploy/test_rbac_as_shipped.py runs them under
+that ServiceAccount and reads the audit log). Keep it exact: a missing entry breaks the
+controllers in a real cluster, an extra one is privilege nobody uses.
 
 Leases are only touched in the namespace given by ``--lease-namespace`` (a namespaced Role
 suffices); everything else is cluster-wide (pods and claims live in every namespace).

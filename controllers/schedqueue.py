@@ -85,6 +85,8 @@ class PendingPods:
         """Pod key -> when it was parked."""
         self._failures: dict[str, tuple[int, float]] = {}
         """Pod key -> (attempts that found no place in a row, time of the last one)."""
+        self._woken: dict[str, str] = {}
+        """Pod key in flight -> an event about the pod itself that came in during the attempt."""
 
     # --- attempts -----------------------------------------------------------------------------
 
@@ -92,13 +94,16 @@ class PendingPods:
         """An attempt for ``key`` starts: events from now on are in flight for it."""
         with self._lock:
             self._parked.pop(key, None)
+            self._woken.pop(key, None)
             self._in_flight[key] = (self._seq, self._clock())
 
-    def end(self, key: str) -> None:
-        """The attempt is over, whatever its outcome (no-op after :meth:`unschedulable`)."""
+    def end(self, key: str) -> bool:
+        """The attempt is over, whatever its outcome (no-op after :meth:`unschedulable`).
+        True when an event about the pod came in during it (see :meth:`pod_event`)."""
         with self._lock:
             self._in_flight.pop(key, None)
             self._prune_locked()
+            return self._woken.pop(key, None) is not None
 
     def unschedulable(self, key: str, *, by_solver: bool) -> Verdict:
         """The attempt for ``key`` found no place: retry (and when) or park it.
@@ -111,7 +116,8 @@ class PendingPods:
             count, _ = self._failures.get(key, (0, 0.0))
             self._failures[key] = (count + 1, now)
             start_seq, started = self._in_flight.pop(key, (self._seq, now))
-            verdict = self._verdict_locked(key, start_seq, started, now, by_solver=by_solver)
+            woken = self._woken.pop(key, None)
+            verdict = Verdict(0.0, woken) if woken else self._verdict_locked(key, start_seq, started, now, by_solver=by_solver)
             if verdict.retry_after is None:
                 self._parked[key] = now
             self._prune_locked()
@@ -134,6 +140,7 @@ class PendingPods:
             self._parked.pop(key, None)
             self._failures.pop(key, None)
             self._in_flight.pop(key, None)
+            self._woken.pop(key, None)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -150,10 +157,22 @@ class PendingPods:
             return moves
 
     def wake(self, key: str) -> bool:
-        """An event about this pod itself (its claim appeared, its spec changed): unpark it.
+        """An event about this pod itself (its spec changed): unpark it.
         True when it was parked (the caller queues it either way)."""
         with self._lock:
             return self._parked.pop(key, None) is not None
+
+    def pod_event(self, key: str, name: str) -> bool:
+        """An event about this pod itself (one of its claims appeared, changed or went away):
+        True to queue it now (unparked if it was parked). False while its attempt is in
+        flight: the event is kept for the outcome to decide (one that found no place is
+        retried at once; a failed one keeps its backoff, as the event may be its own write)."""
+        with self._lock:
+            if key in self._in_flight:
+                self._woken[key] = name
+                return False
+            self._parked.pop(key, None)
+            return True
 
     def flush(self) -> list[Move]:
         """The periodic safety net: every parked pod back, at once."""

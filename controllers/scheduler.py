@@ -102,7 +102,8 @@ class Solver:
         resp = self._timed(
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
-                                         ttl=self.reservation_ttl, pod=pod, timeout=self.timeout),
+                                         ttl=self.reservation_ttl, pod=pod, timeout=self.timeout,
+                                         validate="ignore"),  # the API server validated these claims
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
         if not resp.node:
@@ -239,12 +240,14 @@ class Scheduler:
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
         claim = new if new is not None else old
         assert claim is not None
-        # The pods using this claim: it appeared, changed or went away (the work queue runs a
-        # pod again after an attempt that is in flight right now, so nothing is lost).
+        # The pods using this claim: it appeared, changed or went away. An attempt's own claim
+        # writes and rollback land here too, so a pod whose attempt is in flight or just failed
+        # is not run again at once: that would retry a failing write (a Forbidden or Invalid
+        # status update) over and over. See PendingPods.pod_event and add_unless_backing_off.
+        event = "ResourceClaimAdd" if old is None else "ResourceClaimDelete" if new is None else "ResourceClaimUpdate"
         for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
-            if self._pending(pod):
-                self.pending.wake(ob.key(pod))
-                self.queue.add(ob.key(pod))
+            if self._pending(pod) and self.pending.pod_event(ob.key(pod), event):
+                self.queue.add_unless_backing_off(ob.key(pod))
         freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
         if freed:
             self._release_held(ob.key(claim))
@@ -329,10 +332,13 @@ class Scheduler:
         start = time.perf_counter()
         result = "error"
         self.pending.begin(key)
+        failed = True
         try:
             result = self._attempt(pod)
+            failed = False
         finally:
-            self.pending.end(key)
+            if self.pending.end(key) and not failed:
+                self.queue.add(key)  # an event about the pod came in during the attempt
             self.metrics.schedule_attempts.labels(result=result).inc()
             self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
 

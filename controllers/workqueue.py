@@ -34,6 +34,12 @@ class ExponentialBackoff(Generic[K]):
             self._failures[key] = n + 1
         return min(self.cap, self.base * (2.0**n))
 
+    def current(self, key: K) -> float:
+        """The delay the key's last failure got (0 when it has not failed since ``forget``)."""
+        with self._lock:
+            n = self._failures.get(key, 0)
+        return 0.0 if n == 0 else min(self.cap, self.base * (2.0 ** (n - 1)))
+
     def failures(self, key: K) -> int:
         with self._lock:
             return self._failures.get(key, 0)
@@ -60,6 +66,8 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._waiting: list[tuple[float, int, K]] = []
+        self._ready_at: dict[K, float] = {}
+        """Key -> when it leaves ``_waiting`` (a heap entry with another time is stale)."""
         self._seq = itertools.count()
         self._shutdown = False
         self._on_depth = on_depth
@@ -83,18 +91,30 @@ class WorkQueue(Generic[K]):
             self._on_depth(len(self._queue))
 
     def add_after(self, key: K, delay: float) -> None:
-        """Add ``key`` once ``delay`` seconds have passed (at once for ``delay <= 0``)."""
+        """Add ``key`` once ``delay`` seconds have passed (at once for ``delay <= 0``). A key
+        already waiting keeps the earlier of its two times (client-go's delaying queue), so a
+        retry and an event for the same key run it once."""
         if delay <= 0:
             self.add(key)
             return
         with self._cond:
             if self._shutdown:
                 return
-            heapq.heappush(self._waiting, (self._clock() + delay, next(self._seq), key))
+            at = self._clock() + delay
+            if self._ready_at.get(key, at + 1) <= at:
+                return
+            self._ready_at[key] = at
+            heapq.heappush(self._waiting, (at, next(self._seq), key))
             self._cond.notify_all()
 
     def add_rate_limited(self, key: K) -> None:
         self.add_after(key, self.backoff.when(key))
+
+    def add_unless_backing_off(self, key: K) -> None:
+        """An event about ``key``: run it now, or, when its last sync failed, no sooner than that
+        failure's backoff. Without this, a failed sync whose own writes (or rollback) raise
+        events about the key would retry at once, in a loop, however the failure repeats."""
+        self.add_after(key, self.backoff.current(key))
 
     def forget(self, key: K) -> None:
         self.backoff.forget(key)
@@ -102,8 +122,10 @@ class WorkQueue(Generic[K]):
     def _promote_locked(self) -> float | None:
         now = self._clock()
         while self._waiting and self._waiting[0][0] <= now:
-            _, _, key = heapq.heappop(self._waiting)
-            self._add_locked(key)
+            at, _, key = heapq.heappop(self._waiting)
+            if self._ready_at.get(key) == at:
+                del self._ready_at[key]
+                self._add_locked(key)
         return self._waiting[0][0] - now if self._waiting else None
 
     def get(self, timeout: float | None = None) -> K | None:
@@ -149,7 +171,7 @@ class WorkQueue(Generic[K]):
     def pending(self) -> int:
         """Keys queued, being processed or waiting for their delay (for tests and metrics)."""
         with self._cond:
-            return len(self._queue) + len(self._processing) + len(self._waiting)
+            return len(self._queue) + len(self._processing) + len(self._ready_at)
 
     def idle(self) -> bool:
         """Nothing queued or being processed right now (delayed keys may still come)."""

@@ -212,16 +212,13 @@ def why_different(request: AllocationRequest, cpsat: SideResult, upstream: SideR
     return f"placement policy {policy or 'pack'} vs upstream's first fit"
 
 
-def why_port_differs(request: AllocationRequest, port: SideResult, upstream: SideResult) -> str:
-    """Why our port's answer is not upstream's ("" when it is): a timeout, or a deviation the
-    port still reproduces although upstream fixed it at the pinned version."""
+def why_port_differs(port: SideResult, upstream: SideResult) -> str:
+    """Why our port's answer is not upstream's ("" when it is). The port follows the pinned
+    upstream, so anything but a timeout is a bug and is reported as unexplained."""
     if (port.verdict, port.devices) == (upstream.verdict, upstream.devices):
         return ""
     if "timeout" in (port.verdict, upstream.verdict):
         return "timeout (backtracking)" if port.verdict == "timeout" else "timeout (upstream)"
-    lag = deviations.present_in(request, deviations.FIXED_IN_PINNED_UPSTREAM)
-    if lag:
-        return "; ".join(f"{d.describe()}, fixed in upstream v1.37.2, still in the port" for d in lag)
     return f"unexplained: backtracking {port.verdict}, upstream {upstream.verdict}"
 
 
@@ -272,7 +269,7 @@ def compare_scenario(
         if upstream is not None:
             up_side = run_upstream_side(request, upstream, validate=validate)
             why = why_different(request, sides["cpsat"], up_side, policy)
-            why_port = why_port_differs(request, sides["backtracking"], up_side)
+            why_port = why_port_differs(sides["backtracking"], up_side)
         rows.append(
             CompareRow(name, node_name, devices_on_node(inventory, node_name), sides["cpsat"], sides["backtracking"],
                        up_side, why, why_port)

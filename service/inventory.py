@@ -187,7 +187,8 @@ def problem_of(err: Exception, doc: Mapping[str, Any] | o.TypedObject, *, source
         name = (f"{ns}/" if isinstance(ns, str) and ns else "") + (nm if isinstance(nm, str) else "<unnamed>")
         pool = _raw_slice_pool(doc) if kind == "ResourceSlice" else None
     detail = err.detail if isinstance(err, InvalidInput) and err.detail else str(err)
-    if isinstance(err, InvalidInput) and err.field_path:
+    # A strict decoding error's detail already quotes every field path.
+    if isinstance(err, InvalidInput) and err.field_path and not isinstance(err, StrictDecodingError):
         detail = f"{err.field}: {detail}"
     return InventoryProblem(source, _clipped(kind, 64) or "object", _clipped(name, 128), _clipped(detail, 300), pool)
 

@@ -72,12 +72,15 @@ class CertificateFiles:
         """gRPC's certificate_configuration_fetcher: a new configuration, or None to keep the old."""
         try:
             stamp = self._stamps()
-            if stamp == self._stamp or stamp == self._rejected:
-                return None
+        except InvalidInput:
+            # A file missing for a moment (mid-swap): keep serving, look again next handshake.
+            return None
+        if stamp == self._stamp or stamp == self._rejected:
+            return None
+        try:
             self.current = self.load()
         except InvalidInput as err:
-            if stamp != self._rejected:
-                log.error("TLS files changed but cannot be used, keeping the previous ones: %s", err)
+            log.error("TLS files changed but cannot be used, keeping the previous ones: %s", err)
             self._rejected = stamp
             return None
         self._stamp, self._rejected = stamp, None

@@ -17,8 +17,9 @@ Components keep their own requests next to their code (the kubelet plugin's slic
 ``kubeletplugin/publish.py``, the service's list+watch sources in ``service/inventory.py``)
 and send them through :meth:`Kube.read` and :meth:`Kube.write` or an :class:`Informer
 <service.kubeapi.informer.Informer>`, so each request is attributed to the component that
-makes it; ``controllers/rbac_calls.py`` and ``service/rbac_calls.py`` list what a source scan
-cannot see (watches, requests named in a table).
+makes it; ``controllers/rbac_calls.py`` and ``service/rbac_calls.py`` list those requests as RBAC
+sees them; whether deploy/ grants what each component really sends is checked on a real API
+server, from its audit log (tests/deploy/test_rbac_as_shipped.py).
 """
 
 from __future__ import annotations

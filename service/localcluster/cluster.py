@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from service.localcluster.controlplane import (
     ControlPlane,
     ControlPlaneError,
     binaries,
+    spawn,
 )
 
 DRIVER = "gpu.sim.dra-solver.dev"
@@ -91,12 +91,6 @@ def simulated_devices_config() -> str:
     """The devices.yaml the DaemonSet mounts (from the ConfigMap in deploy/base)."""
     cm = yaml.safe_load(DEVICES_CONFIGMAP.read_text())
     return str(cm["data"]["devices.yaml"])
-
-
-def _spawn(args: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env)
 
 
 def _wait_line(log: Path, prefix: str, proc: subprocess.Popen[bytes], timeout: float) -> str:
@@ -162,7 +156,7 @@ class LocalCluster:
 
             _say("starting the solver service")
             solver_log = logs / "solver.log"
-            solver = _spawn([*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
+            solver = spawn([*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
                              "--port=0", "--metrics-port=0"], solver_log, env)
             pids["solver"] = solver.pid
             save()
@@ -176,7 +170,7 @@ class LocalCluster:
             for name in names:
                 node_dir = self.dir / "nodes" / name
                 node_dir.mkdir(parents=True)
-                proc = _spawn([*dra_solver_command(), "kubelet-plugin", f"--driver={DRIVER}", f"--node={name}",
+                proc = spawn([*dra_solver_command(), "kubelet-plugin", f"--driver={DRIVER}", f"--node={name}",
                                f"--config={devices}", f"--plugin-dir={node_dir / 'plugins'}",
                                f"--registry-dir={node_dir / 'plugins_registry'}", f"--cdi-dir={node_dir / 'cdi'}",
                                "--publish=kube", "--claim-source=kube"], logs / f"kubelet-plugin-{name}.log", env)
@@ -184,7 +178,7 @@ class LocalCluster:
             save()
 
             _say("starting the controllers")
-            ctl = _spawn([*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}",
+            ctl = spawn([*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}",
                           f"--solver={grpc_addr}", "--metrics-port=0"], logs / "controllers.log", env)
             pids["controllers"] = ctl.pid
             save()

@@ -124,6 +124,14 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ControlPlaneError(f"openssl {args[0]} failed: {proc.stderr.strip()[:400]}")
 
 
+def spawn(args: Sequence[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``args`` in a session (and process group) of its own, output appended to ``log``:
+    stopping the group stops whatever it started too."""
+    with log.open("ab") as out:
+        return subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env)
+
+
 @dataclass
 class _Proc:
     name: str
@@ -132,14 +140,7 @@ class _Proc:
     popen: subprocess.Popen[bytes] | None = None
 
     def start(self, *, env: dict[str, str] | None = None) -> None:
-        out = self.log.open("ab")
-        try:
-            self.popen = subprocess.Popen(
-                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=env,
-            )
-        finally:
-            out.close()
+        self.popen = spawn(self.args, self.log, env)
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

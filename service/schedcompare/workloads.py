@@ -152,6 +152,21 @@ def plain_gpus(node: str, gpus: int = GPUS_PER_NODE) -> list[Obj]:
              "capacity": {"memory": {"value": "80Gi"}}} for g in range(gpus)]
 
 
+def _gpu_cluster(names: list[str], devices: Callable[[str], list[Obj]] = plain_gpus) -> list[Obj]:
+    """The GPU device class and one slice of ``devices(node)`` per node."""
+    return [device_class(GPU_CLASS, GPU_DRIVER),
+            *(resource_slice(f"{n}-gpus", n, GPU_DRIVER, devices(n)) for n in names)]
+
+
+def _gpu_count_templates(counts: tuple[int, ...]) -> list[Obj]:
+    """One template ``gpu-<c>`` per count, for pods of size ``<c>gpu`` (see ``_count_template``)."""
+    return [claim_template(f"gpu-{c}", f"{c}gpu", [exactly("gpu", GPU_CLASS, count=c)]) for c in counts]
+
+
+def _count_template(size: str) -> str:
+    return f"gpu-{size.removesuffix('gpu')}"
+
+
 # --- (a) scheduler_perf's SchedulingWithResourceClaimTemplate ---------------------------------
 
 
@@ -203,16 +218,15 @@ def steady_state_workload(nodes: int, pods: int, *, lifetime: float = 2.0, windo
     names = _node_names(nodes)
     rng = random.Random(seed)
     sizes = rng.choices(["1gpu", "2gpu"], weights=[3, 1], k=pods)
-    templates = [claim_template(f"gpu-{c}", f"{c}gpu", [exactly("gpu", GPU_CLASS, count=c)]) for c in (1, 2)]
+    templates = _gpu_count_templates((1, 2))
     return Workload(
         name="steady-state",
         description=f"steady state: {nodes} nodes x {GPUS_PER_NODE} GPUs, {pods} pods of 1-2 GPUs, "
                     f"each deleted {lifetime:g} s after it was bound",
         nodes=[node_object(n) for n in names],
-        cluster=[device_class(GPU_CLASS, GPU_DRIVER),
-                 *(resource_slice(f"{n}-gpus", n, GPU_DRIVER, plain_gpus(n)) for n in names)],
+        cluster=_gpu_cluster(names),
         namespaced=templates,
-        pods=_pods(sizes, lambda s: f"gpu-{s[:-3]}"),
+        pods=_pods(sizes, _count_template),
         churn=Churn(lifetime=lifetime, window=window or max(8, nodes * 2)),
     )
 
@@ -279,16 +293,15 @@ def mixed_workload(nodes: int, pods: int, *, seed: int = 11) -> Workload:
         taken = IN_USE_PATTERN[i % len(IN_USE_PATTERN)]
         if taken:
             in_use.append(allocated_claim(f"running-on-{n}", n, GPU_DRIVER, [f"gpu-{g}" for g in range(taken)]))
-    templates = [claim_template(f"gpu-{c}", f"{c}gpu", [exactly("gpu", GPU_CLASS, count=c)]) for c in (1, 2, 4, 8)]
+    templates = _gpu_count_templates((1, 2, 4, 8))
     return Workload(
         name="mixed",
         description=f"mixed stream: {pods} pods of 1/2/4/8 GPUs (4:3:2:2) on {nodes} nodes x {GPUS_PER_NODE} GPUs, "
                     f"{sum(IN_USE_PATTERN[i % len(IN_USE_PATTERN)] for i in range(nodes))} GPUs already in use",
         nodes=[node_object(n) for n in names],
-        cluster=[device_class(GPU_CLASS, GPU_DRIVER),
-                 *(resource_slice(f"{n}-gpus", n, GPU_DRIVER, plain_gpus(n)) for n in names)],
+        cluster=_gpu_cluster(names),
         namespaced=[*templates, *in_use],
-        pods=_pods(sizes, lambda s: f"gpu-{s[:-3]}"),
+        pods=_pods(sizes, _count_template),
     )
 
 
@@ -315,8 +328,7 @@ def first_available_workload(nodes: int, pods: int, *, preferred: int = 2) -> Wo
         description=f"FirstAvailable: {nodes} nodes with {preferred} h100 + {GPUS_PER_NODE - preferred} a100; "
                     f"{pods} claims for one h100, else two a100s",
         nodes=[node_object(n) for n in names],
-        cluster=[device_class(GPU_CLASS, GPU_DRIVER),
-                 *(resource_slice(f"{n}-gpus", n, GPU_DRIVER, gpus()) for n in names)],
+        cluster=_gpu_cluster(names, lambda _: gpus()),
         namespaced=[template],
         pods=_pods(["h100-or-2xa100"] * pods, lambda _: "h100-else-2xa100"),
         capacity=min(pods, nodes * per_node),

@@ -9,6 +9,7 @@ scheduling never double-allocates.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from controllers import objects as ob
@@ -151,6 +152,27 @@ def test_failed_binding_rolls_back_and_retries(env: Env) -> None:
     assert env.solver is not None
     env.wait_solver_sees(lambda snap: len(snap.allocated_claims()) == 1)
     wait_for(lambda: len(env.solver.engine.reservations) == 0, what="reservations released")  # type: ignore[union-attr]
+
+
+def test_a_refused_claim_status_write_is_retried_with_backoff_not_at_once(env: Env) -> None:
+    """A Forbidden status update rolls the attempt back; the attempt's own claim writes and
+    that rollback come back as claim events, which must not run the pod again before its
+    backoff (they once did: a retry every few milliseconds for as long as the 403 lasted)."""
+    env.cluster(nodes=1, gpus=2)
+    env.create(b.template("one-gpu"))
+    faulty = env.client("forbidden", faulty=True)
+    assert isinstance(faulty, FaultyKube)
+    forbidden = kube.Invalid("update claim default/p-gpu status: forbidden", status=403, reason="Forbidden")
+    faulty.fail("update_claim_status", forbidden, times=2)
+    env.manager("claims", enable=frozenset({"claim"}))
+    manager = env.manager("scheduler", enable=frozenset({"scheduler"}), kube_api=faulty, backoff_initial=1.0, backoff_max=1.0)
+    env.create(b.pod("p", templates={"gpu": "one-gpu"}))
+    wait_for(lambda: manager.metrics.rollbacks._value.get() == 1, what="the first attempt rolled back")
+    time.sleep(0.5)  # well inside the 1 s backoff: the claim events of that attempt have arrived
+    assert faulty.calls["update_claim_status"] == 1, "retried before its backoff"
+    wait_for(lambda: env.bound("p"), what="the pod bound once the writes are allowed")
+    assert faulty.calls["update_claim_status"] == 3
+    assert manager.metrics.rollbacks._value.get() == 2
 
 
 def test_binding_stored_but_its_answer_lost_is_not_rolled_back(env: Env) -> None:

@@ -343,6 +343,26 @@ def test_queue_delays_and_backoff() -> None:
     assert q.get() is None
 
 
+def test_an_event_about_a_failing_key_waits_out_its_backoff() -> None:
+    now = [0.0]
+    q: WorkQueue[str] = WorkQueue("t", backoff=ExponentialBackoff(base=1.0, cap=4.0), clock=lambda: now[0])
+    q.add_unless_backing_off("ok")  # never failed: at once
+    assert q.get(0) == "ok"
+    q.done("ok")
+    for delay in (1.0, 2.0):  # a sync fails, and its own writes raise an event about the key
+        q.add_rate_limited("x")
+        q.add_unless_backing_off("x")
+        now[0] += delay - 0.01
+        assert q.get(0) is None, "retried before its backoff"
+        now[0] += 0.01
+        assert q.get(0) == "x"
+        q.done("x")
+        assert q.get(0) is None, "the retry and the event ran it twice"
+    q.forget("x")  # a success: events run it at once again
+    q.add_unless_backing_off("x")
+    assert q.get(0) == "x"
+
+
 def test_queue_wakes_a_waiting_worker() -> None:
     q: WorkQueue[str] = WorkQueue("t")
     got: list[str | None] = []

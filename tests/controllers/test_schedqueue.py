@@ -124,3 +124,19 @@ def test_wake_flush_and_forget() -> None:
     assert q.in_flight() == ["ns/c"]
     q.end("ns/c")
     assert q.in_flight() == []
+
+
+def test_an_event_about_the_pod_during_its_attempt_is_left_to_the_outcome() -> None:
+    clock = Clock()
+    q = queue(clock)
+    q.begin("ns/p")
+    assert q.pod_event("ns/p", "ResourceClaimAdd") is False  # in flight: not queued again now
+    assert q.unschedulable("ns/p", by_solver=False) == Verdict(0.0, "ResourceClaimAdd")  # no place: at once
+    assert q.end("ns/p") is False  # consumed by the verdict
+    q.begin("ns/p")
+    assert q.pod_event("ns/p", "ResourceClaimUpdate") is False
+    assert q.end("ns/p") is True  # the caller decides (a failed attempt keeps its backoff)
+    q.begin("ns/p")
+    assert q.unschedulable("ns/p", by_solver=False) == Verdict(None)
+    assert q.pod_event("ns/p", "ResourceClaimAdd") is True  # parked: unparked, queue it now
+    assert q.parked() == []

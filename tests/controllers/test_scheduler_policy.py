@@ -41,6 +41,7 @@ def test_the_policy_flag_reaches_schedule_calls() -> None:
     assert placement.node == "" and placement.reason == "no node fits"
     assert client.calls[0]["policy"] == "spread"
     assert client.calls[0]["reserve"] is True
+    assert client.calls[0]["validate"] == "ignore", "claims from the API server are already validated"
 
 
 def test_without_the_flag_the_service_default_applies() -> None:

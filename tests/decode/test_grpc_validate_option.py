@@ -4,7 +4,6 @@ decoder and the same three modes as the CLI."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -15,14 +14,6 @@ from model.decode import check_mode
 from service.gen.drasolver.v1 import allocation_pb2 as pb
 from service.inventory import FileSource
 from tests.service.conftest import DEMO, Running, gpu_claim, start
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[Running]:
-    r = start()
-    yield r
-    r.client.close()
-    r.service.stop(1)
 
 
 def _node(r: Running) -> str:
@@ -44,34 +35,34 @@ def _typo_claim() -> dict[str, object]:
 
 
 @pytest.mark.parametrize("validate", ["", "strict"])
-def test_strict_is_the_default_and_names_the_field(server: Running, validate: str) -> None:
+def test_strict_is_the_default_and_names_the_field(running: Running, validate: str) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        _allocate(server, _typo_claim(), validate)
+        _allocate(running, _typo_claim(), validate)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'strict decoding error: unknown field "spec.devices.requests[0].exactly.cout"' in (info.value.details() or "")
 
 
-def test_warn_answers_and_sends_the_warning_as_trailing_metadata(server: Running) -> None:
-    response, metadata = _allocate(server, _typo_claim(), "warn")
+def test_warn_answers_and_sends_the_warning_as_trailing_metadata(running: Running) -> None:
+    response, metadata = _allocate(running, _typo_claim(), "warn")
     assert response.allocated
     assert ("warning", 'claims[0]: ResourceClaim test/typo: unknown field "spec.devices.requests[0].exactly.cout"') in metadata
 
 
-def test_ignore_skips_strictness_and_api_validation(server: Running) -> None:
-    response, metadata = _allocate(server, _typo_claim(), "ignore")
+def test_ignore_skips_strictness_and_api_validation(running: Running) -> None:
+    response, metadata = _allocate(running, _typo_claim(), "ignore")
     assert response.allocated and not [m for m in metadata if m[0] == "warning"]
     bad_name = gpu_claim("bad")
     bad_name["spec"]["devices"]["requests"][0]["name"] = "Not_A_Label"
     with pytest.raises(grpc.RpcError) as info:
-        _allocate(server, bad_name, "strict")
+        _allocate(running, bad_name, "strict")
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Not_A_Label" in (info.value.details() or "")
-    response, _ = _allocate(server, bad_name, "ignore")
+    response, _ = _allocate(running, bad_name, "ignore")
     assert response.allocated
 
 
-def test_an_unknown_mode_is_invalid_argument(server: Running) -> None:
+def test_an_unknown_mode_is_invalid_argument(running: Running) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        _allocate(server, gpu_claim("c"), "Strict")
+        _allocate(running, gpu_claim("c"), "Strict")
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'options.validate: Unsupported value: "Strict"' in (info.value.details() or "")
 

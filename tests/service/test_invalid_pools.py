@@ -165,3 +165,14 @@ def test_screening_keeps_claims_that_fail_validation() -> None:
     screened = screen_objects([claim], validate=True)
     assert screened.inventory.claims == (claim,), "its allocation (if any) still holds devices"
     assert screened.problem_count == 1 and not screened.invalid_pools
+
+
+def test_a_problem_names_each_field_once() -> None:
+    from model.errors import InvalidInput, StrictDecodingError
+    from service.inventory import problem_of
+
+    doc = {"kind": "ResourceSlice", "metadata": {"name": "s"}}
+    strict = problem_of(StrictDecodingError("ResourceSlice s", [(("spec", "devices", 0, "x"), "unknown field")]), doc, source="f")
+    assert strict.detail == 'strict decoding error: unknown field "spec.devices[0].x"'
+    invalid = problem_of(InvalidInput("ResourceSlice s", ("spec", "driver"), "Required value"), doc, source="f")
+    assert invalid.detail == "spec.driver: Required value"

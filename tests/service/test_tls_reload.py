@@ -65,3 +65,16 @@ def test_a_mismatched_pair_is_refused_at_start_naming_the_flag(tmp_path: Path) -
     a, b = _pki(tmp_path / "a"), _pki(tmp_path / "b")
     with pytest.raises(InvalidInput, match="--tls-key"):
         CertificateFiles(cert=str(a.server_cert), key=str(b.server_key))
+
+
+def test_a_file_missing_mid_swap_keeps_the_previous_certificate(tmp_path: Path) -> None:
+    a, b = _pki(tmp_path / "a"), _pki(tmp_path / "b")
+    live = tmp_path / "live"
+    live.mkdir()
+    _install(live, a.server_cert, a.server_key)
+    files = CertificateFiles(cert=str(live / "tls.crt"), key=str(live / "tls.key"))
+    first = files.current
+    (live / "tls.key").unlink()
+    assert files.fetch() is None and files.current is first and files.reloads == 0
+    _install(live, b.server_cert, b.server_key)
+    assert files.fetch() is not None and files.reloads == 1

@@ -18,13 +18,16 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "compare"
 NOT_BUILT = {"DRA_SOLVER_K8S_BIN": "/nonexistent/dra-solver-bin"}
 
-SCENARIO = """
+GPU_CLASS = """
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata: {name: gpu}
 spec:
   selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
 ---
+"""
+
+SCENARIO = GPU_CLASS + """
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
 metadata: {name: gpus}
@@ -123,13 +126,7 @@ def test_compare_without_upstream(tmp_path: Path) -> None:
     assert off.returncode == 0 and "UPSTREAM" not in off.stdout
 
 
-TAINTED_WHOLE_GPU = """
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu}
-spec:
-  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
----
+TAINTED_WHOLE_GPU = GPU_CLASS + """
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
 metadata: {name: devices}

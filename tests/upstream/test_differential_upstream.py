@@ -4,18 +4,12 @@ upstream deviation (``tests.differential.strategies.upstream_scenarios``).
 
 Per example (an example where our side hits its 20 s limit, which only a starved machine
 causes at these sizes, is counted as inconclusive and not compared):
-- the backtracking port gives exactly upstream's verdict and devices. Where it does not, the
-  input must reach a deviation upstream has fixed since the port was written
-  (``service.deviations.FIXED_IN_PINNED_UPSTREAM``: the port still reproduces the older
-  behaviour there); such examples are counted and reported, anything else fails;
+- the backtracking port gives exactly upstream's verdict, devices and error text (the port
+  follows v0.37.2, so any difference fails);
 - CP-SAT gives upstream's verdict, or the classifier names a deviation upstream still has that
   explains the difference; an unexplained disagreement fails with the input printed;
 - when both allocate, CP-SAT's FirstAvailable score is never below upstream's (unless a
   deviation that lets upstream accept more explains it).
-
-One consequence of the port's lag reaches CP-SAT: CP-SAT decides whether upstream would stop
-with an error (an ``All`` request whose devices break a constraint) by running the port, so
-on such inputs an error-versus-answer difference is counted with the port's lag, not failed.
 
 Profiles: the default one is derandomized, ``UPSTREAM_DEFAULT_EXAMPLES`` (100) examples; with
 ``HYPOTHESIS_PROFILE=long`` it explores ``DRA_SOLVER_UPSTREAM_EXAMPLES`` (20,000) fresh ones.
@@ -109,17 +103,12 @@ def check_against_upstream(scenario: Scenario, runner: upstream.UpstreamAllocato
     same = bt_verdict == theirs and _devices(bt_request, bt) == _devices(bt_request, up_outcome)
     if same and theirs == "error":
         same = bt_error == answer.error
-    lag: tuple[deviations.Deviation, ...] = ()
-    if not same:
-        lag = deviations.present_in(bt_request, deviations.FIXED_IN_PINNED_UPSTREAM)
-        assert lag, (
-            f"backtracking differs from upstream without a deviation to explain it:\n"
-            f"  upstream     {theirs} {answer.error} {_devices(bt_request, up_outcome)}\n"
-            f"  backtracking {bt_verdict} {bt_error} {_devices(bt_request, bt)}"
-        )
-        TALLY["backtracking differs: port still has fixed deviation " + "+".join(str(d.number) for d in lag)] += 1
-    else:
-        TALLY["backtracking = upstream"] += 1
+    assert same, (
+        f"backtracking differs from upstream:\n"
+        f"  upstream     {theirs} {answer.error} {_devices(bt_request, up_outcome)}\n"
+        f"  backtracking {bt_verdict} {bt_error} {_devices(bt_request, bt)}"
+    )
+    TALLY["backtracking = upstream"] += 1
 
     # CP-SAT: upstream's verdict unless a deviation upstream still has explains it.
     cp_score = cp.score if cp is not None else 0
@@ -127,13 +116,6 @@ def check_against_upstream(scenario: Scenario, runner: upstream.UpstreamAllocato
     if cp_verdict != theirs or (theirs == "allocated" and cp_score < up_score):
         why = deviations.explain(cp_request, ours=cp_verdict, theirs=theirs, our_score=cp_score,
                                  their_score=up_score, numbers=deviations.still_in_pinned_upstream())
-        if not why and "error" in (cp_verdict, theirs) and lag:
-            # CP-SAT settles search-dependent errors (an All request meeting a constraint) by
-            # running the port; where the port still has a deviation upstream fixed, that
-            # check follows the port, not v0.37.2.
-            TALLY["cpsat differs through the port's error check: fixed deviation "
-                  + "+".join(str(d.number) for d in lag)] += 1
-            return
         assert why, (
             f"CP-SAT differs from upstream and no documented deviation explains it:\n"
             f"  upstream {theirs} score {up_score} {answer.error}\n"
