@@ -17,17 +17,20 @@ RUN python -m venv /opt/dra-solver
 WORKDIR /src
 # Dependencies first, from the project metadata alone (with empty stand-in packages), so that
 # editing the source does not re-download OR-Tools and friends.
+# dra_solver/ is the one import name: an __init__ and a symbolic link per folder below.
 COPY pyproject.toml README.md ./
+COPY dra_solver/ dra_solver/
 RUN /opt/dra-solver/bin/pip install --upgrade pip \
- && mkdir model service controllers kubeletplugin \
- && touch model/__init__.py service/__init__.py controllers/__init__.py kubeletplugin/__init__.py \
+ && mkdir model service controllers kubeletplugin cli \
+ && touch model/__init__.py service/__init__.py controllers/__init__.py kubeletplugin/__init__.py cli/__init__.py \
  && /opt/dra-solver/bin/pip install . \
  && /opt/dra-solver/bin/pip uninstall -y dra-solver \
- && rm -rf model service controllers kubeletplugin build
+ && rm -rf model service controllers kubeletplugin cli build
 COPY model/ model/
 COPY service/ service/
 COPY controllers/ controllers/
 COPY kubeletplugin/ kubeletplugin/
+COPY cli/ cli/
 RUN /opt/dra-solver/bin/pip install --no-deps . \
  && /opt/dra-solver/bin/dra-solver --help >/dev/null \
  && /opt/dra-solver/bin/dra-solver serve --help >/dev/null

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.cel import ENGINES, CelDevice, CelEnvironment
-from model.quantity import parse_quantity
-from model.semver import parse_semver
+from dra_solver.model.cel import ENGINES, CelDevice, CelEnvironment
+from dra_solver.model.quantity import parse_quantity
+from dra_solver.model.semver import parse_semver
 
 DEVICE = CelDevice(
     "gpu.example.com",

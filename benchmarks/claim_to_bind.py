@@ -30,13 +30,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controllers import objects as ob
-from controllers.manager import Manager, Options
-from controllers.metrics import ControllerMetrics
-from service.kubeapi import client as kube
-from service.kubeapi.informer import Informer
-from service.localcluster.cluster import create_node, node_object
-from service.localcluster.controlplane import ControlPlane, binaries
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.manager import Manager, Options
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.informer import Informer
+from dra_solver.service.localcluster.cluster import create_node, node_object
+from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
 
 DRIVER = "gpu.example.com"
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -123,7 +123,7 @@ def pod(name: str) -> dict[str, Any]:
 
 
 def start_solver(kubeconfig: str) -> Any:
-    from service.commands import serve
+    from dra_solver.service.commands import serve
 
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
@@ -138,7 +138,7 @@ def start_solver(kubeconfig: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     cp = ControlPlane(binaries())
     cp.start()

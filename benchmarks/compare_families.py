@@ -27,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model.allocate import allocate
-from model.allocation import AllocationRequest, Inventory
-from model.cel import CelEnvironment
-from model.decode import decode_all
-from model.errors import SolveTimeout
-from model.objects import ResourceClaim
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocationRequest, Inventory
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.decode import decode_all
+from dra_solver.model.errors import SolveTimeout
+from dra_solver.model.objects import ResourceClaim
 
 DRIVER = "gpu.example.com"
 

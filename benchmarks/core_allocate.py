@@ -33,13 +33,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from model import objects as o
-from model.allocate import allocate
-from model.allocation import AllocationOutcome, AllocationRequest, Inventory
-from model.cel import CelEnvironment
-from model.check import assert_valid
-from model.cpsat import allocate_cpsat
-from model.decode import decode_all
+from dra_solver.model import objects as o
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, Inventory
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import assert_valid
+from dra_solver.model.cpsat import allocate_cpsat
+from dra_solver.model.decode import decode_all
 
 DRIVER = "gpu.example.com"
 NODE = "node-1"

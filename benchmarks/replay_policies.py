@@ -35,10 +35,10 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import generate  # noqa: E402
 
-from model import objects as o  # noqa: E402
-from model.cel import CelEnvironment  # noqa: E402
-from model.decode import decode_all  # noqa: E402
-from service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay  # noqa: E402
+from dra_solver.model import objects as o  # noqa: E402
+from dra_solver.model.cel import CelEnvironment  # noqa: E402
+from dra_solver.model.decode import decode_all  # noqa: E402
+from dra_solver.service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay  # noqa: E402
 
 
 def _scenarios(only: str, claims: int | None) -> list[tuple[str, list[Any], list[Any], str]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.commands import bench
+from dra_solver.service.commands import bench
 
 
 def main() -> int:

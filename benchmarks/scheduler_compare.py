@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.localcluster.controlplane import binaries  # noqa: E402
-from service.schedcompare import workloads  # noqa: E402
-from service.schedcompare.command import compare_workload, parse_workloads  # noqa: E402
-from service.schedcompare.report import WorkloadComparison, format_table  # noqa: E402
+from dra_solver.service.localcluster.controlplane import binaries  # noqa: E402
+from dra_solver.service.schedcompare import workloads  # noqa: E402
+from dra_solver.service.schedcompare.command import compare_workload, parse_workloads  # noqa: E402
+from dra_solver.service.schedcompare.report import WorkloadComparison, format_table  # noqa: E402
 
 FULL_SIZES = {
     "claim-template": (500, 5000),

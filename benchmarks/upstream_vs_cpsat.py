@@ -33,13 +33,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.compare_families import FAMILIES
-from model.allocate import allocate
-from model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
-from model.cel import CelEnvironment
-from model.decode import decode_all
-from model.errors import AllocationError, SolveTimeout
-from model.objects import ResourceClaim
-from service import upstream
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.decode import decode_all
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.objects import ResourceClaim
+from dra_solver.service import upstream
 
 GPU = "gpu.example.com"
 NIC = "nic.example.com"

@@ -1,10 +1,10 @@
-"""``python -m controllers``: the same as ``dra-solver controllers``."""
+"""``python -m dra_solver.controllers``: the same as ``dra-solver controllers``."""
 
 from __future__ import annotations
 
 import sys
 
-from controllers.cli import main
+from dra_solver.controllers.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

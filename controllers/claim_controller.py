@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from controllers import claims as logic
-from controllers import objects as ob
-from controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
-from controllers.metrics import ControllerMetrics
-from controllers.objects import Obj
-from controllers.runtime import Events, Retry, Runner, UIDCache, new_queue
-from service.kubeapi import client as kube
+from dra_solver.controllers import claims as logic
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.objects import Obj
+from dra_solver.controllers.runtime import Events, Retry, Runner, UIDCache, new_queue
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

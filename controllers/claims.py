@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers import objects as ob
-from controllers.objects import Obj
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.objects import Obj
 
 GENERATE_NAME_MAX = 57
 """A generated name is at most 63 characters; the API server appends 5 random ones (+ no dash)."""

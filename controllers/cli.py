@@ -19,8 +19,8 @@ import threading
 from types import FrameType
 from typing import Any
 
-from controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
-from model.cpsat.problem import POLICIES
+from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
+from dra_solver.model.cpsat.problem import POLICIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +81,7 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def solver_client(args: argparse.Namespace) -> Any:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     return Client(
         args.solver,
@@ -95,9 +95,9 @@ def solver_client(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from controllers.manager import Manager
-    from controllers.metrics import ControllerMetrics
-    from service.kubeapi import client as kube
+    from dra_solver.controllers.manager import Manager
+    from dra_solver.controllers.metrics import ControllerMetrics
+    from dra_solver.service.kubeapi import client as kube
 
     try:
         options = options_from(args)

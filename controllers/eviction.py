@@ -21,10 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import objects as ob
-from controllers.objects import Obj
-from model import objects as mo
-from model.taints import tolerates
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.objects import Obj
+from dra_solver.model import objects as mo
+from dra_solver.model.taints import tolerates
 
 NO_EXECUTE = "NoExecute"
 CONDITION_TYPE = "DisruptionTarget"

@@ -18,13 +18,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controllers import eviction as logic
-from controllers import objects as ob
-from controllers.cluster import POD_CLAIMS_INDEX, Cluster
-from controllers.metrics import ControllerMetrics
-from controllers.objects import Obj
-from controllers.runtime import Events, Requeue, Runner, UIDCache, new_queue
-from service.kubeapi import client as kube
+from dra_solver.controllers import eviction as logic
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.objects import Obj
+from dra_solver.controllers.runtime import Events, Requeue, Runner, UIDCache, new_queue
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import objects as ob
-from controllers.objects import Obj
-from service.kubeapi import client as kube
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.objects import Obj
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.claim_controller import ClaimController
-from controllers.cluster import Cluster
-from controllers.eviction_controller import EvictionController
-from controllers.leaderelection import ElectionConfig, LeaderElector
-from controllers.metrics import ControllerMetrics
-from controllers.runtime import Events
-from controllers.scheduler import Scheduler, Solver
-from service.kubeapi import client as kube
+from dra_solver.controllers.claim_controller import ClaimController
+from dra_solver.controllers.cluster import Cluster
+from dra_solver.controllers.eviction_controller import EvictionController
+from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.runtime import Events
+from dra_solver.controllers.scheduler import Scheduler, Solver
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

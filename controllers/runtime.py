@@ -16,12 +16,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from controllers import objects as ob
-from controllers.metrics import ControllerMetrics
-from controllers.objects import Obj
-from controllers.workqueue import WorkQueue
-from service.kubeapi import client as kube
-from service.kubeapi.informer import Store
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.objects import Obj
+from dra_solver.controllers.workqueue import WorkQueue
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.informer import Store
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class Runner:
 
 
 def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.005, cap: float = 1000.0) -> WorkQueue[str]:
-    from controllers.workqueue import ExponentialBackoff
+    from dra_solver.controllers.workqueue import ExponentialBackoff
 
     def depth(n: int) -> None:
         if metrics is not None:

@@ -36,14 +36,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controllers import objects as ob
-from controllers import scheduling as logic
-from controllers.cluster import POD_CLAIMS_INDEX, Cluster
-from controllers.metrics import ControllerMetrics
-from controllers.objects import Obj
-from controllers.runtime import Events, Requeue, Retry, Runner, new_queue
-from controllers.schedqueue import Move, PendingPods
-from service.kubeapi import client as kube
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers import scheduling as logic
+from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.objects import Obj
+from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
+from dra_solver.controllers.schedqueue import Move, PendingPods
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class Solver:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
     def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
-        from service.gen.drasolver.v1 import allocation_pb2 as pb
+        from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
         resp = self._timed(
             "Schedule",

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from controllers import objects as ob
-from controllers.objects import Obj
-from model import objects as mo
-from model.pools import NodeSelectorError, node_selector_matches
-from model.quantity import QuantityError, parse_quantity
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.objects import Obj
+from dra_solver.model import objects as mo
+from dra_solver.model.pools import NodeSelectorError, node_selector_matches
+from dra_solver.model.quantity import QuantityError, parse_quantity
 
 # --- which pods ---------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""``python -m kubeletplugin``: the kubelet plugin without the ``dra-solver`` dispatcher.
+"""``python -m dra_solver.kubeletplugin``: the kubelet plugin without the ``dra-solver`` dispatcher.
 
 Same flags as ``dra-solver kubelet-plugin``; tests use it to run the plugin as a real process.
 """
@@ -9,12 +9,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kubeletplugin import cli
+from dra_solver.kubeletplugin import cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kubeletplugin", description="Run the dra-solver DRA kubelet plugin."
+        prog="python -m dra_solver.kubeletplugin", description="Run the dra-solver DRA kubelet plugin."
     )
     cli.add_arguments(parser)
     args = parser.parse_args(argv)

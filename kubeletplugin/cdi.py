@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kubeletplugin import fsutil
-from kubeletplugin.checkpoint import PreparedDevice
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.kubeletplugin.checkpoint import PreparedDevice
 
 CDI_VERSION = "0.8.0"
 DIR_MODE = 0o755

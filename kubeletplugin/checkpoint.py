@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubeletplugin import fsutil
-from kubeletplugin.discovery import ContainerEdits
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.kubeletplugin.discovery import ContainerEdits
 
 API_VERSION = "checkpoint.kubeletplugin.dra-solver.dev/v1"
 KIND = "DRAPluginCheckpoint"

@@ -29,18 +29,24 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from kubeletplugin import discovery, fsutil
-from kubeletplugin.cdi import DIR_MODE as CDI_DIR_MODE
-from kubeletplugin.cdi import CdiHandler
-from kubeletplugin.checkpoint import CheckpointError, CheckpointStore
-from kubeletplugin.claims import ClaimSource, DirectoryClaimSource, KubeClaimSource
-from kubeletplugin.driver import PluginCore, PluginServer, SocketError
-from kubeletplugin.health import HealthMonitor
-from kubeletplugin.publish import DirectorySink, KubeSliceSink, Publisher, PublishLoop, SliceSink
-from kubeletplugin.state import DeviceState, FaultInjection
-from model.errors import InvalidInput
-from model.validation import dns1123_subdomain_errors
-from service.kubeapi import client as kube
+from dra_solver.kubeletplugin import discovery, fsutil
+from dra_solver.kubeletplugin.cdi import DIR_MODE as CDI_DIR_MODE
+from dra_solver.kubeletplugin.cdi import CdiHandler
+from dra_solver.kubeletplugin.checkpoint import CheckpointError, CheckpointStore
+from dra_solver.kubeletplugin.claims import ClaimSource, DirectoryClaimSource, KubeClaimSource
+from dra_solver.kubeletplugin.driver import PluginCore, PluginServer, SocketError
+from dra_solver.kubeletplugin.health import HealthMonitor
+from dra_solver.kubeletplugin.publish import (
+    DirectorySink,
+    KubeSliceSink,
+    Publisher,
+    PublishLoop,
+    SliceSink,
+)
+from dra_solver.kubeletplugin.state import DeviceState, FaultInjection
+from dra_solver.model.errors import InvalidInput
+from dra_solver.model.validation import dns1123_subdomain_errors
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger("kubeletplugin")
 

@@ -39,9 +39,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from kubeletplugin import fsutil
-from model.errors import FieldPath, InvalidInput
-from model.quantity import Format, QuantityError, parse_quantity_field
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.model.errors import FieldPath, InvalidInput
+from dra_solver.model.quantity import Format, QuantityError, parse_quantity_field
 
 # --- device description (API vocabulary) -----------------------------------------------------
 

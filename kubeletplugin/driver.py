@@ -39,11 +39,11 @@ from typing import Any
 
 import grpc
 
-from kubeletplugin import fsutil, protos
-from kubeletplugin.claims import ClaimLookupError, ClaimSource
-from kubeletplugin.health import HealthMonitor, add_health_servicers
-from kubeletplugin.state import ClaimRef, DeviceState, PrepareResult, claim_ref_problem
-from model import objects as o
+from dra_solver.kubeletplugin import fsutil, protos
+from dra_solver.kubeletplugin.claims import ClaimLookupError, ClaimSource
+from dra_solver.kubeletplugin.health import HealthMonitor, add_health_servicers
+from dra_solver.kubeletplugin.state import ClaimRef, DeviceState, PrepareResult, claim_ref_problem
+from dra_solver.model import objects as o
 
 log = logging.getLogger(__name__)
 

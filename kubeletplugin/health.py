@@ -27,9 +27,16 @@ from typing import Any
 
 import grpc
 
-from kubeletplugin import protos
-from kubeletplugin.discovery import HEALTHY, UNHEALTHY, UNKNOWN, HealthConfig, HealthReport, Profile
-from model.errors import InvalidInput
+from dra_solver.kubeletplugin import protos
+from dra_solver.kubeletplugin.discovery import (
+    HEALTHY,
+    UNHEALTHY,
+    UNKNOWN,
+    HealthConfig,
+    HealthReport,
+    Profile,
+)
+from dra_solver.model.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 

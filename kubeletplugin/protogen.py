@@ -1,7 +1,7 @@
 """Regenerate the Python code for the kubelet's protos (``proto/k8s.io/...``) into ``kubeletplugin/gen/``.
 
-    python -m kubeletplugin.protogen            # rewrite kubeletplugin/gen/ in place
-    python -m kubeletplugin.protogen --out DIR  # write elsewhere (the freshness test compares)
+    python -m dra_solver.kubeletplugin.protogen            # rewrite kubeletplugin/gen/ in place
+    python -m dra_solver.kubeletplugin.protogen --out DIR  # write elsewhere (the freshness test compares)
 
 The generated code is committed so that installing dra-solver needs no protoc. protoc turns the
 proto path ``k8s.io/kubelet/pkg/apis/dra-health/v1/api.proto`` into the module path
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "proto"
-GEN_PACKAGE = "kubeletplugin.gen"
+GEN_PACKAGE = "dra_solver.kubeletplugin.gen"
 DEFAULT_OUT = ROOT / "kubeletplugin" / "gen"
 
 # ``from k8s.io.kubelet... import`` and ``'k8s.io.kubelet....api_pb2'`` (the module name given
@@ -28,7 +28,7 @@ DEFAULT_OUT = ROOT / "kubeletplugin" / "gen"
 # change: service names such as 'k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin' are the wire format.
 _IMPORT = re.compile(r"^from k8s\.io\.", re.MULTILINE)
 _MODULE_NAME = re.compile(r"'k8s\.io\.(kubelet\.[\w.]+\.api_pb2)'")
-_INIT_TEXT = '"""Generated code; regenerate with ``python -m kubeletplugin.protogen``."""\n'
+_INIT_TEXT = '"""Generated code; regenerate with ``python -m dra_solver.kubeletplugin.protogen``."""\n'
 
 
 def proto_files() -> list[Path]:

@@ -9,26 +9,26 @@ checks them against the descriptors.
 
 from __future__ import annotations
 
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1 import api_pb2 as dra_v1
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1 import api_pb2_grpc as dra_v1_grpc
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1beta1 import api_pb2 as dra_v1beta1
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1beta1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1 import api_pb2 as dra_v1
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1 import api_pb2_grpc as dra_v1_grpc
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1beta1 import api_pb2 as dra_v1beta1
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra.v1beta1 import (
     api_pb2_grpc as dra_v1beta1_grpc,
 )
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1 import api_pb2 as health_v1
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1 import api_pb2 as health_v1
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1 import (
     api_pb2_grpc as health_v1_grpc,
 )
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1alpha1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1alpha1 import (
     api_pb2 as health_v1alpha1,
 )
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1alpha1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1alpha1 import (
     api_pb2_grpc as health_v1alpha1_grpc,
 )
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import (
     api_pb2 as registration,
 )
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import (
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import (
     api_pb2_grpc as registration_grpc,
 )
 

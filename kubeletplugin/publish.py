@@ -39,9 +39,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from kubeletplugin import fsutil
-from kubeletplugin.discovery import NodeDevices
-from service.kubeapi import client as kube
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.kubeletplugin.discovery import NodeDevices
+from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
 

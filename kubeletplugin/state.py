@@ -41,9 +41,9 @@ from pathlib import Path
 
 import filelock
 
-from kubeletplugin import fsutil
-from kubeletplugin.cdi import CdiHandler
-from kubeletplugin.checkpoint import (
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.kubeletplugin.cdi import CdiHandler
+from dra_solver.kubeletplugin.checkpoint import (
     Checkpoint,
     CheckpointError,
     CheckpointStore,
@@ -51,9 +51,14 @@ from kubeletplugin.checkpoint import (
     ClaimState,
     PreparedDevice,
 )
-from kubeletplugin.discovery import ContainerEdits, DeviceBackendError, DeviceInfo, Profile
-from model import objects as o
-from model.validation import dns1123_label_errors, dns1123_subdomain_errors
+from dra_solver.kubeletplugin.discovery import (
+    ContainerEdits,
+    DeviceBackendError,
+    DeviceInfo,
+    Profile,
+)
+from dra_solver.model import objects as o
+from dra_solver.model.validation import dns1123_label_errors, dns1123_subdomain_errors
 
 log = logging.getLogger(__name__)
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest
-from model.errors import InvalidInput
+from dra_solver.model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest
+from dra_solver.model.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 
 def allocate(
@@ -53,17 +53,17 @@ def allocate(
     if validate:
         _validate(request, cel)
     if request.allocator == "backtracking":
-        from model.backtracking import allocate_backtracking
+        from dra_solver.model.backtracking import allocate_backtracking
 
         return allocate_backtracking(request, cel=cel)
-    from model.cpsat import allocate_cpsat
+    from dra_solver.model.cpsat import allocate_cpsat
 
     return allocate_cpsat(request, cel=cel)
 
 
 def default_cel(request: AllocationRequest) -> CelEnvironment:
     """A CEL environment with the optional CEL features the request's gates turn on."""
-    from model.cel import CelEnvironment, CelFeatures
+    from dra_solver.model.cel import CelEnvironment, CelFeatures
 
     gates = request.gates
     return CelEnvironment(
@@ -77,7 +77,7 @@ def default_cel(request: AllocationRequest) -> CelEnvironment:
 def _validate(request: AllocationRequest, cel: CelEnvironment) -> None:
     """API-server validation of everything the attempt reads (``model.validation``)."""
     try:
-        from model import validation
+        from dra_solver.model import validation
     except ImportError:  # pragma: no cover - hook while validation is being written
         return
     inventory = request.inventory
@@ -97,8 +97,8 @@ def _selector_check(cel: CelEnvironment) -> dict[str, Any]:
     """Compile selectors for validation with the caller's environment when it has every CEL
     feature on (as the API server validates), so its compile cache is reused across calls;
     otherwise let validation build its own all-features environment."""
-    from model.cel import CEL_SELECTOR_EXPRESSION_MAX_COST, CelCompileError, CelFeatures
-    from model.validation import CEL_COST_EXCEEDED
+    from dra_solver.model.cel import CEL_SELECTOR_EXPRESSION_MAX_COST, CelCompileError, CelFeatures
+    from dra_solver.model.validation import CEL_COST_EXCEEDED
 
     if cel.features != CelFeatures() or cel.cost_limit != CEL_SELECTOR_EXPRESSION_MAX_COST:
         return {}

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from model import objects as o
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.features import FeatureGates
 
 if TYPE_CHECKING:
-    from model.pools import DeviceParseCache
-    from model.quantity import Quantity
+    from dra_solver.model.pools import DeviceParseCache
+    from dra_solver.model.quantity import Quantity
 
 AllocatorName = Literal["cpsat", "backtracking"]
 ALLOCATORS: tuple[AllocatorName, ...] = ("cpsat", "backtracking")
@@ -68,7 +68,9 @@ class AllocatedState:
     @staticmethod
     def from_claims(claims: Iterable[o.ResourceClaim]) -> AllocatedState:
         """In-use state from allocated claims, the way the scheduler gathers it."""
-        from model.quantity import parse_quantity  # local: keeps import cost off module load
+        from dra_solver.model.quantity import (
+            parse_quantity,  # local: keeps import cost off module load
+        )
 
         devices: set[DeviceID] = set()
         shared: set[tuple[DeviceID, str]] = set()

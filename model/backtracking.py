@@ -43,18 +43,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model import objects as o
-from model.allocation import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
     AllocatedState,
     AllocationOutcome,
     AllocationRequest,
     DeviceID,
     SolveStats,
 )
-from model.capacity import all_zero, capacity_fits, consumed_capacity, zero
-from model.errors import AllocationError, SolveTimeout
-from model.features import FeatureGates
-from model.matching import (
+from dra_solver.model.capacity import all_zero, capacity_fits, consumed_capacity, zero
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimPlan,
     ConstraintSpec,
@@ -64,14 +64,14 @@ from model.matching import (
     lookup_attribute,
     prepare_claims,
 )
-from model.pools import Pool, PoolDevice, gather_pools
-from model.quantity import Quantity
-from model.results import ChosenDevice, build_result
-from model.score import first_available_score
-from model.taints import taint_prevents_allocation
+from dra_solver.model.pools import Pool, PoolDevice, gather_pools
+from dra_solver.model.quantity import Quantity
+from dra_solver.model.results import ChosenDevice, build_result
+from dra_solver.model.score import first_available_score
+from dra_solver.model.taints import taint_prevents_allocation
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 ALLOCATOR_NAME = "backtracking"
 

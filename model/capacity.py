@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from model import objects as o
-from model.quantity import Format, Quantity, parse_quantity
+from dra_solver.model import objects as o
+from dra_solver.model.quantity import Format, Quantity, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,14 +32,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model import objects as o
-from model.allocation import AllocatedState, AllocationOutcome, AllocationRequest, DeviceID
-from model.errors import DraSolverError
-from model.features import FeatureGates
-from model.quantity import Format, Quantity, QuantityError, parse_quantity
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
+    AllocatedState,
+    AllocationOutcome,
+    AllocationRequest,
+    DeviceID,
+)
+from dra_solver.model.errors import DraSolverError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.quantity import Format, Quantity, QuantityError, parse_quantity
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 RESULTS_MAX = 32
 """``AllocationResultsMaxSize``: devices per claim."""
@@ -631,7 +636,7 @@ class _Checker:
         return True
 
     def _cel_match(self, dev: _Device, selector: o.DeviceSelector) -> bool | str:
-        from model.cel import CelCompileError, CelRuntimeError
+        from dra_solver.model.cel import CelCompileError, CelRuntimeError
 
         if selector.cel is None:
             return "selector without a CEL expression"
@@ -654,8 +659,8 @@ class _Checker:
     def _cel_device(self, dev: _Device) -> Any:
         if dev.cel_device is not None or dev.cel_error:
             return dev.cel_device
-        from model.cel import CelDevice
-        from model.semver import parse_semver
+        from dra_solver.model.cel import CelDevice
+        from dra_solver.model.semver import parse_semver
 
         attributes: dict[str, Any] = {}
         for name, attr in sorted((dev.device.attributes or {}).items()):

@@ -43,8 +43,8 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from model import objects as o
-from model.errors import FieldPath, InvalidInput, StrictDecodingError
+from dra_solver.model import objects as o
+from dra_solver.model.errors import FieldPath, InvalidInput, StrictDecodingError
 
 ValidationMode = Literal["strict", "warn", "ignore"]
 """kubectl's ``--validate`` values (the API server's ``fieldValidation=Strict|Warn|Ignore``)."""

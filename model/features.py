@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from model.errors import InvalidInput
+from dra_solver.model.errors import InvalidInput
 
 GATE_NAMES: dict[str, str] = {
     "AdminAccess": "admin_access",

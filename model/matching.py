@@ -38,17 +38,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID, Inventory
-from model.capacity import capacity_fits
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.pools import Pool, PoolDevice
-from model.quantity import Quantity, parse_quantity
-from model.taints import taint_prevents_allocation
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
+from dra_solver.model.capacity import capacity_fits
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.pools import Pool, PoolDevice
+from dra_solver.model.quantity import Quantity, parse_quantity
+from dra_solver.model.taints import taint_prevents_allocation
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 ALLOCATION_RESULTS_MAX_SIZE = 32
 """``resourceapi.AllocationResultsMaxSize``: devices per claim."""
@@ -264,7 +264,7 @@ class Matcher:
                     raise AllocationError(
                         f"{owner()}: selector #{i}: CEL expression empty (unsupported selector type?)"
                     )
-                from model.cel import CelCompileError
+                from dra_solver.model.cel import CelCompileError
 
                 try:
                     compiled = self._cel.compile(expression)
@@ -283,7 +283,7 @@ class Matcher:
             try:
                 matched = self._cel.matches(compiled, device.cel)
             except Exception as err:
-                from model.cel import CelRuntimeError, enhance_runtime_error
+                from dra_solver.model.cel import CelRuntimeError, enhance_runtime_error
 
                 if not isinstance(err, CelRuntimeError):
                     raise

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID
-from model.quantity import parse_quantity
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID
+from dra_solver.model.quantity import parse_quantity
 
 NODE_POLICIES = ("pack", "spread")
 """Policies with a node preference; the others keep node name order."""

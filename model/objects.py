@@ -19,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from model.quantity import QuantityError, parse_quantity, trim_quantity_field
+from dra_solver.model.quantity import QuantityError, parse_quantity, trim_quantity_field
 
 
 def _quantity_text(value: Any) -> Any:

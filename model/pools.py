@@ -38,16 +38,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model import objects as o
-from model.allocation import DeviceID
-from model.capacity import CapacitySpec
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.quantity import Quantity, parse_quantity
-from model.taints import effective_taints
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import DeviceID
+from dra_solver.model.capacity import CapacitySpec
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.quantity import Quantity, parse_quantity
+from dra_solver.model.taints import effective_taints
 
 if TYPE_CHECKING:
-    from model.cel import CelDevice
+    from dra_solver.model.cel import CelDevice
 
 
 class NodeSelectorError(ValueError):
@@ -613,7 +613,7 @@ def cel_device(
     attribute without any value, or a version that is not semver, makes every selector
     evaluation on the device fail with a runtime error (reported by ``model.matching``).
     """
-    from model.cel import CelDevice
+    from dra_solver.model.cel import CelDevice
 
     attributes: dict[str, Any] = {}
     for name in sorted(device.attributes or {}):
@@ -634,7 +634,7 @@ def cel_device(
 
 def attribute_value(attr: o.DeviceAttribute) -> tuple[Any, str]:
     """(CEL value, "") or (None, reason) for one device attribute."""
-    from model.semver import parse_semver
+    from dra_solver.model.semver import parse_semver
 
     try:
         if attr.ints is not None:

@@ -29,13 +29,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from model import objects as o
-from model.allocation import DeviceID
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.matching import ClaimPlan, RequestView
-from model.pools import PoolDevice
-from model.quantity import Quantity
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import DeviceID
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.matching import ClaimPlan, RequestView
+from dra_solver.model.pools import PoolDevice
+from dra_solver.model.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)

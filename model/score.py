@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model import objects as o
+from dra_solver.model import objects as o
 
 FIRST_AVAILABLE_MAX_SIZE = 8
 

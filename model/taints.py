@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from model import objects as o
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.features import FeatureGates
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 """Only these effects prevent allocation; ``None`` and unknown future effects never do."""

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from model import objects as o
-from model.errors import FieldPath, InvalidInput, InvalidInputs
-from model.quantity import QuantityError, parse_quantity_field
+from dra_solver.model import objects as o
+from dra_solver.model.errors import FieldPath, InvalidInput, InvalidInputs
+from dra_solver.model.quantity import QuantityError, parse_quantity_field
 
 # --- limits (k8s.io/api/resource/v1) ---------------------------------------------------------
 
@@ -336,7 +336,7 @@ def default_selector_check() -> SelectorCheck | None:
     """A compile check backed by ``model.cel`` with every CEL feature on, or None while that
     module is not available (selectors then only get the length and presence checks)."""
     try:
-        cel = importlib.import_module("model.cel")
+        cel = importlib.import_module("dra_solver.model.cel")
     except ImportError:
         return None
     try:

@@ -16,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # -I: the check must not find the package through the current directory (the repository
 # root) when it is not installed.
-if [ ! -x .venv/bin/dra-solver ] || ! .venv/bin/python -I -c 'import service.localcluster, kubernetes' 2>/dev/null; then
+if [ ! -x .venv/bin/dra-solver ] || ! .venv/bin/python -I -c 'import dra_solver.service.localcluster, kubernetes' 2>/dev/null; then
   echo "==> installing dra-solver" >&2
   .venv/bin/python -m pip install -q --upgrade pip >&2
   .venv/bin/python -m pip install -q -e . >&2

@@ -146,13 +146,13 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir: Path | None = None, seed: int = 1) -> BenchResult:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
         root = Path(__file__).resolve().parents[1]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--inventory", str(cluster), "--port", "0", "--metrics-port", "-1",
+        cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(cluster), "--port", "0", "--metrics-port", "-1",
                "--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2))]
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -1,6 +1,6 @@
 """A small Python client for the dra-solver gRPC service.
 
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     with Client("127.0.0.1:50051") as solver:
         answer = solver.schedule([claim_dict], reserve=True)
@@ -21,8 +21,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 
 ObjectLike = bytes | str | Mapping[str, Any] | Any
 
@@ -71,7 +71,7 @@ class Client:
             options.append(("grpc.ssl_target_name_override", server_name))
         if channel is None:
             if tls_ca or tls_cert:
-                from service.tls import channel_credentials
+                from dra_solver.service.tls import channel_credentials
 
                 creds = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
                 channel = grpc.secure_channel(target, creds, options=options)

@@ -18,14 +18,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import objects as o
-from model.allocate import allocate
-from model.allocation import AllocationOutcome, AllocationRequest, AllocatorName, Inventory
-from model.cel import CelEnvironment
-from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
-from model.features import FeatureGates
-from service import deviations
-from service.upstream import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import (
+    AllocationOutcome,
+    AllocationRequest,
+    AllocatorName,
+    Inventory,
+)
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.errors import (
+    AllocationError,
+    DraSolverError,
+    InvalidInput,
+    InvalidInputs,
+    SolveTimeout,
+)
+from dra_solver.model.features import FeatureGates
+from dra_solver.service import deviations
+from dra_solver.service.upstream import (
     UpstreamAllocator,
     UpstreamFailed,
     outcome_from_answer,

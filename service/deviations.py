@@ -30,11 +30,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model import objects as o
-from model.allocation import AllocationRequest, DeviceID
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationRequest, DeviceID
 
 if TYPE_CHECKING:
-    from model.quantity import Quantity
+    from dra_solver.model.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ def _admin_takes_counters(request: AllocationRequest) -> bool:
 
 
 def _overdrawn_counter_set(request: AllocationRequest) -> bool:
-    from model.quantity import parse_quantity
+    from dra_solver.model.quantity import parse_quantity
 
     in_use = request.inventory.allocated_state().devices
     available: dict[tuple[str, str, str, str], Quantity] = {}

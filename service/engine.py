@@ -26,8 +26,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from model import objects as o
-from model.allocation import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
     AllocatedState,
     AllocationOutcome,
     AllocationRequest,
@@ -35,14 +35,20 @@ from model.allocation import (
     DeviceID,
     SolveStats,
 )
-from model.cpsat.problem import DEFAULT_POLICY
-from model.decode import ValidationMode, parse_documents
-from model.errors import AllocationError, DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
-from model.features import FeatureGates
-from model.node_load import NODE_POLICIES, node_key
-from model.pools import DeviceParseCache
-from service.admission import check_admin_access
-from service.inventory import (
+from dra_solver.model.cpsat.problem import DEFAULT_POLICY
+from dra_solver.model.decode import ValidationMode, parse_documents
+from dra_solver.model.errors import (
+    AllocationError,
+    DraSolverError,
+    InvalidInput,
+    InvalidInputs,
+    SolveTimeout,
+)
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.node_load import NODE_POLICIES, node_key
+from dra_solver.model.pools import DeviceParseCache
+from dra_solver.service.admission import check_admin_access
+from dra_solver.service.inventory import (
     InventorySource,
     NodeIndex,
     ObjectDecoder,
@@ -50,9 +56,9 @@ from service.inventory import (
     Snapshot,
     StaticSource,
 )
-from service.messages import shown
-from service.metrics import Metrics
-from service.reservations import Reservation, ReservationConflict, ReservationStore
+from dra_solver.service.messages import shown
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import Reservation, ReservationConflict, ReservationStore
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +200,7 @@ CheckFn = Callable[[AllocationRequest, AllocationOutcome], None]
 
 
 def default_allocate_fn(cel_for: Callable[[FeatureGates], Any]) -> AllocateFn:
-    from model.allocate import allocate
+    from dra_solver.model.allocate import allocate
 
     def run(request: AllocationRequest) -> AllocationOutcome:
         # Objects were validated on the way in (claims per call, inventory when loaded).
@@ -204,7 +210,7 @@ def default_allocate_fn(cel_for: Callable[[FeatureGates], Any]) -> AllocateFn:
 
 
 def default_check_fn(cel_for: Callable[[FeatureGates], Any]) -> CheckFn:
-    from model import check
+    from dra_solver.model import check
 
     def run(request: AllocationRequest, outcome: AllocationOutcome) -> None:
         cel = cel_for(request.gates)
@@ -260,7 +266,7 @@ class Engine:
             if env is not None:
                 self._cels.move_to_end(key)
                 return env
-        from model.cel import CelEnvironment, CelFeatures
+        from dra_solver.model.cel import CelEnvironment, CelFeatures
 
         consumable, lists = key[0]
         env = CelEnvironment(
@@ -331,7 +337,7 @@ class Engine:
             raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
     def _validate(self, obj: o.TypedObject, *, source: str) -> None:
-        from model.validation import default_selector_check, validate_object
+        from dra_solver.model.validation import default_selector_check, validate_object
 
         with self._selector_lock:
             if self._selector_check is None:
@@ -557,7 +563,7 @@ class Engine:
         return self._reserve(snap, request, outcome, ttl=ttl, pod=pod, caller=caller)
 
     def unreserve(self, reservation_id: str, claims: Sequence[str]) -> int:
-        from service.reservations import UnknownReservation
+        from dra_solver.service.reservations import UnknownReservation
 
         if not reservation_id and not claims:
             raise InvalidInput("", ("reservationId",), "Required value: a reservation id or claims")
@@ -798,7 +804,7 @@ class Engine:
         opts: SolveOptions = SolveOptions(),
         deadline: float | None = None,
     ) -> Any:
-        from service.explain import explain_on_node
+        from dra_solver.service.explain import explain_on_node
 
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to explain")
@@ -931,7 +937,7 @@ def cel_features_key(gates: FeatureGates) -> tuple[bool, bool]:
 
 
 def shown_detail(detail: str) -> str:
-    from service.messages import clip
+    from dra_solver.service.messages import clip
 
     return clip(detail, 200)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model import objects as o
-from model.allocation import AllocationOutcome, AllocationRequest, DeviceID, SolveStats
-from model.errors import AllocationError, SolveTimeout
-from model.explain import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, DeviceID, SolveStats
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.explain import (
     AttributeConstraint,
     CapacityLimit,
     CounterLimit,
@@ -107,10 +107,10 @@ def _list(devs: Sequence[str], limit: int = 6) -> str:
 
 def build_problem(request: AllocationRequest, *, cel: Any, holders: Mapping[DeviceID, str]) -> Problem:
     """The relaxed problem of ``request`` (see ``model.explain``)."""
-    from model.capacity import consumed_amount, integer_value
-    from model.pools import gather_pools
-    from model.quantity import parse_quantity
-    from model.taints import BLOCKING_EFFECTS, tolerates
+    from dra_solver.model.capacity import consumed_amount, integer_value
+    from dra_solver.model.pools import gather_pools
+    from dra_solver.model.quantity import parse_quantity
+    from dra_solver.model.taints import BLOCKING_EFFECTS, tolerates
 
     inv = request.inventory
     gates = request.gates
@@ -230,7 +230,7 @@ def _add_request(
 
 
 def _attribute(device: Any, qualified: str) -> str | None:
-    from model.pools import attribute_value
+    from dra_solver.model.pools import attribute_value
 
     domain, _, short = qualified.rpartition("/")
     attrs = device.device.attributes or {}

@@ -17,9 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from model import objects as o
-from model.decode import DEFAULT_LIMITS, VALIDATION_MODES, DecodeLimits, ValidationMode, decode_text
-from model.errors import InvalidInput, StrictDecodingError
+from dra_solver.model import objects as o
+from dra_solver.model.decode import (
+    DEFAULT_LIMITS,
+    VALIDATION_MODES,
+    DecodeLimits,
+    ValidationMode,
+    decode_text,
+)
+from dra_solver.model.errors import InvalidInput, StrictDecodingError
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -1,4 +1,4 @@
-"""``python -m service.healthcheck``: the solver's readiness probe when it serves TLS.
+"""``python -m dra_solver.service.healthcheck``: the solver's readiness probe when it serves TLS.
 
 The kubelet's built-in gRPC probe speaks plaintext only, so a solver that serves TLS is probed
 by running this inside its container (an ``exec`` probe): it asks the standard
@@ -17,13 +17,13 @@ from collections.abc import Sequence
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from model.errors import InvalidInput
-from service import tls
+from dra_solver.model.errors import InvalidInput
+from dra_solver.service import tls
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m service.healthcheck",
+        prog="python -m dra_solver.service.healthcheck",
         description="exit 0 when the solver's gRPC health service reports SERVING",
     )
     parser.add_argument("--address", default="127.0.0.1:50051", help="HOST:PORT or unix:PATH (default 127.0.0.1:50051)")

@@ -37,15 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID, Inventory
-from model.decode import ValidationMode, check_fields, decode_object, parse_documents
-from model.errors import InvalidInput, InvalidInputs, StrictDecodingError
-from model.node_load import NodeUnits, node_key
-from service.files import expand_paths, read_text
-from service.kubeapi import client as kube
-from service.kubeapi import meta as ob
-from service.kubeapi.informer import Informer
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
+from dra_solver.model.decode import ValidationMode, check_fields, decode_object, parse_documents
+from dra_solver.model.errors import InvalidInput, InvalidInputs, StrictDecodingError
+from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.service.files import expand_paths, read_text
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi import meta as ob
+from dra_solver.service.kubeapi.informer import Informer
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def decode_namespace(doc: dict[str, Any], *, source: str = "") -> Namespace:
         raise InvalidInput(f"Namespace {_raw_name(doc)}", ("metadata",), f"Invalid value: {_clipped(str(err))}", source=source) from None
     if not ns.metadata.name:
         raise InvalidInput("Namespace", ("metadata", "name"), "Required value: name or generateName is required", source=source)
-    from model.validation import dns1123_label_errors
+    from dra_solver.model.validation import dns1123_label_errors
 
     problems = dns1123_label_errors(ns.metadata.name)
     if problems:
@@ -224,8 +224,8 @@ def allocator_parse_error(obj: o.ResourceSlice) -> str:
     """What the allocator's own parsing of a slice would fail on (quantities of counters and
     capacities), or "": checked for every slice whatever the validation mode, so such a slice
     can only ever invalidate its pool, never fail a call."""
-    from model.capacity import CapacitySpec
-    from model.quantity import parse_quantity
+    from dra_solver.model.capacity import CapacitySpec
+    from dra_solver.model.quantity import parse_quantity
 
     try:
         for i, counter_set in enumerate(obj.spec.shared_counters or []):
@@ -302,7 +302,7 @@ def screen_objects(
         else:
             error = ""
             if validate:
-                from model.validation import default_selector_check, validate_object
+                from dra_solver.model.validation import default_selector_check, validate_object
 
                 check = check or default_selector_check() or (lambda _expr: None)
                 errs = validate_object(obj, selector_check=check)
@@ -843,7 +843,7 @@ def load_objects(paths: Sequence[str], *, decoder: ObjectDecoder | None = None, 
     for path in files:
         loaded = [dec.decode(doc, source=path) for doc in parse_documents(read_text(path), source=path)]
         if validate:
-            from model.validation import default_selector_check, validate_object
+            from dra_solver.model.validation import default_selector_check, validate_object
 
             check = check or default_selector_check() or (lambda _expr: None)
             for obj in loaded:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from model import objects as o
-from model.allocation import ALLOCATORS, AllocatorName, SolveStats
-from model.decode import VALIDATION_MODES, ValidationMode
-from model.errors import InvalidInput
-from service import engine as e
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.reservations import Reservation
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import ALLOCATORS, AllocatorName, SolveStats
+from dra_solver.model.decode import VALIDATION_MODES, ValidationMode
+from dra_solver.model.errors import InvalidInput
+from dra_solver.service import engine as e
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.reservations import Reservation
 
 SHOWN_CHARS = 64
 """Characters of a caller's value quoted back in an error; the rest is elided."""

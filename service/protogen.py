@@ -1,7 +1,7 @@
 """Regenerate the Python code for ``proto/drasolver/v1/*.proto`` into ``service/gen/``.
 
-    python -m service.protogen            # rewrite service/gen/ in place
-    python -m service.protogen --out DIR  # write elsewhere (the freshness test compares)
+    python -m dra_solver.service.protogen            # rewrite service/gen/ in place
+    python -m dra_solver.service.protogen --out DIR  # write elsewhere (the freshness test compares)
 
 The generated code is committed so that installing dra-solver needs no protoc. protoc writes
 imports relative to the proto root (``from drasolver.v1 import ...``); they are rewritten to
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "proto"
-GEN_PACKAGE = "service.gen"
+GEN_PACKAGE = "dra_solver.service.gen"
 DEFAULT_OUT = ROOT / "service" / "gen"
 
 _IMPORT = re.compile(r"^from drasolver\.", re.MULTILINE)
@@ -59,7 +59,7 @@ def generate(out: Path) -> list[Path]:
         while True:
             init = directory / "__init__.py"
             if not init.exists():
-                init.write_text('"""Generated code; regenerate with ``python -m service.protogen``."""\n')
+                init.write_text('"""Generated code; regenerate with ``python -m dra_solver.service.protogen``."""\n')
             if directory == out:
                 break
             directory = directory.parent

@@ -14,8 +14,8 @@ import io
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from service.compare import CompareRow
-from service.replay import ReplayResult
+from dra_solver.service.compare import CompareRow
+from dra_solver.service.replay import ReplayResult
 
 
 def _svg(fig: object) -> str:

@@ -28,15 +28,15 @@ from google.protobuf import message as pb_message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from model.allocation import ALLOCATORS
-from model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
-from service import engine as e
-from service import messages
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
-from service.inventory import Snapshot
-from service.messages import clip
-from service.reservations import ReservationConflict, ReservationLimit
+from dra_solver.model.allocation import ALLOCATORS
+from dra_solver.model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
+from dra_solver.service import engine as e
+from dra_solver.service import messages
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from dra_solver.service.inventory import Snapshot
+from dra_solver.service.messages import clip
+from dra_solver.service.reservations import ReservationConflict, ReservationLimit
 
 log = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> Service:
-        from service.metrics import MetricsServer
+        from dra_solver.service.metrics import MetricsServer
 
         health_update = track_health(self.deps)
         health_update(self.engine.source.snapshot())

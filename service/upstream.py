@@ -38,10 +38,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from model import objects as o
-from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
-from model.errors import AllocationError, DraSolverError, SolveTimeout
-from model.score import first_available_score
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, SolveStats
+from dra_solver.model.errors import AllocationError, DraSolverError, SolveTimeout
+from dra_solver.model.score import first_available_score
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-upstream.sh"
@@ -317,7 +317,7 @@ def validate_request(request: AllocationRequest) -> None:
     """API-server validation of what the attempt reads, as ``model.allocate`` does for the other
     allocators: upstream's allocator validates nothing, and objects a cluster could never hold
     must fail the same way whichever allocator a caller picked."""
-    from model import validation
+    from dra_solver.model import validation
 
     inventory = request.inventory
     validation.validate_objects(

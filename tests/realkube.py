@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from service.localcluster.cluster import create_node, node_object
-from service.localcluster.controlplane import ControlPlane, ControlPlaneError, binaries
+from dra_solver.service.localcluster.cluster import create_node, node_object
+from dra_solver.service.localcluster.controlplane import ControlPlane, ControlPlaneError, binaries
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 RESOURCE = "/apis/resource.k8s.io/v1"

@@ -19,8 +19,8 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 
-from kubeletplugin import protos
-from kubeletplugin.driver import socket_target
+from dra_solver.kubeletplugin import protos
+from dra_solver.kubeletplugin.driver import socket_target
 
 
 def _show(message: Any) -> None:

@@ -6,7 +6,7 @@ and :class:`CelRuntimeError` with upstream's messages. Which engine runs underne
 implementation detail (see ``docs/cel.md``).
 """
 
-from model.cel.api import (
+from dra_solver.model.cel.api import (
     CEL_COST_LIMIT_EXCEEDED,
     CEL_SELECTOR_EXPRESSION_MAX_COST,
     AttrValue,
@@ -21,7 +21,7 @@ from model.cel.api import (
     enhance_runtime_error,
     split_qualified_name,
 )
-from model.cel.environment import DEFAULT_ENGINE, ENGINES, CelEnvironment
+from dra_solver.model.cel.environment import DEFAULT_ENGINE, ENGINES, CelEnvironment
 
 __all__ = [
     "CEL_COST_LIMIT_EXCEEDED",

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from model.errors import DraSolverError
-from model.quantity import Quantity
-from model.semver import Semver
+from dra_solver.model.errors import DraSolverError
+from dra_solver.model.quantity import Quantity
+from dra_solver.model.semver import Semver
 
 __all__ = [
     "CEL_COST_LIMIT_EXCEEDED",

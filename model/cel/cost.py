@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from model.cel.ast import (
+from dra_solver.model.cel.ast import (
     Call,
     CelType,
     CheckedAst,

@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from google.protobuf import descriptor_pool, message_factory
 
-from model.cel import library
-from model.cel.api import (
+from dra_solver.model.cel import library
+from dra_solver.model.cel.api import (
     CEL_COST_LIMIT_EXCEEDED,
     CelCompileError,
     CelDevice,
@@ -33,9 +33,9 @@ from model.cel.api import (
     DeviceKey,
     split_qualified_name,
 )
-from model.cel.ast import CheckedAst, decode_checked, encode_checked
-from model.cel.cost import DeviceProfile, device_cost_bound, estimate_cost
-from model.cel.declarations import (
+from dra_solver.model.cel.ast import CheckedAst, decode_checked, encode_checked
+from dra_solver.model.cel.cost import DeviceProfile, device_cost_bound, estimate_cost
+from dra_solver.model.cel.declarations import (
     DEVICE_TYPE,
     QUANTITY_FIELD,
     QUANTITY_TYPE,
@@ -44,9 +44,9 @@ from model.cel.declarations import (
     checker_config,
     kubernetes_types,
 )
-from model.cel.rewrite import QUANTITY_EQUALS, QUANTITY_IN, check, rewrite_for_runtime
-from model.quantity import Format, Quantity
-from model.semver import Semver, parse_semver
+from dra_solver.model.cel.rewrite import QUANTITY_EQUALS, QUANTITY_IN, check, rewrite_for_runtime
+from dra_solver.model.quantity import Format, Quantity
+from dra_solver.model.semver import Semver, parse_semver
 
 __all__ = ["ENGINE_NAME", "CppEngine", "CppProgram", "available"]
 

@@ -18,7 +18,7 @@ from typing import Final
 
 from google.protobuf import descriptor_pb2
 
-from model.cel.api import CelFeatures
+from dra_solver.model.cel.api import CelFeatures
 
 __all__ = [
     "DEVICE_TYPE",

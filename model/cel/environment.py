@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from model.cel.api import (
+from dra_solver.model.cel.api import (
     CEL_SELECTOR_EXPRESSION_MAX_COST,
     CacheStats,
     CelCompileError,
@@ -56,7 +56,7 @@ class _Engine(Protocol):
 
 def _make_engine(name: str, features: CelFeatures, cost_limit: int) -> _Engine:
     if name == "cel-expr-python":
-        from model.cel.cpp_engine import CppEngine
+        from dra_solver.model.cel.cpp_engine import CppEngine
 
         engine: _Engine = CppEngine(features=features, cost_limit=cost_limit)  # type: ignore[assignment]
         return engine

@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from model.quantity import Format, Quantity, QuantityError, parse_quantity
-from model.semver import Semver, SemverError, parse_semver
+from dra_solver.model.quantity import Format, Quantity, QuantityError, parse_quantity
+from dra_solver.model.semver import Semver, SemverError, parse_semver
 
 __all__ = [
     "INCLUDES_MAX_LIST_LENGTH",

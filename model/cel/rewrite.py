@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from model.cel.api import CelFeatures
-from model.cel.ast import (
+from dra_solver.model.cel.api import CelFeatures
+from dra_solver.model.cel.ast import (
     Call,
     CelType,
     CheckedAst,
@@ -36,7 +36,7 @@ from model.cel.ast import (
     children,
     format_location,
 )
-from model.cel.declarations import DEVICE_TYPE, HIDDEN_TYPES, QUANTITY_TYPE
+from dra_solver.model.cel.declarations import DEVICE_TYPE, HIDDEN_TYPES, QUANTITY_TYPE
 
 __all__ = ["QUANTITY_EQUALS", "QUANTITY_IN", "check", "rewrite_for_runtime"]
 

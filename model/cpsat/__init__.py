@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from model import objects as o
-from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
-from model.cpsat.greedy import greedy
-from model.cpsat.problem import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, SolveStats
+from dra_solver.model.cpsat.greedy import greedy
+from dra_solver.model.cpsat.problem import (
     DEFAULT_POLICY,
     POLICIES,
     OptionKey,
@@ -37,12 +37,12 @@ from model.cpsat.problem import (
     checked_policy,
     prepare_problem,
 )
-from model.errors import AllocationError, SolveTimeout
-from model.results import ChosenDevice, build_result
-from model.score import first_available_score
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.results import ChosenDevice, build_result
+from dra_solver.model.score import first_available_score
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 __all__ = ["DEFAULT_POLICY", "POLICIES", "allocate_cpsat"]
 
@@ -90,8 +90,8 @@ def allocate_cpsat(
 
     # Imported here: OR-Tools (with numpy and pandas) costs ~0.4 s to import, which a one-shot
     # CLI call that the fast path answers should not pay.
-    from model.cpsat.model import AllocationModel
-    from model.cpsat.solve import SolverConfig, solve
+    from dra_solver.model.cpsat.model import AllocationModel
+    from dra_solver.model.cpsat.solve import SolverConfig, solve
 
     built = AllocationModel(problem, policy=policy)
     variables, constraints = built.size()
@@ -147,7 +147,7 @@ def _settle_deferred_errors(
     """Raise the error upstream would stop with, if its search reaches a failing pair."""
     from dataclasses import replace
 
-    from model.backtracking import allocate_backtracking
+    from dra_solver.model.backtracking import allocate_backtracking
 
     limit = budget * DEFERRED_CHECK_SHARE if budget is not None else None
     try:

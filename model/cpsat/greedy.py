@@ -16,9 +16,9 @@ reach the solver.
 
 from __future__ import annotations
 
-from model.allocation import DeviceID
-from model.cpsat.problem import OptionKey, Problem
-from model.matching import ALLOCATION_RESULTS_MAX_SIZE
+from dra_solver.model.allocation import DeviceID
+from dra_solver.model.cpsat.problem import OptionKey, Problem
+from dra_solver.model.matching import ALLOCATION_RESULTS_MAX_SIZE
 
 
 def is_simple(problem: Problem) -> bool:

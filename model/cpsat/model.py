@@ -51,8 +51,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from model.allocation import DeviceID
-from model.cpsat.problem import (
+from dra_solver.model.allocation import DeviceID
+from dra_solver.model.cpsat.problem import (
     DEFAULT_POLICY,
     Candidate,
     Element,
@@ -62,9 +62,9 @@ from model.cpsat.problem import (
     attribute_elements,
     is_opaque,
 )
-from model.matching import ALLOCATION_RESULTS_MAX_SIZE, RequestKey, lookup_attribute
-from model.quantity import Quantity
-from model.score import subrequest_weight
+from dra_solver.model.matching import ALLOCATION_RESULTS_MAX_SIZE, RequestKey, lookup_attribute
+from dra_solver.model.quantity import Quantity
+from dra_solver.model.score import subrequest_weight
 
 _MAX_COEFFICIENT = 1 << 40
 """Scaled quantities above this are rounded conservatively (amounts up, limits down)."""

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model import objects as o
-from model.allocation import AllocatedState, AllocationRequest, DeviceID
-from model.capacity import capacity_fits, consumed_capacity
-from model.errors import AllocationError, InvalidInput
-from model.matching import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID
+from dra_solver.model.capacity import capacity_fits, consumed_capacity
+from dra_solver.model.errors import AllocationError, InvalidInput
+from dra_solver.model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimPlan,
     ConstraintSpec,
@@ -46,12 +46,12 @@ from model.matching import (
     lookup_attribute,
     prepare_claims,
 )
-from model.pools import Pool, PoolDevice, gather_pools
-from model.quantity import Quantity
-from model.taints import taint_prevents_allocation
+from dra_solver.model.pools import Pool, PoolDevice, gather_pools
+from dra_solver.model.quantity import Quantity
+from dra_solver.model.taints import taint_prevents_allocation
 
 if TYPE_CHECKING:
-    from model.cel import CelEnvironment
+    from dra_solver.model.cel import CelEnvironment
 
 POLICIES = ("pack", "spread", "first-fit", "score")
 """Quality objectives after the FirstAvailable score (``model.cpsat.model`` defines them)."""

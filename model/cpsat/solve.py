@@ -24,8 +24,8 @@ from math import floor
 
 from ortools.sat.python import cp_model
 
-from model.cpsat.model import AllocationModel
-from model.cpsat.problem import OptionKey
+from dra_solver.model.cpsat.model import AllocationModel
+from dra_solver.model.cpsat.problem import OptionKey
 
 SMALL_MODEL_VARIABLES = 150
 """Up to this many variables presolve costs more than it saves (measured: an 8-GPU x 7-partition

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from service.bench import format_results, results_json, run_one
+    from dra_solver.service.bench import format_results, results_json, run_one
 
     try:
         sizes = [int(n) for n in args.nodes.split(",") if n.strip()]

@@ -7,8 +7,8 @@ import sys
 
 import grpc
 
-from service.client import Client
-from service.files import one_line
+from dra_solver.service.client import Client
+from dra_solver.service.files import one_line
 
 EXIT_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT: 2,

@@ -52,7 +52,7 @@ def _say(text: str = "") -> None:
 
 @contextmanager
 def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
-    cmd = [sys.executable, "-m", "service.cli", "serve", "--inventory", cluster, "--port", "0", "--metrics-port", "0"]
+    cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", cluster, "--port", "0", "--metrics-port", "0"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
     try:
@@ -78,11 +78,11 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 @contextmanager
 def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
-    from service import engine as e
-    from service.inventory import FileSource
-    from service.metrics import Metrics
-    from service.reservations import ReservationStore
-    from service.server import ServerDeps, Service
+    from dra_solver.service import engine as e
+    from dra_solver.service.inventory import FileSource
+    from dra_solver.service.metrics import Metrics
+    from dra_solver.service.reservations import ReservationStore
+    from dra_solver.service.server import ServerDeps, Service
 
     engine = e.Engine(source=FileSource(cluster), reservations=ReservationStore(), metrics=Metrics())
     service = Service("127.0.0.1:0", ServerDeps(engine=engine), metrics_address="127.0.0.1", metrics_port=0).start()
@@ -96,8 +96,8 @@ def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from model.errors import DraSolverError
-    from service.files import read_objects
+    from dra_solver.model.errors import DraSolverError
+    from dra_solver.service.files import read_objects
 
     start = time.perf_counter()
     try:
@@ -122,8 +122,8 @@ def _by_step(workload: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
 
 
 def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-    from service.client import Client
-    from service.commands.explain import render as render_explain
+    from dra_solver.service.client import Client
+    from dra_solver.service.commands.explain import render as render_explain
 
     with Client(grpc_addr, timeout=30) as solver:
         solver.wait_ready(timeout=30)
@@ -221,7 +221,7 @@ def _name(claim: dict[str, Any]) -> str:
 
 
 def _report_allocation(label: str, a: Any) -> None:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     if not a.allocated:
         _say(f"{label}: not allocatable: {a.reason}")
@@ -243,7 +243,7 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float, str]:
 
 
 def _compare(solver: Any, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-    from service.files import read_objects
+    from dra_solver.service.files import read_objects
 
     rows: list[tuple[str, str, str, str]] = []
     questions: list[tuple[str, list[Any], list[Any], str]] = []

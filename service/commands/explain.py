@@ -16,10 +16,10 @@ import sys
 import grpc
 from google.protobuf import json_format
 
-from model.errors import DraSolverError
-from service.commands.clientopts import add_client_arguments, connect, rpc_error
-from service.files import add_validate_argument, one_line, read_objects
-from service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.model.errors import DraSolverError
+from dra_solver.service.commands.clientopts import add_client_arguments, connect, rpc_error
+from dra_solver.service.files import add_validate_argument, one_line, read_objects
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

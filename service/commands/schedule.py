@@ -17,10 +17,10 @@ import sys
 import grpc
 from google.protobuf import json_format
 
-from model.errors import DraSolverError
-from service.commands.clientopts import add_client_arguments, connect, rpc_error
-from service.files import add_validate_argument, one_line, read_objects
-from service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.model.errors import DraSolverError
+from dra_solver.service.commands.clientopts import add_client_arguments, connect, rpc_error
+from dra_solver.service.files import add_validate_argument, one_line, read_objects
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
 VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedulable", pb.VERDICT_NOT_EVALUATED: "not evaluated"}
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(answer: pb.ScheduleResponse) -> str:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     lines = []
     if answer.node:

@@ -22,11 +22,11 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from model.errors import DraSolverError
-from service.files import add_validate_argument
+from dra_solver.model.errors import DraSolverError
+from dra_solver.service.files import add_validate_argument
 
 if TYPE_CHECKING:
-    from service.server import Service
+    from dra_solver.service.server import Service
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def _hostport(host: str, port: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from service.kubeapi.client import ConfigError
+    from dra_solver.service.kubeapi.client import ConfigError
 
     try:
         service = build(args)
@@ -105,15 +105,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> Service:
-    from model.decode import check_mode
-    from model.features import FeatureGates
-    from service import engine as e
-    from service.inventory import FileSource, InventorySource, KubeSource
-    from service.kubeapi.client import api_client
-    from service.metrics import Metrics
-    from service.reservations import ReservationStore
-    from service.server import ServerDeps, Service
-    from service.tls import is_loopback, server_credentials
+    from dra_solver.model.decode import check_mode
+    from dra_solver.model.features import FeatureGates
+    from dra_solver.service import engine as e
+    from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
+    from dra_solver.service.kubeapi.client import api_client
+    from dra_solver.service.metrics import Metrics
+    from dra_solver.service.reservations import ReservationStore
+    from dra_solver.service.server import ServerDeps, Service
+    from dra_solver.service.tls import is_loopback, server_credentials
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from service.kubeapi.meta import Obj
+from dra_solver.service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from service.kubeapi import client as kube
-from service.kubeapi import meta as ob
-from service.kubeapi.meta import Obj
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi import meta as ob
+from dra_solver.service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from service.localcluster.controlplane import (
+from dra_solver.service.localcluster.controlplane import (
     REPO_ROOT,
     Binaries,
     ControlPlane,
@@ -107,7 +107,7 @@ def _wait_line(log: Path, prefix: str, proc: subprocess.Popen[bytes], timeout: f
 
 
 def dra_solver_command() -> list[str]:
-    return [sys.executable, "-m", "service.cli"]
+    return [sys.executable, "-m", "dra_solver.cli"]
 
 
 class LocalCluster:

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
-from service.schedcompare import workloads
-from service.schedcompare.report import WorkloadComparison, format_table
-from service.schedcompare.runner import SCHEDULERS, run_side
+from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
+from dra_solver.service.schedcompare import workloads
+from dra_solver.service.schedcompare.report import WorkloadComparison, format_table
+from dra_solver.service.schedcompare.runner import SCHEDULERS, run_side
 
 
 def parse_workloads(text: str) -> list[str]:

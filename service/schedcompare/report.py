@@ -28,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from service.compare import render_table
-from service.schedcompare.runner import PodOutcome, SideResult
-from service.schedcompare.workloads import Workload
+from dra_solver.service.compare import render_table
+from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
+from dra_solver.service.schedcompare.workloads import Workload
 
 UPSTREAM = "kube-scheduler"
 OURS = "dra-solver"
@@ -61,7 +61,7 @@ class Difference:
 def _deviation_reason(workload: Workload) -> str:
     """A listed upstream deviation the workload's claims can reach (admin access, counters
     overdrawn by claims already allocated), or ""."""
-    from service.deviations import BY_NUMBER, still_in_pinned_upstream
+    from dra_solver.service.deviations import BY_NUMBER, still_in_pinned_upstream
 
     remaining = still_in_pinned_upstream()
     admin = any(

@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.localcluster.cluster import dra_solver_command
-from service.localcluster.controlplane import (
+from dra_solver.service.localcluster.cluster import dra_solver_command
+from dra_solver.service.localcluster.controlplane import (
     KCM_CONTROLLERS,
     Binaries,
     ControlPlane,
     ControlPlaneError,
 )
-from service.schedcompare.kubehttp import Client, HTTPError, PodWatch
-from service.schedcompare.workloads import (
+from dra_solver.service.schedcompare.kubehttp import Client, HTTPError, PodWatch
+from dra_solver.service.schedcompare.workloads import (
     INIT_NAMESPACE,
     NAMESPACE,
     POD_LABEL,

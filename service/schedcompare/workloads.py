@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.localcluster.cluster import node_object
+from dra_solver.service.localcluster.cluster import node_object
 
 NAMESPACE = "bench"
 INIT_NAMESPACE = "bench-init"

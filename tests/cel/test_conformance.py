@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from model.cel import (
+from dra_solver.model.cel import (
     CEL_COST_LIMIT_EXCEEDED,
     ENGINES,
     AttrValue,
@@ -23,8 +23,8 @@ from model.cel import (
     CelFeatures,
     CelRuntimeError,
 )
-from model.quantity import Quantity, parse_quantity
-from model.semver import parse_semver
+from dra_solver.model.quantity import Quantity, parse_quantity
+from dra_solver.model.semver import parse_semver
 
 D = "dra.example.com"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from model.cel import (
+from dra_solver.model.cel import (
     CelCompileError,
     CelDevice,
     CelEnvironment,
@@ -18,9 +18,9 @@ from model.cel import (
     enhance_runtime_error,
     split_qualified_name,
 )
-from model.errors import DraSolverError
-from model.quantity import parse_quantity
-from model.semver import parse_semver
+from dra_solver.model.errors import DraSolverError
+from dra_solver.model.quantity import parse_quantity
+from dra_solver.model.semver import parse_semver
 from tests.conftest import shared_dir
 
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from model.quantity import (
+from dra_solver.model.quantity import (
     ERR_FORMAT_WRONG,
     ERR_SUFFIX,
     Format,

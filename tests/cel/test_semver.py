@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from model.semver import Semver, SemverError, parse_semver
+from dra_solver.model.semver import Semver, SemverError, parse_semver
 
 
 @pytest.mark.parametrize(

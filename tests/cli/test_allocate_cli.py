@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from model import objects as o
-from model.allocation import AllocationRequest, Inventory
-from model.cel import CelEnvironment
-from model.check import check_allocation
-from model.decode import decode_all, decode_text
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationRequest, Inventory
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import check_allocation
+from dra_solver.model.decode import decode_all, decode_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "examples" / "cluster.yaml"
@@ -23,7 +23,7 @@ CLUSTER = ROOT / "examples" / "cluster.yaml"
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", "allocate", *args],
+        [sys.executable, "-m", "dra_solver.cli", "allocate", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
-from model import objects as o
-from model.decode import decode_all
-from model.features import GATE_NAMES
-from service import cli
+from dra_solver import cli
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_all
+from dra_solver.model.features import GATE_NAMES
 from tests.conformance.cases import Case, case_paths, compare_results, error_matches, load_case
 
 CONFORMANCE = case_paths("conformance")

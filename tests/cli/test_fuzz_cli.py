@@ -28,7 +28,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from service import cli
+from dra_solver import cli
 from tests.decode.test_fuzz_decoder import mutated
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -115,7 +115,7 @@ def test_the_real_process_too(text: str, mode: str) -> None:
         path = Path(tmp) / "input.yaml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         done = subprocess.run(
-            [sys.executable, "-m", "service.cli", "allocate", f"--validate={mode}", "--timeout", "5",
+            [sys.executable, "-m", "dra_solver.cli", "allocate", f"--validate={mode}", "--timeout", "5",
              "--node", "worker-1", str(path)],
             capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
             timeout=120, check=False,

@@ -1,7 +1,7 @@
 """Every input problem the issue found is an answer, not a wrong result or a traceback:
 exit 2 with one line that says what is wrong (1 only ever means "does not fit").
 
-In process through ``service.cli.main`` (what the installed command runs); one subprocess
+In process through ``dra_solver.cli.main`` (what the installed command runs); one subprocess
 run checks the real process boundary.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service import cli
+from dra_solver import cli
 from tests.decode.test_bounded_decoding import ALIAS_BOMB
 from tests.decode.test_strict_decoding import CONSTRAINT_TYPO, COUT
 
@@ -183,7 +183,7 @@ def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_real_process_says_the_same(tmp_path: Path) -> None:
     claims = _file(tmp_path, "claims.yaml", COUT)
     done = subprocess.run(
-        [sys.executable, "-m", "service.cli", "allocate", "--node", "worker-1", CLUSTER, claims],
+        [sys.executable, "-m", "dra_solver.cli", "allocate", "--node", "worker-1", CLUSTER, claims],
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False,
     )
     assert done.returncode == 2 and done.stdout == ""

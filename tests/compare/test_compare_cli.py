@@ -15,7 +15,7 @@ EXAMPLES = ROOT / "examples"
 
 def dra_solver(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "dra_solver.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
 
 

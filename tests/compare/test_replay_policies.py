@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from model import objects as o
-from model.cel import CelEnvironment
-from model.decode import decode_all
-from service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
+from dra_solver.model import objects as o
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.decode import decode_all
+from dra_solver.service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import generate

@@ -26,11 +26,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from model import objects as o
-from model.allocation import AllocatedState, AllocationRequest, AllocatorName, DeviceID, Inventory
-from model.decode import ValidationMode, decode_object
-from model.features import FeatureGates
-from model.validation import validate_object
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
+    AllocatedState,
+    AllocationRequest,
+    AllocatorName,
+    DeviceID,
+    Inventory,
+)
+from dra_solver.model.decode import ValidationMode, decode_object
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.validation import validate_object
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,7 +139,7 @@ def _decode(
 
 
 def allocated_state(raw: dict[str, Any]) -> AllocatedState:
-    from model.quantity import parse_quantity
+    from dra_solver.model.quantity import parse_quantity
 
     devices = frozenset(
         DeviceID(d["driver"], d["pool"], d["device"]) for d in raw.get("allocatedDevices") or []
@@ -227,7 +233,7 @@ def device_sets(results: Sequence[dict[str, Any]]) -> list[list[tuple[str, str, 
 
 
 def _normalize(result: dict[str, Any], *, unordered: bool) -> dict[str, Any]:
-    from model.quantity import parse_quantity
+    from dra_solver.model.quantity import parse_quantity
 
     result = json.loads(json.dumps(result))
     result.pop("allocationTimestamp", None)
@@ -281,7 +287,7 @@ def cel_environment(gates: FeatureGates) -> Any:
     runner builds its cache: consumable capacity and list-type attributes follow the gates)."""
     import dataclasses
 
-    from model import cel
+    from dra_solver.model import cel
 
     features_type: Any = getattr(cel, "CelFeatures", None)
     if features_type is None or not dataclasses.is_dataclass(features_type):

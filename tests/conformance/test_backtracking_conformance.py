@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from model.backtracking import allocate_backtracking
-from model.errors import AllocationError, InvalidInput
+from dra_solver.model.backtracking import allocate_backtracking
+from dra_solver.model.errors import AllocationError, InvalidInput
 from tests.conformance.cases import (
     case_paths,
     cel_environment,

@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from controllers import objects as ob
-from controllers.manager import Manager, Options
-from controllers.metrics import ControllerMetrics
-from service.kubeapi import client as kube
-from service.kubeapi.informer import Informer
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.manager import Manager, Options
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.informer import Informer
 from tests.controllers import builders as b
 from tests.realkube import KubeCluster
 
@@ -92,8 +92,8 @@ class Solver:
 def start_solver(kubeconfig: str, *, watch_timeout: int | None = None) -> Solver:
     """The solver service exactly as ``dra-solver serve --kubeconfig FILE --port 0`` builds it
     (``watch_timeout``: end its watches after that many seconds, so they resume often)."""
-    from service.client import Client
-    from service.commands import serve
+    from dra_solver.service.client import Client
+    from dra_solver.service.commands import serve
 
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)

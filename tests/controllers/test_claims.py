@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controllers import claims as c
-from controllers import objects as ob
+from dra_solver.controllers import claims as c
+from dra_solver.controllers import objects as ob
 from tests.controllers import builders as b
 
 POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"})

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from controllers import objects as ob
-from controllers.leaderelection import _now_micro
-from service.kubeapi import client as kube
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.leaderelection import _now_micro
+from dra_solver.service.kubeapi import client as kube
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, FaultyKube, fast_options, wait_for
 from tests.realkube import KubeCluster
@@ -167,7 +167,7 @@ def test_losing_the_lease_stops_the_controllers(env_no_solver: Env) -> None:
 
 
 def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    from controllers import cli
+    from dra_solver.controllers import cli
 
     assert cli.main(["--kubeconfig", "/nonexistent", "--enable", "claim,nonsense", "--metrics-port", "-1"]) == 2
     assert "unknown controller(s) nonsense" in capsys.readouterr().err
@@ -179,7 +179,7 @@ def test_cli_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_dra_solver_controllers_help() -> None:
-    from service.cli import build_parser
+    from dra_solver.cli import build_parser
 
     parser = build_parser(["controllers"])
     args = parser.parse_args(["controllers", "--kubeconfig", "k", "--solver", "h:1", "--enable", "claim,scheduler"])
@@ -218,7 +218,7 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(kube_cluster: KubeCluste
 
 
 def test_manager_gives_up_when_the_api_server_is_unreachable() -> None:
-    from controllers.manager import Manager
+    from dra_solver.controllers.manager import Manager
 
     dead = kube.Kube(kube.api_client(host="http://127.0.0.1:1"))
     manager = Manager(dead, fast_options(enable=CLAIM_ONLY, sync_timeout=0.5))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from controllers import objects as ob
-from service.kubeapi import client as kube
+from dra_solver.controllers import objects as ob
+from dra_solver.service.kubeapi import client as kube
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, FaultyKube, wait_for
 

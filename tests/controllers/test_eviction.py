@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controllers import eviction as e
-from controllers import objects as ob
+from dra_solver.controllers import eviction as e
+from dra_solver.controllers import objects as ob
 from tests.controllers import builders as b
 
 T0 = "2025-01-01T00:00:00Z"

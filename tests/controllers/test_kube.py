@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from controllers import objects as ob
-from controllers.leaderelection import ElectionConfig, LeaderElector, _now_micro
-from controllers.workqueue import ExponentialBackoff, WorkQueue
-from service.kubeapi import client as kube
-from service.kubeapi.informer import Informer, Store
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector, _now_micro
+from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.informer import Informer, Store
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, wait_for
 from tests.realkube import KubeCluster

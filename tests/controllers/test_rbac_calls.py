@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from controllers import objects as ob
-from controllers.rbac_calls import API_CALLS, BY_CONTROLLER
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers.rbac_calls import API_CALLS, BY_CONTROLLER
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, FaultyKube, wait_for
 

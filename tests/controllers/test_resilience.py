@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from controllers import objects as ob
-from service.localcluster.controlplane import ControlPlane, binaries
+from dra_solver.controllers import objects as ob
+from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, start_solver, wait_for
 from tests.realkube import KubeCluster

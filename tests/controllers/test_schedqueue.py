@@ -4,7 +4,7 @@ the solver-lag window retries a pod once per event, never in a loop."""
 
 from __future__ import annotations
 
-from controllers.schedqueue import FLUSH, Move, PendingPods, Verdict
+from dra_solver.controllers.schedqueue import FLUSH, Move, PendingPods, Verdict
 
 
 class Clock:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from controllers import cli
-from controllers.metrics import ControllerMetrics
-from controllers.scheduler import Solver, SolverError
-from service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.controllers import cli
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.scheduler import Solver, SolverError
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
 
 class RecordingClient:

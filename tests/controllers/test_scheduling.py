@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controllers import objects as ob
-from controllers import scheduling as s
+from dra_solver.controllers import objects as ob
+from dra_solver.controllers import scheduling as s
 from tests.controllers import builders as b
 
 POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-1"})

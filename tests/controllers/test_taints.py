@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from controllers import objects as ob
+from dra_solver.controllers import objects as ob
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, wait_for
 

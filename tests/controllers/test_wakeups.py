@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from controllers import objects as ob
+from dra_solver.controllers import objects as ob
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, wait_for
 

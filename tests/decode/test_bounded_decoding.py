@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from model.decode import DEFAULT_LIMITS, DecodeLimits, decode_text, parse_documents
-from model.errors import InvalidInput
-from model.quantity import QuantityError, parse_quantity_field
+from dra_solver.model.decode import DEFAULT_LIMITS, DecodeLimits, decode_text, parse_documents
+from dra_solver.model.errors import InvalidInput
+from dra_solver.model.quantity import QuantityError, parse_quantity_field
 from tests.model._docs import device, resource_slice
 
 # The classic "billion laughs": 9 levels of 9 aliases, 9^9 values once expanded.
@@ -142,8 +142,8 @@ def test_quantities_with_blanks_json_escapes_are_rejected_as_the_api_server_does
 
 
 def test_one_quantity_parser_for_fields_validation_and_the_kubelet_plugin() -> None:
-    from kubeletplugin.discovery import parse_int_quantity
-    from model.validation import parse_quantity_value
+    from dra_solver.kubeletplugin.discovery import parse_int_quantity
+    from dra_solver.model.validation import parse_quantity_value
 
     for text in ("7\n", "x"):
         assert parse_int_quantity(text) is None

@@ -20,8 +20,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.decode import VALIDATION_MODES, DecodeLimits, ValidationMode, decode_text
-from model.errors import DraSolverError
+from dra_solver.model.decode import VALIDATION_MODES, DecodeLimits, ValidationMode, decode_text
+from dra_solver.model.errors import DraSolverError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = (ROOT / "examples" / "cluster.yaml").read_text()

@@ -10,9 +10,9 @@ import grpc
 import pytest
 import yaml
 
-from model.decode import check_mode
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.inventory import FileSource
+from dra_solver.model.decode import check_mode
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.inventory import FileSource
 from tests.service.conftest import DEMO, Running, gpu_claim, start
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.decode import check_mode, decode_object, decode_text
-from model.errors import InvalidInput, StrictDecodingError
+from dra_solver.model import objects as o
+from dra_solver.model.decode import check_mode, decode_object, decode_text
+from dra_solver.model.errors import InvalidInput, StrictDecodingError
 from tests.model._docs import claim, device, edit, resource_slice
 
 EXACTLY = "spec.devices.requests[0].exactly"

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from service.localcluster.controlplane import binaries
+from dra_solver.service.localcluster.controlplane import binaries
 from tests.deploy.manifests import ROOT
 
 KUSTOMIZE_TIMEOUT = 120.0

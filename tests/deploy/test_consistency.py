@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from service import cli
+from dra_solver import cli
 from tests.deploy.manifests import DEPLOY, OVERLAYS, find, overlay
 
 VENV = re.search(
@@ -65,10 +65,10 @@ def _ports(container: dict[str, Any]) -> dict[str, int]:
 
 def parse_probe(probe: dict[str, Any]) -> argparse.Namespace:
     """The solver's exec readiness probe, parsed by the real healthcheck parser."""
-    from service import healthcheck
+    from dra_solver.service import healthcheck
 
     command = probe["exec"]["command"]
-    assert command[:3] == [f"{VENV}/bin/python", "-m", "service.healthcheck"], command
+    assert command[:3] == [f"{VENV}/bin/python", "-m", "dra_solver.service.healthcheck"], command
     try:
         return healthcheck.build_parser().parse_args(command[3:])
     except SystemExit as err:
@@ -185,7 +185,7 @@ def test_kubelet_plugin_paths_and_config(name: str) -> None:
     assert key in config_map["data"]
     assert args.publish == "kube" and args.claim_source == "kube"
     # The probes look for the sockets where the plugin creates them.
-    from kubeletplugin import driver
+    from dra_solver.kubeletplugin import driver
 
     sockets = {
         f"{plugin_dir.rstrip('/')}/{driver.DRA_SOCKET_NAME}",
@@ -260,7 +260,7 @@ def test_scrape_config_and_service_monitor_target_named_ports() -> None:
 
 
 def test_controllers_and_solver_watch_the_same_device_taint_rules() -> None:
-    from service.inventory import DEFAULT_KUBE_KINDS
+    from dra_solver.service.inventory import DEFAULT_KUBE_KINDS
 
     (kind,) = [k for k in DEFAULT_KUBE_KINDS if k.kind == "DeviceTaintRule"]
     args = parse_args(find(overlay("production"), "Deployment", "dra-solver-controllers"))

@@ -24,7 +24,7 @@ import pytest
 
 from tests.deploy.manifests import ROOT, overlay
 
-PACKAGES = ("model", "service", "controllers", "kubeletplugin")
+PACKAGES = ("model", "service", "controllers", "kubeletplugin", "cli")
 
 
 @dataclass
@@ -95,11 +95,12 @@ def in_context(path: str, patterns: list[tuple[bool, str]]) -> bool:
 
 
 def _repo_files() -> list[str]:
+    """Files and symbolic links (dra_solver/<package> links to <package>/), as Docker sends them."""
     skip = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
     out = []
     for path in ROOT.rglob("*"):
         rel = path.relative_to(ROOT)
-        if path.is_file() and not skip & set(rel.parts):
+        if (path.is_file() or path.is_symlink()) and not skip & set(rel.parts):
             out.append(rel.as_posix())
     return sorted(out)
 
@@ -194,7 +195,7 @@ def test_install_step_builds_from_the_copied_files_alone(tmp_path: Path) -> None
     for rel in _copied_files():
         target = src / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, target)
+        shutil.copy2(ROOT / rel, target, follow_symlinks=False)
     out = tmp_path / "wheel"
     out.mkdir()
     # The PEP 517 hook pip calls, without pip's network use for build isolation.
@@ -220,10 +221,11 @@ def test_install_step_builds_from_the_copied_files_alone(tmp_path: Path) -> None
             rel = module.relative_to(ROOT).as_posix()
             if "__pycache__" in rel:
                 continue
-            assert rel in names, f"{rel} is missing from the image's install"
+            assert f"dra_solver/{rel}" in names, f"{rel} is missing from the image's install"
+    assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"dra_solver"}
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "dra-solver = service.cli:main" in text
+    assert "dra-solver = dra_solver.cli:main" in text
 
 
 def test_manifests_deploy_the_released_version() -> None:

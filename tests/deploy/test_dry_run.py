@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from service.localcluster.controlplane import ControlPlane
+from dra_solver.service.localcluster.controlplane import ControlPlane
 from tests.deploy import operator_crds, realkubectl
 from tests.deploy.manifests import KUSTOMIZATIONS
 from tests.realkube import KubeCluster

@@ -37,10 +37,10 @@ SUFFIXES = {
 
 def _registries() -> list[CollectorRegistry]:
     """The registries the three components export, built as the code builds them."""
-    from service.metrics import Metrics
+    from dra_solver.service.metrics import Metrics
 
     out = [Metrics().registry]
-    for module_name in ("controllers.metrics", "kubeletplugin.metrics"):
+    for module_name in ("dra_solver.controllers.metrics", "dra_solver.kubeletplugin.metrics"):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as err:

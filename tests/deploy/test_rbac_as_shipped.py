@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.localcluster.cluster import create_node, node_object
-from service.localcluster.controlplane import ControlPlane, ControlPlaneError, binaries
+from dra_solver.service.localcluster.cluster import create_node, node_object
+from dra_solver.service.localcluster.controlplane import ControlPlane, ControlPlaneError, binaries
 from tests.deploy import rbac, realkubectl
 from tests.deploy.apicalls import ApiCall
 from tests.deploy.manifests import OVERLAYS, ROOT
@@ -116,7 +116,7 @@ class Proc:
 
 
 def dra_solver(*args: str) -> list[str]:
-    return [sys.executable, "-m", "service.cli", *args]
+    return [sys.executable, "-m", "dra_solver.cli", *args]
 
 
 def container_args(objects: list[dict[str, Any]], kind: str, name: str, env: dict[str, str]) -> list[str]:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.client import Client
-from service.tls import is_loopback
+from dra_solver.service.client import Client
+from dra_solver.service.tls import is_loopback
 from tests.deploy import kustomize, schema
 from tests.deploy.manifests import DEPLOY, OVERLAYS, ROOT, find, rendered
 from tests.deploy.test_consistency import _container, parse_args, parse_probe, secret_file
@@ -203,7 +203,7 @@ def test_documented_dev_certificate_works_with_the_real_solver(tmp_path: Path) -
     serve = parse_args(solver)
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "service.cli", "serve",
+            sys.executable, "-m", "dra_solver.cli", "serve",
             "--inventory", str(ROOT / "examples" / "demo" / "cluster.yaml"),
             "--address", "127.0.0.1", "--port", "0", "--metrics-port", "-1",
             "--tls-cert", str(files[secret_file(solver, serve.tls_cert)[1]]),
@@ -241,7 +241,7 @@ def test_documented_dev_certificate_works_with_the_real_solver(tmp_path: Path) -
 
 def _probe_argv(probe: argparse.Namespace, *, address: str, ca: Path, name: str = "") -> list[str]:
     return [
-        sys.executable, "-m", "service.healthcheck", f"--address={address}", f"--tls-ca={ca}",
+        sys.executable, "-m", "dra_solver.service.healthcheck", f"--address={address}", f"--tls-ca={ca}",
         f"--server-name={name or probe.server_name}", "--timeout=10",
     ]
 
@@ -255,7 +255,7 @@ def _probe_argv(probe: argparse.Namespace, *, address: str, ca: Path, name: str 
     ],
 )
 def test_healthcheck_flag_errors_exit_2(flags: list[str], message: str) -> None:
-    from service import healthcheck
+    from dra_solver.service import healthcheck
 
     code, line = healthcheck.check(healthcheck.build_parser().parse_args(flags))
     assert code == 2 and message in line, line

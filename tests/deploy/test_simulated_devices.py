@@ -36,7 +36,7 @@ def node_objects(driver: str) -> list[dict[str, Any]]:
     """What the plugin publishes for one node, as API objects: the Node and its slices."""
     import yaml
 
-    from kubeletplugin import discovery
+    from dra_solver.kubeletplugin import discovery
 
     config = discovery.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
     devices = discovery.build_devices(config, node=NODE)
@@ -90,7 +90,7 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
 def test_config_map_is_a_valid_simulated_device_config() -> None:
     import yaml
 
-    from kubeletplugin import discovery
+    from dra_solver.kubeletplugin import discovery
 
     config = discovery.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
     devices = discovery.build_devices(config, node=NODE)
@@ -100,10 +100,10 @@ def test_config_map_is_a_valid_simulated_device_config() -> None:
 
 @pytest.mark.parametrize(("name", "claim"), _claims(), ids=[n for n, _ in _claims()])
 def test_example_claim_allocates_on_a_simulated_node(name: str, claim: dict[str, Any]) -> None:
-    from model import decode
-    from model.allocate import allocate
-    from model.allocation import AllocationRequest, Inventory
-    from model.cel import CelEnvironment
+    from dra_solver.model import decode
+    from dra_solver.model.allocate import allocate
+    from dra_solver.model.allocation import AllocationRequest, Inventory
+    from dra_solver.model.cel import CelEnvironment
 
     driver = _driver()
     classes = [o for o in overlay("production") if o["kind"] == "DeviceClass"]

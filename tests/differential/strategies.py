@@ -17,10 +17,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from model import objects as o
-from model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
-from model.decode import decode_all
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
+from dra_solver.model.decode import decode_all
+from dra_solver.model.features import FeatureGates
 
 NODE = "node-1"
 GPU = "gpu.example.com"

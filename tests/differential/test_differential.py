@@ -14,12 +14,12 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 
-from model import objects as o
-from model.allocate import allocate
-from model.allocation import AllocationOutcome, AllocationRequest
-from model.cel import CelEnvironment
-from model.check import check_allocation
-from model.errors import AllocationError
+from dra_solver.model import objects as o
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import check_allocation
+from dra_solver.model.errors import AllocationError
 from tests.differential.strategies import Scenario, scenarios
 
 Allocator = Callable[[AllocationRequest, CelEnvironment], AllocationOutcome]

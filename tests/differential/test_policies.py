@@ -8,10 +8,10 @@ from dataclasses import replace
 
 from hypothesis import given
 
-from model.allocate import allocate
-from model.cel import CelEnvironment
-from model.cpsat import POLICIES
-from model.errors import AllocationError
+from dra_solver.model.allocate import allocate
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.cpsat import POLICIES
+from dra_solver.model.errors import AllocationError
 from tests.differential.strategies import Scenario, scenarios
 from tests.differential.test_differential import check_valid
 

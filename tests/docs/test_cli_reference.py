@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service import cli
+from dra_solver import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI_DOC = ROOT / "docs" / "cli.md"

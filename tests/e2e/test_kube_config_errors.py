@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.localcluster.controlplane import ControlPlane, free_port
+from dra_solver.service.localcluster.controlplane import ControlPlane, free_port
 from tests.kubeletplugin.helpers import DRIVER, NODE, short_tmpdir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def work() -> Iterator[Path]:
 
 
 def command(name: str, work: Path, *api: str) -> list[str]:
-    base = [sys.executable, "-m", "service.cli", name]
+    base = [sys.executable, "-m", "dra_solver.cli", name]
     if name == "serve":
         return [*base, *api, "--port", "0", "--metrics-port", "-1"]
     if name == "controllers":

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.client import Client
+from dra_solver.service.client import Client
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
@@ -59,7 +59,7 @@ def service(plugin: PluginProcess) -> Iterator[str]:
         time.sleep(0.1)
     (plugin.dirs.slices / "deviceclass.yaml").write_text(yaml.safe_dump(CLASS), encoding="utf-8")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--inventory", str(plugin.dirs.slices),
+        [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(plugin.dirs.slices),
          "--port", "0", "--metrics-port", "0"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

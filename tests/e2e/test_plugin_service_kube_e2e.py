@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from service.client import Client
+from dra_solver.service.client import Client
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
@@ -67,7 +67,7 @@ def plugin(kube_cluster: KubeCluster) -> Iterator[PluginProcess]:
 def service(kube_cluster: KubeCluster) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--kubeconfig", kube_cluster.kubeconfig,
+        [sys.executable, "-m", "dra_solver.cli", "serve", "--kubeconfig", kube_cluster.kubeconfig,
          "--port", "0", "--metrics-port", "0"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

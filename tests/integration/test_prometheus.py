@@ -67,7 +67,7 @@ def _stop(proc: subprocess.Popen[Any]) -> None:
 def service() -> Iterator[tuple[str, str]]:
     """``dra-solver serve`` on free loopback ports: (grpc address, metrics address)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--inventory", str(CLUSTER),
+        [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(CLUSTER),
          "--port", "0", "--metrics-port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -178,8 +178,8 @@ def _claims() -> list[bytes]:
 
 def drive_workload(grpc_address: str, *, seconds: float) -> dict[str, int]:
     """Allocate, Schedule and Explain calls, some failing on purpose, for ``seconds``."""
-    from service.gen.drasolver.v1 import allocation_pb2 as pb
-    from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+    from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+    from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 
     claims = _claims()
     impossible = json.dumps({

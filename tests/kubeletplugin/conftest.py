@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kubeletplugin import cli
+from dra_solver.kubeletplugin import cli
 from tests.kubeletplugin.helpers import Kubelet, PluginDirs, short_tmpdir
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import grpc
 import yaml
 
-from kubeletplugin import protos
-from kubeletplugin.checkpoint import FILE_NAME
+from dra_solver.kubeletplugin import protos
+from dra_solver.kubeletplugin.checkpoint import FILE_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = "gpu.sim.dra-solver.dev"
@@ -209,7 +209,7 @@ class PluginDirs:
 
 @dataclass
 class PluginProcess:
-    """``python -m kubeletplugin`` with captured logs; waits for the ``ready`` line."""
+    """``python -m dra_solver.kubeletplugin`` with captured logs; waits for the ``ready`` line."""
 
     dirs: PluginDirs
     env: dict[str, str] = field(default_factory=dict)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kubeletplugin import checkpoint as cp
-from kubeletplugin.discovery import ContainerEdits, DeviceNode, Mount
+from dra_solver.kubeletplugin import checkpoint as cp
+from dra_solver.kubeletplugin.discovery import ContainerEdits, DeviceNode, Mount
 
 
 def sample() -> cp.Checkpoint:

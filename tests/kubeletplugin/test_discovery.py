@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeletplugin import discovery as d
-from model.errors import InvalidInput
+from dra_solver.kubeletplugin import discovery as d
+from dra_solver.model.errors import InvalidInput
 
 
 def build(text: str, node: str = "node-1") -> d.NodeDevices:

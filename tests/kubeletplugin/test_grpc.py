@@ -12,7 +12,7 @@ import grpc
 import pytest
 import yaml
 
-from kubeletplugin import protos
+from dra_solver.kubeletplugin import protos
 from tests.kubeletplugin.conftest import Running
 from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, write_claims
 

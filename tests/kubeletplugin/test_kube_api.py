@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from kubeletplugin import discovery
-from kubeletplugin.claims import ClaimLookupError, KubeClaimSource
-from kubeletplugin.publish import KubeSliceSink, Publisher, PublishError
-from service.kubeapi.client import api_client
+from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin.claims import ClaimLookupError, KubeClaimSource
+from dra_solver.kubeletplugin.publish import KubeSliceSink, Publisher, PublishError
+from dra_solver.service.kubeapi.client import api_client
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from kubeletplugin import fsutil
-from kubeletplugin.cdi import CdiHandler
-from kubeletplugin.discovery import SimConfig, SimulatedProfile
-from kubeletplugin.state import ClaimRef, claim_ref_problem
-from model import objects as o
-from model.decode import decode_object
+from dra_solver.kubeletplugin import fsutil
+from dra_solver.kubeletplugin.cdi import CdiHandler
+from dra_solver.kubeletplugin.discovery import SimConfig, SimulatedProfile
+from dra_solver.kubeletplugin.state import ClaimRef, claim_ref_problem
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object
 from tests.kubeletplugin.conftest import Running
 from tests.kubeletplugin.helpers import (
     DRIVER,

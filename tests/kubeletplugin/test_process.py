@@ -17,7 +17,7 @@ import time
 import grpc
 import pytest
 
-from kubeletplugin.state import (
+from dra_solver.kubeletplugin.state import (
     CRASH_ENV,
     CRASH_EXIT_CODE,
     PREPARE_STEPS,

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 from google.protobuf import descriptor
 
-from kubeletplugin import protogen, protos
+from dra_solver.kubeletplugin import protogen, protos
 from tests.kubeletplugin.helpers import short_tmpdir
 
 # Method paths exactly as the kubelet calls them (upstream's generated Go code).
@@ -158,7 +158,7 @@ def test_generated_code_is_fresh() -> None:
         # when loaded beside OR-Tools' copy (which other tests in the same worker import).
         subprocess.run(
             [sys.executable, "-c",
-             "import sys, pathlib; from kubeletplugin import protogen; protogen.generate(pathlib.Path(sys.argv[1]))",
+             "import sys, pathlib; from dra_solver.kubeletplugin import protogen; protogen.generate(pathlib.Path(sys.argv[1]))",
              str(out)],
             check=True, timeout=120,
         )
@@ -169,8 +169,8 @@ def test_generated_code_is_fresh() -> None:
             for p in committed.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts
         )
-        assert fresh == present, "run: python -m kubeletplugin.protogen"
+        assert fresh == present, "run: python -m dra_solver.kubeletplugin.protogen"
         stale = [str(p) for p in fresh if not filecmp.cmp(out / p, committed / p, shallow=False)]
-        assert stale == [], "stale generated files; run: python -m kubeletplugin.protogen"
+        assert stale == [], "stale generated files; run: python -m dra_solver.kubeletplugin.protogen"
     finally:
         shutil.rmtree(out, ignore_errors=True)

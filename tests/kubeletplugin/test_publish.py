@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kubeletplugin import discovery
-from kubeletplugin.publish import (
+from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin.publish import (
     MAX_COUNTER_SETS,
     DirectorySink,
     Publisher,
@@ -19,9 +19,9 @@ from kubeletplugin.publish import (
     slice_name,
     split_pool,
 )
-from model import objects as o
-from model.decode import decode_object
-from model.validation import validate_resource_slice
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object
+from dra_solver.model.validation import validate_resource_slice
 from tests.kubeletplugin.helpers import DRIVER, NODE
 
 TAINT = {"key": f"{DRIVER}/unhealthy", "effect": "NoSchedule", "timeAdded": "2026-01-02T03:04:05Z"}

@@ -11,20 +11,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubeletplugin import discovery
-from kubeletplugin.cdi import CdiHandler
-from kubeletplugin.checkpoint import CheckpointStore, ClaimEntry, ClaimState
-from kubeletplugin.claims import ClaimLookupError, DirectoryClaimSource
-from kubeletplugin.health import HealthMonitor, format_time, taint_for
-from kubeletplugin.state import (
+from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin.cdi import CdiHandler
+from dra_solver.kubeletplugin.checkpoint import CheckpointStore, ClaimEntry, ClaimState
+from dra_solver.kubeletplugin.claims import ClaimLookupError, DirectoryClaimSource
+from dra_solver.kubeletplugin.health import HealthMonitor, format_time, taint_for
+from dra_solver.kubeletplugin.state import (
     ClaimRef,
     DeviceState,
     FaultInjection,
     PrepareError,
     compute_device_config,
 )
-from model import objects as o
-from model.decode import decode_object
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object
 from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, write_claims
 
 
@@ -218,7 +218,7 @@ def test_directory_claim_source_sees_new_files(tmp_path: Path) -> None:
 
 
 def test_taint_for() -> None:
-    from kubeletplugin.health import DeviceHealthState
+    from dra_solver.kubeletplugin.health import DeviceHealthState
 
     assert (
         taint_for(

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from service.localcluster.cluster import _group_alive
-from service.localcluster.controlplane import binaries
+from dra_solver.service.localcluster.cluster import _group_alive
+from dra_solver.service.localcluster.controlplane import binaries
 from tests.docs import mdblocks
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import objects as o
-from model.decode import decode_object
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object
 
 DRIVER_A = "driver-a"
 DRIVER_B = "driver-b"

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import objects as o
-from model.allocation import AllocatedState, AllocationOutcome, AllocationRequest, Inventory
-from model.cel import CelEnvironment
-from model.check import check_allocation
-from model.cpsat import allocate_cpsat
-from model.decode import decode_object
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
+    AllocatedState,
+    AllocationOutcome,
+    AllocationRequest,
+    Inventory,
+)
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import check_allocation
+from dra_solver.model.cpsat import allocate_cpsat
+from dra_solver.model.decode import decode_object
+from dra_solver.model.features import FeatureGates
 from tests.model.alloc_builders import DRIVER_A, DRIVER_B, device_class, node
 
 CEL = CelEnvironment()

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocationRequest, Inventory
-from model.backtracking import allocate_backtracking
-from model.errors import AllocationError, SolveTimeout
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationRequest, Inventory
+from dra_solver.model.backtracking import allocate_backtracking
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.features import FeatureGates
 from tests.conformance.cases import cel_environment
 from tests.model.alloc_builders import (
     DRIVER_A,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.capacity import (
+from dra_solver.model import objects as o
+from dra_solver.model.capacity import (
     CapacitySpec,
     binary_si_quantity,
     capacity_fits,
@@ -15,7 +15,7 @@ from model.capacity import (
     consumed_capacity,
     violates_policy,
 )
-from model.quantity import parse_quantity
+from dra_solver.model.quantity import parse_quantity
 
 
 def spec(value: str, **policy: Any) -> CapacitySpec:

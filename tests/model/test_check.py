@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import (
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import (
     AllocatedState,
     AllocationOutcome,
     AllocationRequest,
@@ -17,10 +17,10 @@ from model.allocation import (
     Inventory,
     SolveStats,
 )
-from model.cel import CelEnvironment
-from model.check import InvalidAllocation, Violation, assert_valid, check_allocation
-from model.cpsat import allocate_cpsat
-from model.features import FeatureGates
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import InvalidAllocation, Violation, assert_valid, check_allocation
+from dra_solver.model.cpsat import allocate_cpsat
+from dra_solver.model.features import FeatureGates
 from tests.model.alloc_builders import (
     DRIVER_A,
     DRIVER_B,
@@ -322,7 +322,7 @@ def test_shares_over_capacity() -> None:
 
 
 def _q(text: str) -> Any:
-    from model.quantity import parse_quantity
+    from dra_solver.model.quantity import parse_quantity
 
     return parse_quantity(text)
 
@@ -332,7 +332,7 @@ def _q(text: str) -> Any:
 
 def _partitions() -> list[o.ResourceSlice]:
     """Three partitions of 2 on a counter of 4: any two fit, three do not."""
-    from model.decode import decode_object
+    from dra_solver.model.decode import decode_object
 
     counters = decode_object(
         {

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from model.backtracking import allocate_backtracking
-from model.errors import AllocationError
-from model.features import FeatureGates
+from dra_solver.model.backtracking import allocate_backtracking
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
 from tests.model.alloc_builders import (
     DRIVER_B,
     claim,

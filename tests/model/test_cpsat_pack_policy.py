@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from model import objects as o
-from model.allocate import allocate
-from model.allocation import AllocationRequest, Inventory
-from model.cel import CelEnvironment
-from model.check import check_allocation
-from model.decode import decode_all
+from dra_solver.model import objects as o
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocationRequest, Inventory
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.check import check_allocation
+from dra_solver.model.decode import decode_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import generate

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from model.allocation import DeviceID
-from model.backtracking import allocate_backtracking
-from model.cpsat.model import AllocationModel
-from model.cpsat.problem import prepare_problem
-from model.errors import AllocationError
-from model.matching import RequestKey
+from dra_solver.model.allocation import DeviceID
+from dra_solver.model.backtracking import allocate_backtracking
+from dra_solver.model.cpsat.model import AllocationModel
+from dra_solver.model.cpsat.problem import prepare_problem
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.matching import RequestKey
 from tests.model.alloc_builders import (
     DRIVER_B,
     claim,

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.quantity import parse_quantity
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.quantity import parse_quantity
 from tests.model.alloc_builders import DRIVER_A, claim, device, request, slice_
 from tests.model.cpsat_helpers import (
     allocated_claim,

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocate import allocate
-from model.cpsat import allocate_cpsat
-from model.cpsat.model import AllocationModel
-from model.cpsat.problem import prepare_problem
-from model.errors import AllocationError, InvalidInput, SolveTimeout
-from model.features import FeatureGates
+from dra_solver.model import objects as o
+from dra_solver.model.allocate import allocate
+from dra_solver.model.cpsat import allocate_cpsat
+from dra_solver.model.cpsat.model import AllocationModel
+from dra_solver.model.cpsat.problem import prepare_problem
+from dra_solver.model.errors import AllocationError, InvalidInput, SolveTimeout
+from dra_solver.model.features import FeatureGates
 from tests.model.alloc_builders import (
     claim,
     device,

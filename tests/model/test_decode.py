@@ -12,10 +12,16 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model import objects as o
-from model.decode import apply_defaults, decode_all, decode_object, decode_text, parse_documents
-from model.errors import InvalidInput, StrictDecodingError
-from model.validation import validate_object
+from dra_solver.model import objects as o
+from dra_solver.model.decode import (
+    apply_defaults,
+    decode_all,
+    decode_object,
+    decode_text,
+    parse_documents,
+)
+from dra_solver.model.errors import InvalidInput, StrictDecodingError
+from dra_solver.model.validation import validate_object
 from tests.conftest import shared_dir
 from tests.model._docs import (
     DELETE,

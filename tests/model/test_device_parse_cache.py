@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from model import objects as o
-from model.decode import decode_all
-from model.features import FeatureGates
-from model.pools import DeviceParseCache, Pool, gather_pools
-from service.bench import device_class, gpu_node, mig_node
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_all
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.pools import DeviceParseCache, Pool, gather_pools
+from dra_solver.service.bench import device_class, gpu_node, mig_node
 
 GATES = FeatureGates()
 

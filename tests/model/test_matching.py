@@ -6,12 +6,18 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID, Inventory
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.matching import Matcher, RequestKey, device_eligible, lookup_attribute, prepare_claims
-from model.pools import Pool, gather_pools
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.matching import (
+    Matcher,
+    RequestKey,
+    device_eligible,
+    lookup_attribute,
+    prepare_claims,
+)
+from dra_solver.model.pools import Pool, gather_pools
 from tests.conformance.cases import cel_environment
 from tests.model.alloc_builders import (
     CLASS_A,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID
-from model.decode import decode_all
-from model.node_load import NodeUnits, node_key
-from service.bench import gpu_node, mig_node
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID
+from dra_solver.model.decode import decode_all
+from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.service.bench import gpu_node, mig_node
 
 DRIVER = "gpu.example.com"
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.errors import AllocationError
-from model.features import FeatureGates
-from model.pools import Pool, gather_pools, node_selector_matches
+from dra_solver.model import objects as o
+from dra_solver.model.errors import AllocationError
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.pools import Pool, gather_pools, node_selector_matches
 from tests.model.alloc_builders import DRIVER_A, DRIVER_B, NODE_1, NODE_2, device, node, slice_
 
 ALL = FeatureGates()

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocatedState, DeviceID, Inventory
-from model.features import FeatureGates
-from model.matching import Matcher, prepare_claims
-from model.pools import gather_pools
-from model.results import ChosenDevice, build_result, node_selector_for, share_id_for
-from model.score import first_available_score
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.matching import Matcher, prepare_claims
+from dra_solver.model.pools import gather_pools
+from dra_solver.model.results import ChosenDevice, build_result, node_selector_for, share_id_for
+from dra_solver.model.score import first_available_score
 from tests.conformance.cases import cel_environment
 from tests.model.alloc_builders import (
     NODE_1,

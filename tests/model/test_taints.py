@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from model import objects as o
-from model.features import FeatureGates
-from model.taints import effective_taints, rule_taints, taint_prevents_allocation, tolerates
+from dra_solver.model import objects as o
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.taints import (
+    effective_taints,
+    rule_taints,
+    taint_prevents_allocation,
+    tolerates,
+)
 from tests.model.alloc_builders import device, slice_, taint_rule
 
 TAINT = o.DeviceTaint(key="k", value="v", effect="NoSchedule")

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.decode import decode_object, parse_documents
-from model.errors import InvalidInput, InvalidInputs
-from model.validation import (
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object, parse_documents
+from dra_solver.model.errors import InvalidInput, InvalidInputs
+from dra_solver.model.validation import (
     CEL_COST_EXCEEDED,
     default_selector_check,
     parse_quantity_value,
@@ -1689,11 +1689,11 @@ def test_default_check_uses_model_cel_with_every_feature_on(
                 raise CelCompileError("ERROR: <input>:1:1: undeclared reference to 'bad'")
             return Compiled(2_000_000 if expression == "slow" else 10)
 
-    fake = types.ModuleType("model.cel")
+    fake = types.ModuleType("dra_solver.model.cel")
     fake.CelFeatures = CelFeatures  # type: ignore[attr-defined]
     fake.CelCompileError = CelCompileError  # type: ignore[attr-defined]
     fake.CelEnvironment = CelEnvironment  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "model.cel", fake)
+    monkeypatch.setitem(sys.modules, "dra_solver.model.cel", fake)
     doc = edit(
         device_class(),
         ("spec.selectors", [{"cel": {"expression": e}} for e in ("ok", "bad", "slow")]),

@@ -19,10 +19,10 @@ from collections import Counter
 
 import pytest
 
-from service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
-from service.schedcompare import workloads
-from service.schedcompare.command import compare_workload
-from service.schedcompare.report import OURS, UPSTREAM
+from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
+from dra_solver.service.schedcompare import workloads
+from dra_solver.service.schedcompare.command import compare_workload
+from dra_solver.service.schedcompare.report import OURS, UPSTREAM
 
 NODES, PODS = 20, 100
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from model.decode import decode_all
-from service.schedcompare import workloads
-from service.schedcompare.report import (
+from dra_solver.model.decode import decode_all
+from dra_solver.service.schedcompare import workloads
+from dra_solver.service.schedcompare.report import (
     DEVICE_CHOICE,
     FIRST_AVAILABLE,
     NODE_CHOICE,
@@ -17,7 +17,7 @@ from service.schedcompare.report import (
     differences,
     reason_summary,
 )
-from service.schedcompare.runner import PodOutcome, SideResult
+from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
 
 
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))

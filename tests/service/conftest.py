@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.allocation import AllocationOutcome, AllocationRequest, SolveStats
-from service import engine as e
-from service.client import Client
-from service.files import read_objects
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.inventory import InventorySource, StaticSource
-from service.metrics import Metrics
-from service.reservations import ReservationStore
-from service.server import ServerDeps, Service
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, SolveStats
+from dra_solver.service import engine as e
+from dra_solver.service.client import Client
+from dra_solver.service.files import read_objects
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.inventory import InventorySource, StaticSource
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
+from dra_solver.service.server import ServerDeps, Service
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo"
@@ -51,8 +51,8 @@ def gpu_claim(name: str, count: int = 1, *, namespace: str = "test", selectors: 
 @functools.cache
 def cel() -> Any:
     """The CEL environment the service uses for the default gates (every feature on)."""
-    from model.allocate import default_cel
-    from model.allocation import Inventory
+    from dra_solver.model.allocate import default_cel
+    from dra_solver.model.allocation import Inventory
 
     return default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory()))
 
@@ -79,9 +79,9 @@ class Running:
 
 
 def assert_valid(objects: list[o.TypedObject], claims: list[dict[str, Any]], response: Any, node: str, *, extra: ReservationStore | None = None) -> None:
-    from model.allocation import Inventory
-    from model.check import check_allocation
-    from model.decode import decode_object
+    from dra_solver.model.allocation import Inventory
+    from dra_solver.model.check import check_allocation
+    from dra_solver.model.decode import decode_object
 
     decoded = tuple(decode_object(c) for c in claims)
     assert all(isinstance(c, o.ResourceClaim) for c in decoded)

@@ -17,7 +17,7 @@ import grpc
 import pytest
 import yaml
 
-from service.inventory import FileSource, KubeSource, StaticSource, decode_namespace
+from dra_solver.service.inventory import FileSource, KubeSource, StaticSource, decode_namespace
 from tests.realkube import KubeCluster
 from tests.service.conftest import Running, demo_objects, gpu_claim
 
@@ -93,7 +93,7 @@ def test_file_inventories_carry_namespaces(tmp_path: Path) -> None:
 
 
 def test_kube_inventory_watches_namespace_labels(kube_cluster: KubeCluster) -> None:
-    from service.kubeapi.client import api_client
+    from dra_solver.service.kubeapi.client import api_client
 
     ns = kube_cluster.namespace()
     src = KubeSource(api_client(kubeconfig=kube_cluster.kubeconfig, user_agent="dra-solver-test"), debounce=0.01, retry_delay=0.1)

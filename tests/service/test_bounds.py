@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 import pytest
 
-from model.allocation import AllocationOutcome, AllocationRequest
-from model.features import GATE_NAMES
-from service import engine as e
-from service.reservations import ReservationStore
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.model.features import GATE_NAMES
+from dra_solver.service import engine as e
+from dra_solver.service.reservations import ReservationStore
 from tests.service.conftest import Running, gpu_claim
 
 
@@ -104,8 +104,8 @@ def test_shutdown_honours_grace_with_a_call_stuck(fresh: Callable[..., Running])
 
 
 def test_device_parse_cache_forgets_the_least_recently_used() -> None:
-    from model import objects as o
-    from model.pools import DeviceParseCache
+    from dra_solver.model import objects as o
+    from dra_solver.model.pools import DeviceParseCache
 
     cache = DeviceParseCache(2)
     a, b, c = (o.Device(name=n) for n in "abc")

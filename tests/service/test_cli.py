@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from service.client import Client
+from dra_solver.service.client import Client
 from tests.service.conftest import DEMO, ROOT, gpu_claim, workload
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "dra_solver.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, str]]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "0"],
+        [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )
     assert proc.stdout is not None

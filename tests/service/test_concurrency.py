@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import grpc
 
-from service.client import Client
-from service.reservations import ReservationStore
+from dra_solver.service.client import Client
+from dra_solver.service.reservations import ReservationStore
 from tests.service.conftest import Running, gpu_claim
 
 FREE_GPUS = 13

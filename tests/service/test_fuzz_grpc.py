@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.server import SERVICE_NAME
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.server import SERVICE_NAME
 from tests.service.conftest import Running, gpu_claim
 from tests.service.test_status_codes import DOCUMENTED, STATUS_BYTES
 

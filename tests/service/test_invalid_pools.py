@@ -17,8 +17,8 @@ import grpc
 import pytest
 import yaml
 
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.inventory import FileSource, KubeSource, screen_objects
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.inventory import FileSource, KubeSource, screen_objects
 from tests.realkube import KubeCluster
 from tests.service.conftest import Running
 
@@ -100,7 +100,7 @@ def test_a_poisoned_slice_costs_only_its_pool(tmp_path: Path, fresh: Callable[..
 def test_a_poisoned_slice_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     _inventory(tmp_path / "inv.yaml", poison=POISONS["counter value that is no quantity"])
     source = FileSource(str(tmp_path))
-    with caplog.at_level("WARNING", logger="service.inventory"):
+    with caplog.at_level("WARNING", logger="dra_solver.service.inventory"):
         source.load()
         (tmp_path / "node.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n9"}}))
         assert source.check()
@@ -109,7 +109,7 @@ def test_a_poisoned_slice_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptu
 
 
 def test_only_broken_inventories_fail_to_load(tmp_path: Path) -> None:
-    from model.errors import InvalidInput
+    from dra_solver.model.errors import InvalidInput
 
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump_all(_pool("n0", counter="lots")))
     with pytest.raises(InvalidInput):
@@ -119,7 +119,7 @@ def test_only_broken_inventories_fail_to_load(tmp_path: Path) -> None:
 def test_kube_objects_that_do_not_decode_invalidate_their_pool(kube_cluster: KubeCluster) -> None:
     """The API server validates what it stores, so a bad object only reaches the service from
     a server newer than our decoder (or a version skew): delivered here as the informer would."""
-    from service.kubeapi.client import api_client
+    from dra_solver.service.kubeapi.client import api_client
 
     kube_cluster.create("/apis/resource.k8s.io/v1/deviceclasses", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
@@ -158,7 +158,7 @@ def _until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
 
 
 def test_screening_keeps_claims_that_fail_validation() -> None:
-    from model.decode import decode_object
+    from dra_solver.model.decode import decode_object
 
     claim = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "Bad_Name", "namespace": "t"},
                            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
@@ -168,8 +168,8 @@ def test_screening_keeps_claims_that_fail_validation() -> None:
 
 
 def test_a_problem_names_each_field_once() -> None:
-    from model.errors import InvalidInput, StrictDecodingError
-    from service.inventory import problem_of
+    from dra_solver.model.errors import InvalidInput, StrictDecodingError
+    from dra_solver.service.inventory import problem_of
 
     doc = {"kind": "ResourceSlice", "metadata": {"name": "s"}}
     strict = problem_of(StrictDecodingError("ResourceSlice s", [(("spec", "devices", 0, "x"), "unknown field")]), doc, source="f")

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from model.errors import InvalidInput
-from service.inventory import FileSource, NodeIndex, ObjectDecoder, decode_documents, load_objects
+from dra_solver.model.errors import InvalidInput
+from dra_solver.service.inventory import (
+    FileSource,
+    NodeIndex,
+    ObjectDecoder,
+    decode_documents,
+    load_objects,
+)
 from tests.service.conftest import DEMO
 
 
@@ -53,7 +59,7 @@ def test_decoder_shares_identical_devices() -> None:
 
 
 def test_identical_nodes_share_a_fingerprint() -> None:
-    from model.allocation import Inventory
+    from dra_solver.model.allocation import Inventory
 
     index = NodeIndex(Inventory.from_objects(load_objects([str(DEMO / "cluster.yaml")])))
     assert index.node_names == ("node-a", "node-b", "node-c")

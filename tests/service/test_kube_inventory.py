@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from service.inventory import DEFAULT_KUBE_KINDS, KubeKind, KubeSource
-from service.kubeapi.client import api_client
-from service.localcluster.cluster import create_node, node_object
-from service.localcluster.controlplane import ControlPlane, binaries
+from dra_solver.service.inventory import DEFAULT_KUBE_KINDS, KubeKind, KubeSource
+from dra_solver.service.kubeapi.client import api_client
+from dra_solver.service.localcluster.cluster import create_node, node_object
+from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
 from tests.realkube import KubeCluster
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -148,7 +148,7 @@ def test_a_version_the_server_does_not_serve_is_empty(kube_cluster: KubeCluster,
 
 def _serve(kubeconfig: str) -> Any:
     """The service exactly as ``dra-solver serve --kubeconfig FILE --port 0`` builds it."""
-    from service.commands import serve
+    from dra_solver.service.commands import serve
 
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
@@ -159,7 +159,7 @@ def _serve(kubeconfig: str) -> Any:
 
 
 def test_reservations_end_when_the_api_shows_the_allocation(kube_cluster: KubeCluster) -> None:
-    from service.client import Client
+    from dra_solver.service.client import Client
 
     kube_cluster.create(f"{RESOURCE}/deviceclasses", device_class())
     kube_cluster.node("n1")
@@ -244,7 +244,7 @@ def test_apiserver_restart_loses_nothing(kube_cluster: KubeCluster, sources: lis
 
 
 def test_rbac_list_matches_the_kinds_watched() -> None:
-    from service.rbac_calls import API_CALLS
+    from dra_solver.service.rbac_calls import API_CALLS
 
     assert {(k.group, k.plural) for k in DEFAULT_KUBE_KINDS} == {(g, r) for g, r, _ in API_CALLS}
     assert all(set(verbs) == {"list", "watch"} for _, _, verbs in API_CALLS)

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.metrics import Metrics
+from dra_solver.service.metrics import Metrics
 from tests.service.conftest import ROOT, Running, gpu_claim
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from service.protogen import DEFAULT_OUT
+from dra_solver.service.protogen import DEFAULT_OUT
 
 # Version stamps differ between grpcio-tools patch releases; the code itself must not.
 _VERSIONS = re.compile(r"^(GRPC_GENERATED_VERSION = .*|# Protobuf Python Version: .*|\s*\d+,\s*$)", re.MULTILINE)
@@ -21,7 +21,7 @@ def test_generated_code_is_current(tmp_path: Path) -> None:
     # protoc runs in a fresh interpreter: grpc_tools' bundled protobuf aborts the process when
     # loaded beside OR-Tools' copy (which other tests in the same worker import).
     subprocess.run(
-        [sys.executable, "-c", "import sys, pathlib; from service.protogen import generate; generate(pathlib.Path(sys.argv[1]))",
+        [sys.executable, "-c", "import sys, pathlib; from dra_solver.service.protogen import generate; generate(pathlib.Path(sys.argv[1]))",
          str(tmp_path)],
         check=True, timeout=120,
     )
@@ -29,4 +29,4 @@ def test_generated_code_is_current(tmp_path: Path) -> None:
     committed = {p.relative_to(DEFAULT_OUT) for p in DEFAULT_OUT.rglob("*_pb2*.py*")}
     assert fresh == committed
     for rel in sorted(fresh):
-        assert _normalized(tmp_path / rel) == _normalized(DEFAULT_OUT / rel), f"{rel} is stale: run python -m service.protogen"
+        assert _normalized(tmp_path / rel) == _normalized(DEFAULT_OUT / rel), f"{rel} is stale: run python -m dra_solver.service.protogen"

@@ -7,19 +7,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from model.allocate import allocate
-from model.allocation import AllocationRequest, Inventory
-from model.decode import decode_object
-from service import engine as e
-from service.bench import gpu_node, mig_node, pod_claim
-from service.inventory import StaticSource, decode_documents
-from service.metrics import Metrics
-from service.reservations import ReservationStore
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocationRequest, Inventory
+from dra_solver.model.decode import decode_object
+from dra_solver.service import engine as e
+from dra_solver.service.bench import gpu_node, mig_node, pod_claim
+from dra_solver.service.inventory import StaticSource, decode_documents
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
 from tests.service.conftest import cel, gpu_claim
 
 
 def _cluster() -> list[dict[str, Any]]:
-    from service.bench import device_class
+    from dra_solver.service.bench import device_class
 
     docs: list[dict[str, Any]] = [device_class()]
     for i in range(24):

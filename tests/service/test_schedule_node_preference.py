@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from service import engine as e
-from service.bench import device_class, gpu_node
-from service.inventory import StaticSource, decode_documents
-from service.metrics import Metrics
-from service.reservations import ReservationStore
+from dra_solver.service import engine as e
+from dra_solver.service.bench import device_class, gpu_node
+from dra_solver.service.inventory import StaticSource, decode_documents
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
 from tests.service.conftest import gpu_claim
 
 DRIVER = "gpu.example.com"

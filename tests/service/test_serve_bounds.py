@@ -23,9 +23,9 @@ from typing import Any
 import grpc
 import pytest
 
-from model.features import GATE_NAMES
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from dra_solver.model.features import GATE_NAMES
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from tests.service.conftest import DEMO, gpu_claim
 
 CALLS = int(os.environ.get("DRA_SOLVER_BOUND_CALLS", "10000"))
@@ -60,7 +60,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "0",
+        [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "0",
          "--grace", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )

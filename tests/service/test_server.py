@@ -11,12 +11,12 @@ from typing import Any
 import grpc
 import pytest
 
-from model.allocation import AllocationOutcome, AllocationRequest
-from service import engine as e
-from service.client import Client
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.inventory import InventorySource
-from service.server import SERVICE_NAME
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.service import engine as e
+from dra_solver.service.client import Client
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.inventory import InventorySource
+from dra_solver.service.server import SERVICE_NAME
 from tests.service.conftest import Running, gpu_claim, workload
 
 
@@ -159,7 +159,7 @@ def test_schedule_with_reserve_and_unreserve_by_claim(running: Running) -> None:
 
 
 def test_reservations_expire(fresh: Callable[..., Running]) -> None:
-    from service.reservations import ReservationStore
+    from dra_solver.service.reservations import ReservationStore
 
     now = [1000.0]
     r = fresh(reservations=ReservationStore(clock=lambda: now[0]))
@@ -172,7 +172,7 @@ def test_reservations_expire(fresh: Callable[..., Running]) -> None:
 
 
 def test_reservation_ends_when_the_inventory_shows_the_claim_allocated(fresh: Callable[..., Running]) -> None:
-    from model.decode import decode_object
+    from dra_solver.model.decode import decode_object
 
     r = fresh()
     claim = gpu_claim("soon-allocated")
@@ -328,7 +328,7 @@ def test_deadline_exceeded(running: Running) -> None:
 
 
 def _blocking_allocator(gate: threading.Event, entered: threading.Event) -> e.AllocateFn:
-    from model.allocate import allocate
+    from dra_solver.model.allocate import allocate
 
     def run(request: AllocationRequest) -> AllocationOutcome:
         entered.set()
@@ -406,8 +406,8 @@ def test_explain_names_reservations_in_flight(fresh: Callable[..., Running]) -> 
 
 
 def test_reservation_ends_when_its_claim_is_deleted(fresh: Callable[..., Running]) -> None:
-    from model.allocation import Inventory
-    from model.decode import decode_object
+    from dra_solver.model.allocation import Inventory
+    from dra_solver.model.decode import decode_object
 
     r = fresh()
     claim = gpu_claim("deleted-soon")

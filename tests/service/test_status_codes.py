@@ -14,8 +14,8 @@ from typing import Any
 import grpc
 import pytest
 
-from service.gen.drasolver.v1 import allocation_pb2 as pb
-from service.server import MAX_STATUS_MESSAGE, SERVICE_NAME
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.server import MAX_STATUS_MESSAGE, SERVICE_NAME
 from tests.service.conftest import Running, gpu_claim
 
 DOCUMENTED = {

@@ -11,9 +11,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from model.errors import InvalidInput
-from service.client import Client
-from service.tls import CertificateFiles, server_credentials
+from dra_solver.model.errors import InvalidInput
+from dra_solver.service.client import Client
+from dra_solver.service.tls import CertificateFiles, server_credentials
 from tests.service.conftest import Running
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import grpc
 import pytest
 
-from service.client import Client
-from service.tls import is_loopback, server_credentials
+from dra_solver.service.client import Client
+from dra_solver.service.tls import is_loopback, server_credentials
 from tests.service.conftest import Running, gpu_claim
 
 if TYPE_CHECKING:

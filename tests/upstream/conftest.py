@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service import upstream
+from dra_solver.service import upstream
 
 
 @pytest.fixture(scope="session")

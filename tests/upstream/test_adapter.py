@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service import upstream
+from dra_solver.service import upstream
 
 
 def _stand_in(tmp_path: Path, body: str) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from service import upstream
+from dra_solver.service import upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "compare"
@@ -52,7 +52,7 @@ def _scenario(count: int = 2, device_class: str = "gpu") -> str:
 
 def _cli(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args],
+        [sys.executable, "-m", "dra_solver.cli", *args],
         input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from model.allocate import allocate
-from model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
-from model.decode import decode_all
-from model.features import FeatureGates
-from service import deviations, upstream
-from service.compare import chosen_devices
+from dra_solver.model.allocate import allocate
+from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
+from dra_solver.model.decode import decode_all
+from dra_solver.model.features import FeatureGates
+from dra_solver.service import deviations, upstream
+from dra_solver.service.compare import chosen_devices
 
 GPU = "gpu.example.com"
 NODE = "node-1"

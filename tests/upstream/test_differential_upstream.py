@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 
-from model.allocate import allocate, default_cel
-from model.allocation import AllocationOutcome, AllocationRequest
-from model.cel import CelEnvironment
-from model.errors import AllocationError, SolveTimeout
-from model.features import FeatureGates
-from service import deviations, upstream
-from service.compare import chosen_devices
+from dra_solver.model.allocate import allocate, default_cel
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.features import FeatureGates
+from dra_solver.service import deviations, upstream
+from dra_solver.service.compare import chosen_devices
 from tests.differential.strategies import Scenario, upstream_scenarios
 
 UPSTREAM_DEFAULT_EXAMPLES = 100

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from model import objects as o
-from model.errors import InvalidInput, InvalidInputs
-from service import upstream
+from dra_solver.model import objects as o
+from dra_solver.model.errors import InvalidInput, InvalidInputs
+from dra_solver.service import upstream
 from tests.conformance.cases import Case, case_paths, compare_results, error_matches, load_case
 
 PATHS = case_paths("conformance") + case_paths("realworld")
@@ -70,7 +70,7 @@ def _check(case: Case, answer: upstream.UpstreamAnswer) -> list[str]:
 def _amounts(result: dict[str, Any]) -> dict[str, Any]:
     """Consumed capacity as exact amounts: v0.37.2 writes it in the request's format ("10G")
     where the recorded answer may use another spelling of the same amount ("9765625Ki")."""
-    from model.quantity import parse_quantity
+    from dra_solver.model.quantity import parse_quantity
 
     out = copy.deepcopy(result)
     for item in (out.get("devices") or {}).get("results") or []:

@@ -1,1 +1,1 @@
-"""Generated code; regenerate with ``python -m service.protogen``."""
+"""Generated code; regenerate with ``python -m dra_solver.service.protogen``."""

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from service.gen.drasolver.v1 import allocation_pb2 as drasolver_dot_v1_dot_allocation__pb2
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as drasolver_dot_v1_dot_allocation__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__

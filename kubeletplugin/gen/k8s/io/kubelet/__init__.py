@@ -1,1 +1,1 @@
-"""Generated code; regenerate with ``python -m kubeletplugin.protogen``."""
+"""Generated code; regenerate with ``python -m dra_solver.kubeletplugin.protogen``."""

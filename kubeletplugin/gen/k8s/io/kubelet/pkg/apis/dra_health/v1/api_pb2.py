@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/k8s.io/kubelet/pk
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1.api_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.dra_health.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z%k8s.io/kubelet/pkg/apis/dra-health/v1'

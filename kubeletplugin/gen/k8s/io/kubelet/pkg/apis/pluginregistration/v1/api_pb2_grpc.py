@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import api_pb2 as k8s_dot_io_dot_kubelet_dot_pkg_dot_apis_dot_pluginregistration_dot_v1_dot_api__pb2
+from dra_solver.kubeletplugin.gen.k8s.io.kubelet.pkg.apis.pluginregistration.v1 import api_pb2 as k8s_dot_io_dot_kubelet_dot_pkg_dot_apis_dot_pluginregistration_dot_v1_dot_api__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__

@@ -1,9 +1,11 @@
 """The ``dra-solver`` command: one entry point, one module per subcommand.
 
-Each subcommand module exposes ``add_arguments(parser)`` and ``run(args) -> int``. Modules are
-imported only when their subcommand runs, so ``dra-solver allocate`` never pays for gRPC or the
-kubernetes client, and the companion processes (``controllers``, ``kubelet-plugin``) are found
-by name without ``service`` importing them at module level (dependencies flow one way).
+This package sits above ``service``, ``controllers`` and ``kubeletplugin`` (the import contracts
+in pyproject.toml let it import all of them and nothing import it), so the service never names
+its companions. Each subcommand module exposes ``add_arguments(parser)`` and
+``run(args) -> int``. A subcommand's module is imported only when it runs (the one documented
+place that imports by name): ``dra-solver allocate`` never pays for gRPC, the kubernetes client
+or the kubelet plugin's protos.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "allocate": ("service.commands.allocate", "allocate claims on one node"),
-    "compare": ("service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
-    "serve": ("service.commands.serve", "run the gRPC allocation service"),
-    "schedule": ("service.commands.schedule", "ask a running service where a pod's claims fit"),
-    "explain": ("service.commands.explain", "ask a running service why claims do not fit"),
-    "demo": ("service.commands.demo", "run the end-to-end demo on the bundled cluster"),
-    "bench": ("service.commands.bench", "run the bundled benchmarks"),
-    "local-cluster": ("service.localcluster.cluster", "start or stop a local Kubernetes with dra-solver in it"),
-    "controllers": ("controllers.cli", "run the companion controllers"),
-    "kubelet-plugin": ("kubeletplugin.cli", "run the DRA kubelet plugin"),
+    "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
+    "compare": ("dra_solver.service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
+    "serve": ("dra_solver.service.commands.serve", "run the gRPC allocation service"),
+    "schedule": ("dra_solver.service.commands.schedule", "ask a running service where a pod's claims fit"),
+    "explain": ("dra_solver.service.commands.explain", "ask a running service why claims do not fit"),
+    "demo": ("dra_solver.service.commands.demo", "run the end-to-end demo on the bundled cluster"),
+    "bench": ("dra_solver.service.commands.bench", "run the bundled benchmarks"),
+    "local-cluster": ("dra_solver.service.localcluster.cluster", "start or stop a local Kubernetes with dra-solver in it"),
+    "controllers": ("dra_solver.controllers.cli", "run the companion controllers"),
+    "kubelet-plugin": ("dra_solver.kubeletplugin.cli", "run the DRA kubelet plugin"),
 }
 
 
