@@ -19,6 +19,7 @@ import threading
 from types import FrameType
 from typing import Any
 
+from dra_solver.controllers import features
 from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
 from dra_solver.model.cpsat.problem import POLICIES
 
@@ -42,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default="", choices=("", *POLICIES), metavar="NAME",
                         help="placement policy for the solver: pack (default), spread, first-fit, score")
     parser.add_argument("--no-explain", action="store_true", help="do not ask the solver why a pod does not fit")
+    parser.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                        help="Kubernetes feature gates: DRADeviceBindingConditions (default true); DRAExtendedResource and "
+                             "DRAResourceClaimDeviceStatus are GA and locked to true in v1.37")
+    parser.add_argument("--binding-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="how long the scheduler waits for a device's binding conditions before it gives up and "
+                             "reschedules the pod (kube-scheduler's bindingTimeout; default 600, at least 1)")
     parser.add_argument("--device-taint-rule-version", default="v1", choices=["v1", "v1beta2", "v1alpha3"], help="resource.k8s.io version serving DeviceTaintRules")
     parser.add_argument("--no-admin-access", action="store_true", help="refuse templates that request admin access (DRAAdminAccess off)")
     parser.add_argument("--leader-elect", action="store_true", help="hold a coordination.k8s.io Lease; only the holder acts")
@@ -58,6 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> Options:
+    if not args.binding_timeout >= 1:
+        raise ValueError(f"--binding-timeout: Invalid value: {args.binding_timeout:g}: must be at least 1 second")
     return Options(
         enable=parse_enable(args.enable),
         scheduler_name=args.scheduler_name,
@@ -77,6 +86,8 @@ def options_from(args: argparse.Namespace) -> Options:
         explain=not args.no_explain,
         admin_access=not args.no_admin_access,
         events=not args.no_events,
+        features=features.parse(args.feature_gates),
+        binding_timeout=args.binding_timeout,
     )
 
 

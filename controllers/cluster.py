@@ -22,7 +22,7 @@ POD_CLAIMS_INDEX = "claims"
 CLAIM_OWNER_INDEX = "owner"
 """Claims by the UID of the Pod controlling them."""
 
-RESOURCES = ("pods", "claims", "templates", "nodes", "slices", "rules")
+RESOURCES = ("pods", "claims", "templates", "nodes", "slices", "rules", "classes")
 
 
 def _pod_claims(pod: Obj) -> list[str]:
@@ -48,6 +48,7 @@ class Cluster:
             "nodes": kube_api.nodes,
             "slices": kube_api.slices,
             "rules": kube_api.taint_rules,
+            "classes": kube_api.device_classes,
         }
         self.informers: dict[str, Informer] = {
             name: Informer(sources[name](), watch_timeout=watch_timeout) for name in RESOURCES if name in wanted

@@ -20,6 +20,7 @@ from typing import Any
 from dra_solver.controllers.claim_controller import ClaimController
 from dra_solver.controllers.cluster import Cluster
 from dra_solver.controllers.eviction_controller import EvictionController
+from dra_solver.controllers.features import KubeFeatures
 from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import Events
@@ -32,7 +33,7 @@ CONTROLLERS = ("claim", "scheduler", "eviction")
 
 NEEDS: dict[str, tuple[str, ...]] = {
     "claim": ("pods", "claims", "templates"),
-    "scheduler": ("pods", "claims", "nodes", "slices"),
+    "scheduler": ("pods", "claims", "nodes", "slices", "classes"),
     "eviction": ("pods", "claims", "slices", "rules"),
 }
 """Which caches each controller reads."""
@@ -67,6 +68,12 @@ class Options:
     watch_timeout: int = 300
     sync_timeout: float = 120.0
     events: bool = True
+    features: KubeFeatures = field(default_factory=KubeFeatures)
+    """Kubernetes feature gates (``--feature-gates``), v1.37's defaults."""
+    binding_timeout: float = 600.0
+    """How long the scheduler waits for binding conditions (kube-scheduler's ``bindingTimeout``)."""
+    rule_status_period: float = 10.0
+    """Shortest time between DeviceTaintRule status updates while eviction is in progress."""
 
     def __post_init__(self) -> None:
         unknown = set(self.enable) - set(CONTROLLERS)
@@ -106,11 +113,12 @@ class Manager:
             if solver_client is None:
                 raise ValueError("the scheduler needs the solver service: give --solver ADDRESS")
             solver = Solver(solver_client, self.metrics, timeout=options.solver_timeout, reservation_ttl=options.reservation_ttl,
-                            policy=options.policy)
+                            policy=options.policy, feature_gates=options.features.solver_gates())
             self.controllers["scheduler"] = Scheduler(
                 kube_api, self.cluster, self.metrics, solver, scheduler_name=options.scheduler_name, workers=options.scheduler_workers,
                 explain=options.explain, backoff_initial=options.backoff_initial, backoff_max=options.backoff_max,
                 flush_interval=options.flush_interval, events=self._events(options.scheduler_name),
+                features=options.features, binding_timeout=options.binding_timeout,
             )
         if "eviction" in options.enable:
             self.controllers["eviction"] = EvictionController(

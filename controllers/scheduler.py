@@ -28,19 +28,24 @@ and the pod is retried at once instead of being parked.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from dra_solver.controllers import bindingconditions as bc
+from dra_solver.controllers import extended
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling as logic
-from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.features import KubeFeatures
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
+from dra_solver.controllers.prebind import BindingWaiter
 from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
 from dra_solver.controllers.schedqueue import Move, PendingPods
 from dra_solver.service.kubeapi import client as kube
@@ -68,18 +73,23 @@ class Placement:
     reason: str = ""
     verdicts: Mapping[str, str] | None = None
     """Node -> why not, for the nodes the service evaluated and rejected."""
+    extended: extended.ExtendedClaim | None = None
+    """The special claim for the pod's DRA-served extended resources on ``node`` (its
+    allocation is in ``allocations`` under the claim's temporary key)."""
 
 
 class Solver:
     """The calls the scheduler makes to the solver service, timed and with errors mapped."""
 
     def __init__(self, client: Any, metrics: ControllerMetrics, *, timeout: float = 10.0, reservation_ttl: float = 60.0,
-                 policy: str = "") -> None:
+                 policy: str = "", feature_gates: str = "") -> None:
         self.client = client
         self.metrics = metrics
         self.timeout = timeout
         self.reservation_ttl = reservation_ttl
         self.policy = policy
+        self.feature_gates = feature_gates
+        """The solver's gates for what it may allocate (devices with binding conditions)."""
 
     def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
         import grpc
@@ -103,6 +113,7 @@ class Solver:
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
                                          ttl=self.reservation_ttl, pod=pod, timeout=self.timeout,
+                                         feature_gates=self.feature_gates,
                                          validate="ignore"),  # the API server validated these claims
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
@@ -146,6 +157,8 @@ class _Written:
     """We added the finalizer."""
     reserved: bool = False
     """We added the pod to reservedFor."""
+    created: bool = False
+    """We created the claim (the extended-resource claim): a rollback deletes it."""
 
 
 class Scheduler:
@@ -168,8 +181,12 @@ class Scheduler:
         solver_lag: float = 0.5,
         events: Events | None = None,
         clock: Callable[[], float] = time.time,
+        features: KubeFeatures | None = None,
+        binding_timeout: float = bc.DEFAULT_TIMEOUT,
     ) -> None:
         self.kube = kube_api
+        features = features or KubeFeatures()
+        self.features = features
         self.cluster = cluster
         self.metrics = metrics
         self.solver = solver
@@ -183,6 +200,10 @@ class Scheduler:
         self.claims = cluster.informer("claims")
         self.nodes = cluster.informer("nodes")
         self.slices = cluster.informer("slices")
+        # DeviceClasses name the extended resources DRA serves (DRAExtendedResource).
+        self.classes = cluster.informers.get("classes") if features.extended_resource else None
+        self.prebind = BindingWaiter(self.claims.store.get, timeout=binding_timeout)
+        self._extended_seq = itertools.count(1)
         self.queue = new_queue(self.name, metrics, base=backoff_initial, cap=backoff_max)
         self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
         self._lock = threading.Lock()
@@ -200,9 +221,12 @@ class Scheduler:
         self.claims.add_handler(self._on_claim)
         self.nodes.add_handler(self._on_node)
         self.slices.add_handler(self._on_slice)
+        if self.classes is not None:
+            self.classes.add_handler(self._on_class)
 
     def start(self) -> None:
         self._stop.clear()
+        self.prebind.start()
         self.runner.start()
         self.releaser.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="scheduler-flush", daemon=True)
@@ -210,6 +234,7 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        self.prebind.stop()
         self.runner.stop()
         self.releaser.stop()
         if self._flusher is not None:
@@ -245,6 +270,7 @@ class Scheduler:
         # is not run again at once: that would retry a failing write (a Forbidden or Invalid
         # status update) over and over. See PendingPods.pod_event and add_unless_backing_off.
         event = "ResourceClaimAdd" if old is None else "ResourceClaimDelete" if new is None else "ResourceClaimUpdate"
+        self.prebind.claims_changed()  # a binding condition may have changed
         for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
             if self._pending(pod) and self.pending.pod_event(ob.key(pod), event):
                 self.queue.add_unless_backing_off(ob.key(pod))
@@ -261,6 +287,11 @@ class Scheduler:
         # A slice removed only takes devices away; one added or changed may bring some.
         if new is not None:
             self._cluster_changed("ResourceSliceAdd" if old is None else "ResourceSliceUpdate")
+
+    def _on_class(self, old: Obj | None, new: Obj | None) -> None:
+        # A new or changed DeviceClass may serve an extended resource a parked pod asks for.
+        if new is not None and (old is None or ob.spec(old) != ob.spec(new)):
+            self._cluster_changed("DeviceClassAdd" if old is None else "DeviceClassUpdate")
 
     def _release(self, reservation: str) -> None:
         self.solver.unreserve(reservation)
@@ -360,59 +391,226 @@ class Scheduler:
         if gathered.wait:
             self._mark_unschedulable(pod, gathered.wait, record=not gathered.being_created)
             return "waiting"
+        wanted = self._extended_requests(pod)
         nodes = {ob.name(n): n for n in self.nodes.store.objects()}
         used = self._used()
-        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims)
+        backed = wanted[0].resources if wanted is not None else frozenset()
+        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed)
         if not filtered.candidates:
             self._mark_unschedulable(pod, filtered.summary(len(nodes)))
             return "unschedulable"
-        to_allocate = gathered.to_allocate
-        placement: Placement
-        if to_allocate:
-            claims = [c.claim for c in to_allocate]
-            try:
-                placement = self.solver.schedule(claims, filtered.candidates, pod=key)
-            except SolverError as err:
-                if err.code in PERMANENT_CODES:
-                    self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}", by_solver=True)
-                    return "unschedulable"
-                if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
-                    self._reservation_may_expire()
-                raise kube.Transient(f"pod {key}: solver: {err}") from err
-            if not placement.node:
-                self._mark_unschedulable(pod, self._explain(claims, filtered, placement, total=len(nodes)), by_solver=True)
-                return "unschedulable"
-        else:
-            placement = Placement(logic.least_allocated(filtered.candidates, nodes, used), {})
+        placement = self._place(pod, gathered, filtered, nodes, used, wanted)
+        if placement is None:
+            return "unschedulable"
         node = placement.node
         try:
-            self._assume(pod, placement, nodes.get(node) or {}, gathered)
+            self._assume(pod, placement, nodes.get(node) or {}, gathered, dra_backed=backed)
         except AttemptFailed as err:
             self._unreserve(placement.reservation)
             raise Retry(f"pod {key}: {err}") from err
         written: list[_Written] = []
+        claims = list(gathered.claims)
+        allocations = dict(placement.allocations)
         try:
-            self._write_claims(pod, gathered.claims, placement.allocations, written)
+            if placement.extended is not None:
+                created = self._create_extended(pod, placement.extended, written)
+                allocations[ob.key(created)] = allocations.pop(placement.extended.key)
+                claims.append(logic.PodClaim(ob.key(created), created, False))
+            self._write_claims(pod, claims, self._stamped(allocations), written)
+            if placement.extended is not None:
+                self._record_extended(pod, ob.key(created), placement.extended)
+            if self._must_wait(claims):
+                self._wait_for_binding(pod, node, placement, written, allocations, [c.key for c in claims])
+                return "waiting"
             self._bind(pod, node)
         except Exception as err:
-            self.metrics.rollbacks.inc()
-            self._rollback(pod, written)
-            self._unreserve(placement.reservation)
-            with self._lock:
-                self._assumed.pop(key, None)
-                self._inflight.pop(key, None)
-            log.info("pod %s: attempt on node %s rolled back: %s", key, node, err)
-            if isinstance(err, kube.NotFound):
-                return "error"  # the pod or a claim is gone; its event decides what comes next
-            raise
+            return self._abort(pod, node, placement, written, err)
+        self._bound(pod, node, placement, allocations)
+        return "scheduled"
+
+    def _bound(self, pod: Obj, node: str, placement: Placement, allocations: Mapping[str, Obj]) -> None:
+        key = ob.key(pod)
         with self._lock:
             self._inflight.pop(key, None)
         self.pending.scheduled(key)
-        self._hold(placement.reservation, placement.allocations)
+        self._hold(placement.reservation, allocations)
         self.metrics.bindings.inc()
         self.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {key} to {node}")
         log.info("pod %s: bound to %s", key, node)
-        return "scheduled"
+
+    def _abort(self, pod: Obj, node: str, placement: Placement, written: Sequence[_Written], err: Exception) -> str:
+        """Undo an attempt after the solver answered: claims written, the service's
+        reservation, the assumed pod. Re-raises ``err`` (retry with backoff) unless the pod
+        or a claim is gone."""
+        self._undo(pod, placement, written)
+        log.info("pod %s: attempt on node %s rolled back: %s", ob.key(pod), node, err)
+        if isinstance(err, kube.NotFound):
+            return "error"  # the pod or a claim is gone; its event decides what comes next
+        raise err
+
+    def _undo(self, pod: Obj, placement: Placement, written: Sequence[_Written]) -> None:
+        key = ob.key(pod)
+        self.metrics.rollbacks.inc()
+        self._rollback(pod, written)
+        self._unreserve(placement.reservation)
+        with self._lock:
+            self._assumed.pop(key, None)
+            self._inflight.pop(key, None)
+
+    # --- extended resources backed by DRA ----------------------------------------------------
+
+    def _extended_requests(self, pod: Obj) -> tuple[extended.ClassIndex, dict[str, Any]] | None:
+        """The class index and the pod's DRA-served extended resource requests, or None when
+        the pod asks for none. A special claim left by an earlier attempt is deleted first
+        and the pod retried, as upstream's PostFilter does."""
+        if self.classes is None:
+            return None
+        index = extended.ClassIndex(self.classes.store.objects())
+        requests = extended.pod_dra_requests(pod, index)
+        if not requests:
+            return None
+        stale = extended.find_claim(pod, self.claims.store.by_index(CLAIM_OWNER_INDEX, ob.uid(pod)))
+        if stale is not None:
+            self._delete_claim(dict(stale))
+            raise Retry(f"pod {ob.key(pod)}: deleted the extended-resource claim {ob.key(stale)} an earlier attempt left")
+        return index, requests
+
+    def _create_extended(self, pod: Obj, special: extended.ExtendedClaim, written: list[_Written]) -> Obj:
+        created = self.kube.create_claim(ob.namespace(pod), extended.claim_to_create(pod, special))
+        self.claims.store.assume(created)
+        written.append(_Written(ob.key(created), finalizer=True, created=True))
+        log.info("pod %s: created extended-resource claim %s", ob.key(pod), ob.key(created))
+        return created
+
+    def _record_extended(self, pod: Obj, claim_key: str, special: extended.ExtendedClaim) -> None:
+        _, name = ob.split_key(claim_key)
+        patched = self.kube.patch_pod_status(ob.namespace(pod), ob.name(pod), extended.pod_status_patch(pod, name, special.mappings))
+        self.pods.store.assume(patched)
+
+    def _delete_claim(self, claim: Obj) -> None:
+        """Delete a claim we made (finalizer first, as upstream's ``deleteClaim``)."""
+        ns, name = ob.namespace(claim), ob.name(claim)
+        for _ in range(self.conflict_retries + 1):
+            try:
+                if ob.DELETE_PROTECTION_FINALIZER in ob.finalizers(claim):
+                    claim = self.kube.update_claim(extended.without_finalizer(claim))
+                    self.claims.store.assume(claim)
+                self.kube.delete_claim(ns, name, uid=ob.uid(claim))
+                return
+            except kube.Conflict:
+                claim = self.kube.get_claim(ns, name)
+            except kube.NotFound:
+                return
+
+    # --- PreBind: binding conditions ---------------------------------------------------------
+
+    def _stamped(self, allocations: Mapping[str, Obj]) -> dict[str, Obj]:
+        """Allocations with ``allocationTimestamp`` (set by the scheduler when binding
+        conditions are enabled; their timeout counts from it)."""
+        if not self.features.device_binding:
+            return dict(allocations)
+        stamp = ob.format_time(self.clock())
+        return {k: {**a, "allocationTimestamp": a.get("allocationTimestamp") or stamp} for k, a in allocations.items()}
+
+    def _must_wait(self, claims: Sequence[logic.PodClaim]) -> bool:
+        if not self.features.device_binding:
+            return False
+        for pc in claims:
+            current = self.claims.store.get(pc.key) or pc.claim
+            if bc.has_binding_conditions(current):
+                return True
+        return False
+
+    def _wait_for_binding(self, pod: Obj, node: str, placement: Placement, written: list[_Written],
+                          allocations: Mapping[str, Obj], claim_keys: Sequence[str]) -> None:
+        """PreBind's wait, off the worker: the waiter binds the pod once every binding
+        condition is True, or rolls the attempt back (the allocation cleared) and retries."""
+        key = ob.key(pod)
+        self.events.emit(pod, "Pod", type_="Normal", reason="BindingConditionsPending",
+                         message=f"waiting for binding conditions for device on node {node}")
+        log.info("pod %s: waiting for binding conditions on node %s", key, node)
+
+        def done(state: bc.BindingState) -> None:
+            if state.kind == bc.READY:
+                try:
+                    self._bind(pod, node)
+                except Exception as err:
+                    self._binding_failed(pod, placement, written, claim_keys, f"binding failed: {err}")
+                    return
+                self._bound(pod, node, placement, allocations)
+                return
+            self._binding_failed(pod, placement, written, claim_keys, state.message)
+
+        self.prebind.add(key, claim_keys, done)
+
+    def _binding_failed(self, pod: Obj, placement: Placement, written: list[_Written], claim_keys: Sequence[str], why: str) -> None:
+        # Upstream deallocates a claim whose binding failed or timed out (PostFilter) before
+        # trying again; so do we, for every claim of the pod with binding conditions that no
+        # other consumer holds, whoever allocated it.
+        latest = {r.key: r for r in written}
+        extra: list[_Written] = []
+        for k in claim_keys:
+            claim = self.claims.store.get(k)
+            if claim is None or not bc.has_binding_conditions(claim):
+                continue
+            record = latest.get(k)
+            if record is None:
+                record = latest[k] = _Written(k)
+                extra.append(record)
+            record.allocated = record.reserved = True
+        self._undo(pod, placement, [*written, *extra])
+        message = f"running PreBind plugin \"DynamicResources\": {why}"
+        self.events.emit(pod, "Pod", type_="Warning", reason="FailedScheduling", message=message)
+        log.info("pod %s: %s; trying again", ob.key(pod), why)
+        self.queue.add_rate_limited(ob.key(pod))
+
+    # --- choosing node and devices -----------------------------------------------------------
+
+    def _place(self, pod: Obj, gathered: logic.Gathered, filtered: logic.NodeFilter, nodes: Mapping[str, Obj],
+               used: Mapping[str, logic.Resources], wanted: tuple[extended.ClassIndex, dict[str, Any]] | None) -> Placement | None:
+        """Node and devices for the pod, or None after marking it unschedulable.
+
+        With extended resources served by DRA the claims differ from node to node (a node
+        serving a resource by device plugin needs no request for it), so the candidates are
+        asked in groups: the nodes that need the fewest DRA-served resources first.
+        """
+        key = ob.key(pod)
+        user = [c.claim for c in gathered.to_allocate]
+        groups: list[tuple[frozenset[str], tuple[str, ...]]]
+        if wanted is None:
+            groups = [(frozenset(), filtered.candidates)]
+        else:
+            groups = extended.node_groups(filtered.candidates, nodes, wanted[1])
+        verdicts: dict[str, str] = {}
+        reason = ""
+        asked: dict[str, list[Obj]] = {}
+        for resources, candidates in groups:
+            special = None
+            if resources and wanted is not None:
+                temp = f"extended-resources.{ob.uid(pod)}.{next(self._extended_seq)}"
+                special = extended.special_claim(pod, resources, wanted[0], temp_name=temp)
+            claims = user + ([special.claim] if special is not None else [])
+            if not claims:
+                return Placement(logic.least_allocated(candidates, nodes, used), {})
+            for n in candidates:
+                asked[n] = claims
+            try:
+                placement = self.solver.schedule(claims, candidates, pod=key)
+            except SolverError as err:
+                if err.code in PERMANENT_CODES:
+                    self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}", by_solver=True)
+                    return None
+                if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
+                    self._reservation_may_expire()
+                raise kube.Transient(f"pod {key}: solver: {err}") from err
+            if placement.node:
+                return replace(placement, extended=special)
+            verdicts.update(placement.verdicts or {})
+            reason = reason or placement.reason
+        first = asked.get(filtered.candidates[0], user)
+        message = self._explain(first, filtered, Placement("", {}, reason=reason, verdicts=verdicts), total=len(nodes))
+        self._mark_unschedulable(pod, message, by_solver=True)
+        return None
 
     def _reservation_may_expire(self) -> None:
         """A Schedule call ended without an answer, so the solver may hold a reservation we
@@ -448,7 +646,8 @@ class Scheduler:
                 message += f" {node}: {summary}"
         return message
 
-    def _assume(self, pod: Obj, placement: Placement, node: Obj, gathered: logic.Gathered) -> None:
+    def _assume(self, pod: Obj, placement: Placement, node: Obj, gathered: logic.Gathered, *,
+                dra_backed: frozenset[str] = frozenset()) -> None:
         """Last checks against our own view, then count the pod on the node (atomically with
         respect to the other workers)."""
         key = ob.key(pod)
@@ -466,7 +665,8 @@ class Scheduler:
                 raise AttemptFailed("; ".join(conflicts))
             selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in gathered.allocated]
             why = logic.node_verdict(
-                pod, node, used=used.get(placement.node, logic.Resources()), claim_selectors=[s for s in selectors if s]
+                pod, node, used=used.get(placement.node, logic.Resources()), claim_selectors=[s for s in selectors if s],
+                dra_backed=dra_backed,
             )
             if why:
                 raise AttemptFailed(f"node {placement.node} no longer fits: {why}")
@@ -524,8 +724,21 @@ class Scheduler:
             raise
 
     def _rollback(self, pod: Obj, written: Sequence[_Written]) -> None:
+        doomed = {r.key for r in written if r.created}
         for record in reversed(written):
             ns, name = ob.split_key(record.key)
+            if record.key in doomed and not record.created:
+                continue  # deleted below: nothing to undo on it first
+            if record.created:
+                # The extended-resource claim exists only for this attempt (upstream's
+                # Unreserve deletes it too); the next attempt builds it anew.
+                try:
+                    self._delete_claim(self.kube.get_claim(ns, name))
+                except kube.NotFound:
+                    pass
+                except kube.ApiError as err:
+                    log.warning("rollback: deleting claim %s failed: %s", record.key, err)
+                continue
             for _ in range(self.conflict_retries + 1):
                 try:
                     claim = self.kube.get_claim(ns, name)

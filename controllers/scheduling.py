@@ -135,16 +135,44 @@ def gather_claims(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Resources:
-    """CPU (cores), memory (bytes) and pod count; None in an allocatable = not limited."""
+    """CPU (cores), memory (bytes) and pod count; None in an allocatable = not limited.
+
+    ``scalars`` are the other countable resources by name, sorted: extended resources
+    (``example.com/gpu``, served by device plugins or, through a DeviceClass, by DRA) and
+    hugepages; a scalar missing from an allocatable is 0, as the scheduler counts it.
+    """
 
     cpu: Fraction | None = Fraction(0)
     memory: Fraction | None = Fraction(0)
     pods: int | None = 0
+    scalars: tuple[tuple[str, Fraction], ...] = ()
 
     def plus(self, other: Resources) -> Resources:
         return Resources(
-            _add(self.cpu, other.cpu), _add(self.memory, other.memory), None if self.pods is None or other.pods is None else self.pods + other.pods
+            _add(self.cpu, other.cpu), _add(self.memory, other.memory), None if self.pods is None or other.pods is None else self.pods + other.pods,
+            _merge(self.scalars, other.scalars),
         )
+
+    def scalar(self, name: str) -> Fraction:
+        return dict(self.scalars).get(name, Fraction(0))
+
+
+def _merge(a: tuple[tuple[str, Fraction], ...], b: tuple[tuple[str, Fraction], ...]) -> tuple[tuple[str, Fraction], ...]:
+    if not b:
+        return a
+    if not a:
+        return b
+    out = dict(a)
+    for name, value in b:
+        out[name] = out.get(name, Fraction(0)) + value
+    return tuple(sorted(out.items()))
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Resources NodeResourcesFit counts by name beyond cpu/memory: extended resources
+    (anything with a ``/``, the DRA-backed ``deviceclass.resource.kubernetes.io/...`` included)
+    and hugepages."""
+    return "/" in name or name.startswith("hugepages-")
 
 
 def _add(a: Fraction | None, b: Fraction | None) -> Fraction | None:
@@ -158,27 +186,38 @@ def _quantity(text: Any) -> Fraction | None:
         return None
 
 
-def _requests(containers: Iterable[Mapping[str, Any]]) -> list[tuple[Fraction, Fraction]]:
+def _requests(containers: Iterable[Mapping[str, Any]]) -> list[dict[str, Fraction]]:
     out = []
     for c in containers:
         req = ((c.get("resources") or {}).get("requests")) or {}
-        out.append((_quantity(req.get("cpu", "0")) or Fraction(0), _quantity(req.get("memory", "0")) or Fraction(0)))
+        amounts = {"cpu": _quantity(req.get("cpu", "0")) or Fraction(0), "memory": _quantity(req.get("memory", "0")) or Fraction(0)}
+        for name in sorted(req):
+            if is_scalar_resource(str(name)):
+                amounts[str(name)] = _quantity(req[name]) or Fraction(0)
+        out.append(amounts)
     return out
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """What the pod takes from a node: the larger of its containers' sum and any init
-    container, plus the pod overhead (as the scheduler's NodeResourcesFit computes it)."""
+    """What the pod takes from a node: per resource, the larger of its containers' sum and any
+    init container, plus the pod overhead (as the scheduler's NodeResourcesFit computes it).
+    Extended resources count here whoever serves them; the node filter decides whether a
+    device plugin (the node's allocatable) or DRA (a DeviceClass) does."""
     sp = ob.spec(pod)
-    main = _requests(sp.get("containers") or [])
-    cpu = sum((c for c, _ in main), Fraction(0))
-    memory = sum((m for _, m in main), Fraction(0))
-    for c, m in _requests(sp.get("initContainers") or []):
-        cpu, memory = max(cpu, c), max(memory, m)
+    total: dict[str, Fraction] = {}
+    for amounts in _requests(sp.get("containers") or []):
+        for name, value in amounts.items():
+            total[name] = total.get(name, Fraction(0)) + value
+    for amounts in _requests(sp.get("initContainers") or []):
+        for name, value in amounts.items():
+            total[name] = max(total.get(name, Fraction(0)), value)
     overhead = sp.get("overhead") or {}
-    cpu += _quantity(overhead.get("cpu", "0")) or Fraction(0)
-    memory += _quantity(overhead.get("memory", "0")) or Fraction(0)
-    return Resources(cpu, memory, 1)
+    for name in sorted(overhead):
+        if name in ("cpu", "memory") or is_scalar_resource(str(name)):
+            total[str(name)] = total.get(str(name), Fraction(0)) + (_quantity(overhead[name]) or Fraction(0))
+    cpu = total.pop("cpu", Fraction(0))
+    memory = total.pop("memory", Fraction(0))
+    return Resources(cpu, memory, 1, tuple(sorted((n, v) for n, v in total.items() if v)))
 
 
 def node_allocatable(node: Mapping[str, Any]) -> Resources:
@@ -186,10 +225,15 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources:
     alloc = st.get("allocatable") or st.get("capacity") or {}
     pods = alloc.get("pods")
     pod_count = _quantity(pods) if pods is not None else None
+    scalars = []
+    for name in sorted(alloc):
+        if is_scalar_resource(str(name)):
+            scalars.append((str(name), _quantity(alloc[name]) or Fraction(0)))
     return Resources(
         _quantity(alloc["cpu"]) if "cpu" in alloc else None,
         _quantity(alloc["memory"]) if "memory" in alloc else None,
         int(pod_count) if pod_count is not None else None,
+        tuple(scalars),
     )
 
 
@@ -229,8 +273,13 @@ def node_verdict(
     *,
     used: Resources = Resources(),
     claim_selectors: Sequence[Mapping[str, Any]] = (),
+    dra_backed: frozenset[str] = frozenset(),
 ) -> str:
-    """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words."""
+    """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words.
+
+    ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
+    allocatable has none of such a resource, DRA decides (the special claim), not the node's
+    capacity (upstream's ``shouldDelegateResourceToDRA``)."""
     sp = ob.spec(pod)
     labels = ob.meta(node).get("labels") or {}
     if ob.spec(node).get("unschedulable"):
@@ -259,6 +308,12 @@ def node_verdict(
         return "Insufficient cpu"
     if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
         return "Insufficient memory"
+    for name, amount in need.scalars:
+        capacity = have.scalar(name)
+        if capacity <= 0 and name in dra_backed:
+            continue  # served by DRA on this node: the solver decides
+        if used.scalar(name) + amount > capacity:
+            return f"Insufficient {name}"
     for raw in claim_selectors:
         try:
             if not node_selector_matches(_selector(raw), _node_model(node)):
@@ -285,6 +340,7 @@ def filter_nodes(
     *,
     used: Mapping[str, Resources],
     claims: Sequence[PodClaim] = (),
+    dra_backed: frozenset[str] = frozenset(),
 ) -> NodeFilter:
     """Candidate nodes for ``pod`` (everything but devices, which the solver decides)."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
@@ -292,7 +348,7 @@ def filter_nodes(
     candidates: list[str] = []
     reasons: dict[str, str] = {}
     for node in sorted(nodes, key=ob.name):
-        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors)
+        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors, dra_backed=dra_backed)
         if why:
             reasons[ob.name(node)] = why
         else:

@@ -34,4 +34,4 @@ def shared_dir() -> Path:
 
 
 # The real kube-apiserver (upstream v1.37.2) for the companion tests: see tests/realkube.py.
-from tests.realkube import control_plane, kube_cluster  # noqa: E402, F401
+from tests.realkube import control_plane, kube_cluster, upstream_cluster, upstream_plane  # noqa: E402, F401

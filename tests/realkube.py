@@ -6,7 +6,14 @@ it and stopped at the end of the run. ``kube_cluster`` hands a test that control
 clean: no test namespaces, Nodes, ResourceSlices, DeviceClasses or DeviceTaintRules left by an
 earlier test, so every test sees only the objects it created.
 
-Tests that need it use the ``kube_cluster`` fixture (registered in tests/conftest.py).
+``upstream_cluster`` is a second control plane, also shared by the whole test process, where
+upstream's own components do what dra-solver's companions do elsewhere: kube-scheduler v1.37.2
+(binding-condition timeout shortened to :data:`UPSTREAM_BINDING_TIMEOUT`) and
+kube-controller-manager with its resourceclaim and device-taint-eviction controllers. Tests that
+compare outcomes run the same objects on both (tests/controllers/test_parity.py).
+
+Tests that need them use the ``kube_cluster`` and ``upstream_cluster`` fixtures (registered in
+tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -20,7 +27,12 @@ from typing import Any
 import pytest
 
 from dra_solver.service.localcluster.cluster import create_node, node_object
-from dra_solver.service.localcluster.controlplane import ControlPlane, ControlPlaneError, binaries
+from dra_solver.service.localcluster.controlplane import (
+    KCM_CONTROLLERS,
+    ControlPlane,
+    ControlPlaneError,
+    binaries,
+)
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -126,6 +138,55 @@ def control_plane() -> Iterator[ControlPlane]:
 @pytest.fixture
 def kube_cluster(control_plane: ControlPlane) -> Iterator[KubeCluster]:
     cluster = KubeCluster(control_plane)
+    cluster.wipe()
+    yield cluster
+    cluster.wipe()
+
+
+UPSTREAM_BINDING_TIMEOUT = 8.0
+"""kube-scheduler's ``bindingTimeout`` on ``upstream_plane``: above its 5 s PreBind poll, so
+that a condition set in time is seen before the wait ends."""
+
+UPSTREAM_CONTROLLERS = (*KCM_CONTROLLERS, "resourceclaim-controller", "device-taint-eviction-controller")
+
+
+def upstream_scheduler_config(kubeconfig: str, *, binding_timeout: float = UPSTREAM_BINDING_TIMEOUT) -> str:
+    """kube-scheduler's defaults with a short binding timeout and a short backoff (tests)."""
+    return (
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        f"clientConnection:\n  kubeconfig: {kubeconfig}\n"
+        "leaderElection:\n  leaderElect: false\n"
+        "podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 2\n"
+        "profiles:\n- schedulerName: default-scheduler\n  pluginConfig:\n  - name: DynamicResources\n    args:\n"
+        "      apiVersion: kubescheduler.config.k8s.io/v1\n      kind: DynamicResourcesArgs\n"
+        f"      bindingTimeout: {binding_timeout:g}s\n"
+    )
+
+
+@pytest.fixture(scope="session")
+def upstream_plane() -> Iterator[ControlPlane]:
+    try:
+        bins = binaries()
+    except ControlPlaneError as err:
+        pytest.fail(f"upstream Kubernetes binaries are not available: {err}", pytrace=False)
+    if not bins.path("kube-scheduler").is_file():
+        pytest.fail(f"{bins.path('kube-scheduler')} is missing: run scripts/build-upstream.sh", pytrace=False)
+    cp = ControlPlane(bins, controllers=UPSTREAM_CONTROLLERS)
+    try:
+        cp.start()
+        cp.start_scheduler(config=upstream_scheduler_config(str(cp.scheduler_kubeconfig)))
+    except ControlPlaneError as err:
+        cp.stop()
+        pytest.fail(f"the upstream control plane did not start: {err}", pytrace=False)
+    yield cp
+    cp.stop()
+
+
+@pytest.fixture
+def upstream_cluster(upstream_plane: ControlPlane) -> Iterator[KubeCluster]:
+    """The upstream control plane wiped clean, as ``kube_cluster`` is."""
+    cluster = KubeCluster(upstream_plane)
     cluster.wipe()
     yield cluster
     cluster.wipe()

@@ -38,6 +38,8 @@ from dra_solver.service.kubeapi.meta import Obj
 log = logging.getLogger(__name__)
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+"""Server-side apply: each field manager owns the fields it sets; others' are kept."""
 REQUEST_TIMEOUT = (10.0, 60.0)
 """(connect, read) seconds for every call but watches."""
 
@@ -215,6 +217,9 @@ class Kube:
             "resourceclaimtemplates", "ResourceClaimTemplate", "resource.k8s.io/v1", self.resource.list_resource_claim_template_for_all_namespaces
         )
 
+    def device_classes(self) -> ListSource:
+        return ListSource("deviceclasses", "DeviceClass", "resource.k8s.io/v1", self.resource.list_device_class)
+
     def slices(self) -> ListSource:
         return ListSource("resourceslices", "ResourceSlice", "resource.k8s.io/v1", self.resource.list_resource_slice)
 
@@ -270,9 +275,26 @@ class Kube:
             name=meta["name"], namespace=meta["namespace"], body=claim,
         )
 
+    def apply_claim_status(self, namespace: str, name: str, body: Obj, *, field_manager: str) -> Obj:
+        """Server-side apply of a claim's status as ``field_manager`` (forced: the fields we
+        apply are ours); entries other managers own, such as other drivers' devices, stay."""
+        return self._write(
+            f"apply claim {namespace}/{name} status", self.resource, "patch_namespaced_resource_claim_status",
+            name=name, namespace=namespace, body=body, field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+        )
+
     def delete_claim(self, namespace: str, name: str, *, uid: str) -> Obj:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         return self._write(f"delete claim {namespace}/{name}", self.resource, "delete_namespaced_resource_claim", name=name, namespace=namespace, body=body)
+
+    # --- device taint rules ---------------------------------------------------------------------
+
+    def apply_taint_rule_status(self, name: str, body: Obj, *, field_manager: str) -> Obj:
+        """Server-side apply of a DeviceTaintRule's status (at ``taint_rule_version``)."""
+        return self._write(
+            f"apply devicetaintrule {name} status", self.rules, "patch_device_taint_rule_status",
+            name=name, body=body, field_manager=field_manager, force=True, _content_type=APPLY_PATCH,
+        )
 
     # --- leases -------------------------------------------------------------------------------
 
