@@ -18,6 +18,7 @@ and so do we.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,8 +82,8 @@ def claim_state(claim: Mapping[str, Any] | None, *, now: float, timeout: float) 
             if failed is not None:
                 return BindingState(
                     FAILED,
-                    f"device binding failed: claim={ob.name(claim)}, device={device}, condition={kind}, "
-                    f"reason={failed.get('reason') or ''}, message={failed.get('message') or ''!r}",
+                    f"device binding failed: claim={ob.name(claim)}, reason={failed.get('reason') or ''}, "
+                    f"message={json.dumps(str(failed.get('message') or ''))}, device={device}, condition={kind}",
                 )
         missing = [c for c in wanted if _condition_true(entry, c) is None]
         if missing:

@@ -68,7 +68,7 @@ class ClaimController:
         self._enqueue_pod(pod, deleted=new is None)
 
     def _enqueue_pod(self, pod: Obj, *, deleted: bool) -> None:
-        if not ob.pod_claims(pod):
+        if not ob.pod_claims(pod) and not ob.extended_claim_name(pod):
             return
         if deleted:
             self.deleted.add(ob.uid(pod))
@@ -147,6 +147,9 @@ class ClaimController:
             updated = self.kube.update_claim_status(body)
             self.claims.store.assume(updated)
             log.info("reserved ResourceClaim %s for pod %s", ob.key(updated), key)
+        for problem in plan.unallocated:
+            self.events.emit(pod, "Pod", type_="Warning", reason="ResourceClaimNotAllocated", message=problem)
+            log.info("pod %s: %s", key, problem)
         if plan.errors:
             for problem in plan.errors:
                 self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=problem)

@@ -58,10 +58,13 @@ class PodPlan:
     reserve: tuple[ReserveClaim, ...] = ()
     errors: tuple[str, ...] = ()
     """Problems that need a retry with backoff (missing template, ...)."""
+    unallocated: tuple[str, ...] = ()
+    """For a pod placed on a node without the scheduler: why it cannot start (claims nobody
+    allocated); reported as Events, not retried: the claim's own change brings the pod back."""
 
     @property
     def empty(self) -> bool:
-        return not (self.creates or self.record or self.reserve or self.errors)
+        return not (self.creates or self.record or self.reserve or self.errors or self.unallocated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,14 +205,24 @@ def sync_pod(
             errors.append(f"pod {ob.key(pod)}, resourceClaim {pc_name}: admin access is requested, but the feature is disabled")
             continue
         creates.append(CreateClaim(pc_name, claim_from_template(pod, pc_name, template), admin))
-    reserve = _reservations(pod, claims) if ob.pod_node(pod) else ()
-    return PodPlan(tuple(creates), record, reserve, tuple(errors))
+    reserve, unallocated = _reservations(pod, claims) if ob.pod_node(pod) else ((), ())
+    return PodPlan(tuple(creates), record, reserve, tuple(errors), unallocated)
 
 
-def _reservations(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> tuple[ReserveClaim, ...]:
+def unallocated_message(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> str:
+    return (
+        f"pod is on node {ob.pod_node(pod)} without having been scheduled, but ResourceClaim {ob.key(claim)} "
+        "is not allocated: only a claim the scheduler allocated (for another pod) can be reserved for it, "
+        "so the pod cannot start until that happens"
+    )
+
+
+def _reservations(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> tuple[tuple[ReserveClaim, ...], tuple[str, ...]]:
     # A pod on a node uses its allocated claims; someone who placed it without reserving them
-    # (another scheduler, spec.nodeName set by hand) leaves that to us.
+    # (another scheduler, spec.nodeName set by hand) leaves that to us. Nothing allocates a
+    # claim for such a pod (kube-controller-manager does not either): say so instead.
     out: list[ReserveClaim] = []
+    unallocated: list[str] = []
     ns = ob.namespace(pod)
     for pod_claim in ob.pod_claims(pod):
         try:
@@ -219,14 +232,17 @@ def _reservations(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]
         if resolved.name is None:
             continue
         claim = claims.get(f"{ns}/{resolved.name}")
-        if claim is None or ob.allocation(claim) is None or ob.is_reserved_for_pod(pod, claim):
+        if claim is None or ob.is_reserved_for_pod(pod, claim):
             continue
         if resolved.check_owner and ob.is_for_pod(pod, claim) is not None:
+            continue
+        if ob.allocation(claim) is None:
+            unallocated.append(unallocated_message(pod, claim))
             continue
         status = ob.deep_copy(dict(ob.status(claim)))
         status["reservedFor"] = [*ob.reserved_for(claim), ob.pod_reference(pod)]
         out.append(ReserveClaim(dict(claim), status))
-    return tuple(out)
+    return tuple(out), tuple(unallocated)
 
 
 def pod_status_patch(pod: Mapping[str, Any], names: Mapping[str, str]) -> Obj:
@@ -262,6 +278,8 @@ def pod_needs_work(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any
             return False, why
         if ob.pod_node(pod) and ob.allocation(claim) is not None and not ob.is_reserved_for_pod(pod, claim):
             return True, f"need to reserve claim {ob.key(claim)} for pod"
+        if ob.pod_node(pod) and ob.allocation(claim) is None and not ob.pod_terminal(pod):
+            return True, f"claim {ob.key(claim)} of a pod on a node is not allocated: report it"
     return False, "nothing to do"
 
 
@@ -272,16 +290,9 @@ def pod_releases_claims(pod: Mapping[str, Any], *, deleted: bool) -> bool:
 
 
 def claim_names_of_pod(pod: Mapping[str, Any]) -> list[str]:
-    """``namespace/name`` of every ResourceClaim the pod references (known names only)."""
-    out: list[str] = []
-    for pod_claim in ob.pod_claims(pod):
-        try:
-            resolved = ob.claim_name(pod, pod_claim)
-        except ob.ClaimNameError:
-            continue
-        if resolved.name:
-            out.append(f"{ob.namespace(pod)}/{resolved.name}")
-    return out
+    """``namespace/name`` of every ResourceClaim the pod references (known names only), the
+    scheduler-made extended-resource claim included."""
+    return [f"{ob.namespace(pod)}/{ref.name}" for ref in ob.claim_refs(pod)]
 
 
 # --- claims ------------------------------------------------------------------------------------

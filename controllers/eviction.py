@@ -151,13 +151,7 @@ def pod_eviction(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]
         return None
     ns = ob.namespace(pod)
     out: Eviction | None = None
-    for pod_claim in ob.pod_claims(pod):
-        try:
-            resolved = ob.claim_name(pod, pod_claim)
-        except ob.ClaimNameError:
-            continue
-        if resolved.name is None:
-            continue
+    for resolved in ob.claim_refs(pod):
         claim = claims.get(f"{ns}/{resolved.name}")
         if claim is None or ob.allocation(claim) is None:
             continue

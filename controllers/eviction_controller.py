@@ -95,9 +95,14 @@ class EvictionController:
     # --- events -------------------------------------------------------------------------------
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        if new is None or not ob.pod_claims(new) or not ob.pod_node(new):
+        if new is None or not ob.claim_refs(new) or not ob.pod_node(new):
             return
-        if old is not None and ob.pod_node(old) == ob.pod_node(new) and ob.status(old).get("resourceClaimStatuses") == ob.status(new).get("resourceClaimStatuses"):
+        if (
+            old is not None
+            and ob.pod_node(old) == ob.pod_node(new)
+            and ob.status(old).get("resourceClaimStatuses") == ob.status(new).get("resourceClaimStatuses")
+            and ob.extended_claim_name(old) == ob.extended_claim_name(new)
+        ):
             return  # e.g. our own DisruptionTarget condition: nothing new to decide
         self.queue.add(ob.key(new))
 

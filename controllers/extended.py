@@ -115,12 +115,6 @@ def find_claim(pod: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> M
     return None
 
 
-def recorded_claim_name(pod: Mapping[str, Any]) -> str:
-    """``status.extendedResourceClaimStatus.resourceClaimName`` ("" when none)."""
-    status = ob.status(pod).get("extendedResourceClaimStatus")
-    return str(status.get("resourceClaimName") or "") if isinstance(status, Mapping) else ""
-
-
 # --- the claim ----------------------------------------------------------------------------------
 
 

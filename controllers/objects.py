@@ -139,6 +139,30 @@ def claim_name(pod: Mapping[str, Any], pod_claim: Mapping[str, Any]) -> ClaimNam
     )
 
 
+def extended_claim_name(pod: Mapping[str, Any]) -> str:
+    """The scheduler-made claim for the pod's extended resources
+    (``status.extendedResourceClaimStatus.resourceClaimName``; "" when none)."""
+    recorded = status(pod).get("extendedResourceClaimStatus")
+    return str(recorded.get("resourceClaimName") or "") if isinstance(recorded, Mapping) else ""
+
+
+def claim_refs(pod: Mapping[str, Any]) -> list[ClaimName]:
+    """Every ResourceClaim the pod uses and can name now (upstream ``resourceclaim.PodClaims``):
+    its spec's claims, then the extended-resource claim; unresolvable entries are skipped."""
+    out: list[ClaimName] = []
+    for pod_claim in pod_claims(pod):
+        try:
+            resolved = claim_name(pod, pod_claim)
+        except ClaimNameError:
+            continue
+        if resolved.name:
+            out.append(resolved)
+    extended = extended_claim_name(pod)
+    if extended:
+        out.append(ClaimName(extended, True))
+    return out
+
+
 def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for ref in meta(obj).get("ownerReferences") or []:
         if ref.get("controller"):

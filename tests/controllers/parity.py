@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.controllers import builders as b
-from tests.controllers.conftest import Env
+from tests.controllers.conftest import RESOURCE, Env
 from tests.realkube import UPSTREAM_BINDING_TIMEOUT
 
 Obj = dict[str, Any]
@@ -89,8 +89,8 @@ def binding_slice(name: str, devices: list[str], *, node: str | None = None, all
         spec["allNodes"] = True
     else:
         spec["nodeName"] = node
-    for d in devices:
-        device: Obj = {"name": d, "attributes": {"model": {"string": "a100"}}}
+    for i, d in enumerate(devices):
+        device: Obj = {"name": d, "attributes": {"model": {"string": "a100"}, "slot": {"int": i}}}
         if binds_to_node:
             device["bindsToNode"] = True
         if conditions:
@@ -98,3 +98,33 @@ def binding_slice(name: str, devices: list[str], *, node: str | None = None, all
             device["bindingFailureConditions"] = list(failure or [])
         spec["devices"].append(device)
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
+
+
+def slot_claim(name: str, slot: int) -> Obj:
+    """A claim for the device in ``slot`` of a :func:`binding_slice`."""
+    claim = b.claim(name)
+    claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": f"device.attributes['{b.DRIVER}'].slot == {slot}"}}]
+    return claim
+
+
+def set_device_condition(env: Env, claim: Obj, condition: str, *, manager: str = "fabric-controller") -> None:
+    """What an external controller does: mark each allocated device's ``condition`` True in the
+    claim's status.devices, by server-side apply under its own field manager."""
+    devices = [{"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+                "conditions": [{"type": condition, "status": "True", "reason": "Test", "message": "",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+               for r in claim["status"]["allocation"]["devices"]["results"]]
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": claim["metadata"]["name"], "namespace": claim["metadata"]["namespace"]},
+            "status": {"devices": devices}}
+    env.kc.request("PATCH", f"{RESOURCE}/namespaces/{claim['metadata']['namespace']}/resourceclaims/{claim['metadata']['name']}"
+                   f"/status?fieldManager={manager}&force=true", body, content_type="application/apply-patch+yaml")
+
+
+def device_conditions(claim: Obj | None) -> set[str]:
+    """The condition types that are True in the claim's status.devices."""
+    out: set[str] = set()
+    for entry in ((claim or {}).get("status") or {}).get("devices") or []:
+        out.update(c["type"] for c in entry.get("conditions") or [] if c.get("status") == "True")
+    return out

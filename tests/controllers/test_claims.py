@@ -30,6 +30,8 @@ class PodCase:
     """Claim names expected to be reserved for the pod."""
     errors: list[str] = field(default_factory=list)
     """Substrings, one per expected error."""
+    unallocated: list[str] = field(default_factory=list)
+    """Claims (keys) reported as not allocated for a pod that skipped the scheduler."""
 
 
 POD_CASES: dict[str, PodCase] = {
@@ -73,8 +75,14 @@ POD_CASES: dict[str, PodCase] = {
         POD_ON_NODE,
         claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")])],
     ),
-    "scheduled pod: unallocated claim is not reserved": PodCase(
-        POD_ON_NODE, claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")]
+    "scheduled pod: unallocated claim is not reserved but reported": PodCase(
+        POD_ON_NODE, claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")],
+        unallocated=["default/web-gpu-abcde"],
+    ),
+    "scheduled pod: one claim reserved, the other reported": PodCase(
+        b.pod("web", uid="pod-uid", claims={"a": "shared", "b": "lonely"}, node="node-a"),
+        claims=[b.claim("shared", devices=["gpu-0"], reserved=[b.pod("other", uid="other-uid")]), b.claim("lonely")],
+        reserve=["shared"], unallocated=["default/lonely"],
     ),
     "scheduled pod: shared user claim gets reserved next to others": PodCase(
         b.pod("web", uid="pod-uid", claims={"gpu": "shared"}, node="node-a"),
@@ -101,6 +109,9 @@ def test_sync_pod(case: PodCase) -> None:
     assert len(plan.errors) == len(case.errors)
     for err, want in zip(plan.errors, case.errors, strict=True):
         assert want in err
+    assert len(plan.unallocated) == len(case.unallocated)
+    for message, claim in zip(plan.unallocated, case.unallocated, strict=True):
+        assert f"ResourceClaim {claim} is not allocated" in message and "on node node-a" in message
     for r in plan.reserve:
         assert r.status["reservedFor"][-1] == {"resource": "pods", "name": "web", "uid": "pod-uid"}
         assert r.status["allocation"] == ob.allocation(r.claim)
@@ -242,7 +253,7 @@ def test_pods_to_look_up_skips_cached_and_deleted() -> None:
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, phase="Failed"), {}, False, "pod is done"),
         (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), devices=["gpu-0"])), True, "need to reserve"),
         (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="x"), devices=["gpu-0"])), False, "not created for Pod"),
-        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"))), False, "nothing to do"),
+        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"))), True, "is not allocated: report it"),
     ],
     ids=["template missing claim", "user claim missing", "deleted", "finished", "reserve", "foreign claim", "unallocated"],
 )

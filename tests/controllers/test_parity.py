@@ -27,9 +27,13 @@ from tests.controllers.parity import (
     EXTENDED,
     SIDES,
     Side,
+    binding_slice,
     device_class,
+    device_conditions,
     device_plugin_node,
     extended_pod,
+    set_device_condition,
+    slot_claim,
 )
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
@@ -126,3 +130,104 @@ def test_extended_resource_served_by_device_plugin_on_one_node_and_by_dra_on_ano
     wait_for(lambda: _scheduled_false(env.pod("none")), timeout=30, what="the third pod unschedulable")
     claims = [c for c in env.objects("ResourceClaim") if ob.annotations_of(c).get(ANNOTATION)]
     assert [ob.owning_pod(c)[0] for c in claims] == ["dra"]
+
+
+ATTACHED, FAILED = "example.com/attached", "example.com/attach-failed"
+
+
+def _waiting_for_binding(env: Env, pod: str, claim: str) -> dict[str, Any] | None:
+    """The claim once it is allocated and reserved while its pod is not bound yet."""
+    current, p = env.get("ResourceClaim", claim), env.pod(pod)
+    if current is None or p is None or ob.allocation(current) is None or not ob.is_reserved_for_pod(p, current):
+        return None
+    assert not ob.pod_node(p), f"pod {pod} bound before its binding conditions were met"
+    return current
+
+
+def test_binding_conditions_met_and_binds_to_node(side: Side) -> None:
+    env = side.env
+    env.create(device_class())
+    env.node("node-a")
+    env.node("node-b")
+    # A fabric-attached device any node can reach, attached to the chosen node on demand.
+    env.create(binding_slice("fabric", ["fpga-0"], all_nodes=True, binds_to_node=True, conditions=[ATTACHED], failure=[FAILED]))
+    env.create(slot_claim("attach", 0))
+    env.create(side.pod("p", claims={"dev": "attach"}, node_selector={"kubernetes.io/hostname": "node-b"}))
+    claim = wait_for(lambda: _waiting_for_binding(env, "p", "attach"), timeout=30, what="the claim allocated, the pod waiting")
+    allocation = ob.allocation(claim)
+    assert allocation is not None
+    # bindsToNode: the allocation names the node the scheduler chose.
+    assert allocation["nodeSelector"] == {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["node-b"]}]}]}
+    [result] = allocation["devices"]["results"]
+    assert (result["bindingConditions"], result["bindingFailureConditions"]) == ([ATTACHED], [FAILED])
+    assert allocation.get("allocationTimestamp")
+    wait_for(lambda: env.events("BindingConditionsPending"), timeout=20, what="the BindingConditionsPending event")
+    set_device_condition(env, claim, ATTACHED)
+    wait_for(lambda: env.bound("p"), timeout=30, what="the pod bound once the device is attached")
+    assert ob.pod_node(env.pod("p") or {}) == "node-b"
+    assert ATTACHED in device_conditions(env.get("ResourceClaim", "attach"))
+
+
+def test_binding_conditions_failed_or_timed_out_clear_the_allocation(side: Side) -> None:
+    env = side.env
+    env.create(device_class())
+    env.node("node-a")
+    env.create(binding_slice("fabric", ["fpga-0", "fpga-1"], all_nodes=True, conditions=[ATTACHED], failure=[FAILED]))
+    env.create(slot_claim("fails", 0))
+    env.create(slot_claim("slow", 1))
+    env.create(side.pod("fail", claims={"dev": "fails"}))
+    env.create(side.pod("wait", claims={"dev": "slow"}))
+    failing = wait_for(lambda: _waiting_for_binding(env, "fail", "fails"), timeout=30, what="fails allocated, its pod waiting")
+    slow = wait_for(lambda: _waiting_for_binding(env, "wait", "slow"), timeout=30, what="slow allocated, its pod waiting")
+    first_stamp = (ob.allocation(slow) or {})["allocationTimestamp"]
+    # The attachment fails: the scheduler gives up, clears the allocation (and the device
+    # status with it) and schedules the pod again.
+    set_device_condition(env, failing, FAILED)
+
+    def failure_cleared() -> bool:
+        return FAILED not in device_conditions(env.get("ResourceClaim", "fails"))
+
+    wait_for(failure_cleared, timeout=30, what="the failed allocation cleared")
+    # Nothing ever attaches the other device: after the timeout the same happens to it.
+    def timed_out() -> bool:
+        current = env.get("ResourceClaim", "slow")
+        allocation = ob.allocation(current or {})
+        return allocation is None or allocation.get("allocationTimestamp") != first_stamp
+
+    wait_for(timed_out, timeout=BINDING_TIMEOUT + 30, what="the timed-out allocation cleared")
+    assert not env.bound("fail") and not env.bound("wait")
+    messages = " | ".join(e["message"] for e in env.events("FailedScheduling"))
+    assert "device binding failed: claim=fails" in messages and "device binding timeout" in messages, messages
+
+
+def test_pods_that_skip_the_scheduler(side: Side) -> None:
+    env = side.env
+    env.cluster(nodes=1, gpus=2)
+    env.create(b.claim("shared"))
+    env.create(b.claim("lonely"))
+    env.create(side.pod("first", claims={"gpu": "shared"}))
+    wait_for(lambda: env.bound("first"), timeout=30, what="first bound")
+    # Created straight onto the node: its claim is allocated already (for "first"), so the
+    # claim controller reserves it for this pod too.
+    env.create(side.pod("late", claims={"gpu": "shared"}, node="node-a"))
+    # Its claim is allocated for nobody: nothing allocates it, the pod cannot start.
+    env.create(side.pod("stuck", claims={"gpu": "lonely"}, node="node-a"))
+
+    def late_reserved() -> bool:
+        claim, late = env.get("ResourceClaim", "shared"), env.pod("late")
+        return claim is not None and late is not None and ob.is_reserved_for_pod(late, claim)
+
+    wait_for(late_reserved, timeout=30, what="the shared claim reserved for the late pod")
+    if side.ours:
+        # kube-controller-manager says nothing (the kubelet would, when it fails to start the
+        # pod); dra-solver's claim controller says why at once.
+        [event] = wait_for(lambda: env.events("ResourceClaimNotAllocated"), timeout=20, what="the ResourceClaimNotAllocated event")
+        assert event["involvedObject"]["name"] == "stuck"
+        assert "ResourceClaim default/lonely is not allocated" in event["message"]
+    lonely, stuck = env.get("ResourceClaim", "lonely"), env.pod("stuck")
+    assert lonely is not None and stuck is not None
+    assert ob.allocation(lonely) is None and not ob.reserved_for(lonely)
+    assert ob.pod_node(stuck) == "node-a"
+    shared = env.get("ResourceClaim", "shared")
+    assert shared is not None and sorted(r["name"] for r in ob.reserved_for(shared)) == ["first", "late"]
