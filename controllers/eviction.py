@@ -55,17 +55,38 @@ class Eviction:
         return ", ".join(self.reasons)
 
 
+def _newest_generations(slices: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        sp = ob.spec(s)
+        pool = sp.get("pool") or {}
+        pk = (str(sp.get("driver") or ""), str(pool.get("name") or ""))
+        newest[pk] = max(newest.get(pk, -(2**63)), int(pool.get("generation") or 0))
+    return newest
+
+
+def newest_devices(slices: Iterable[Mapping[str, Any]]) -> list[DeviceKey]:
+    """Every device published in the newest generation of its pool, sorted."""
+    slices = list(slices)
+    newest = _newest_generations(slices)
+    out: set[DeviceKey] = set()
+    for s in slices:
+        sp = ob.spec(s)
+        pool = sp.get("pool") or {}
+        driver, pool_name = str(sp.get("driver") or ""), str(pool.get("name") or "")
+        if int(pool.get("generation") or 0) != newest[(driver, pool_name)]:
+            continue
+        for device in sp.get("devices") or []:
+            out.add((driver, pool_name, str(device.get("name") or "")))
+    return sorted(out)
+
+
 class TaintIndex:
     """NoExecute taints per device, from the newest slices of each pool and from rules."""
 
     def __init__(self, slices: Iterable[Mapping[str, Any]], rules: Iterable[Mapping[str, Any]] = ()) -> None:
-        newest: dict[tuple[str, str], int] = {}
         slices = sorted(slices, key=ob.name)
-        for s in slices:
-            sp = ob.spec(s)
-            pool = sp.get("pool") or {}
-            pk = (str(sp.get("driver") or ""), str(pool.get("name") or ""))
-            newest[pk] = max(newest.get(pk, -(2**63)), int(pool.get("generation") or 0))
+        newest = _newest_generations(slices)
         self._device: dict[DeviceKey, list[TrackedTaint]] = {}
         for s in slices:
             sp = ob.spec(s)

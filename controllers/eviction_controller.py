@@ -8,6 +8,11 @@ that moment, so removing the taint (or the rule) before then cancels the evictio
 
 Evicting is upstream's sequence: read the pod again (gone or replaced: nothing to do), add the
 ``DisruptionTarget`` condition, then delete with the pod's UID as precondition.
+
+Work items ``rule:<name>`` keep each DeviceTaintRule's ``EvictionInProgress`` condition
+(:mod:`controllers.rulestatus`): written at once when a rule appears or its spec changes, then
+at most every ``rule_status_period`` while its pods are evicted, by server-side apply under
+this controller's own field manager.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from dra_solver.controllers import eviction as logic
 from dra_solver.controllers import objects as ob
+from dra_solver.controllers import rulestatus
 from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
@@ -27,6 +33,11 @@ from dra_solver.controllers.runtime import Events, Requeue, Runner, UIDCache, ne
 from dra_solver.service.kubeapi import client as kube
 
 log = logging.getLogger(__name__)
+
+RULE_PREFIX = "rule:"
+FIELD_MANAGER = "dra-solver-device-taint-eviction"
+"""Who owns the EvictionInProgress condition on DeviceTaintRules (server-side apply)."""
+RULE_REASON = "DeviceTaintRule "
 
 
 def _no_execute_taints(slice_: Obj | None) -> list[tuple[str, Any]]:
@@ -52,8 +63,13 @@ class EvictionController:
         workers: int = 2,
         events: Events | None = None,
         clock: Callable[[], float] = time.time,
+        rule_status_period: float = rulestatus.DEFAULT_PERIOD,
     ) -> None:
         self.kube = kube_api
+        self.rule_status_period = rule_status_period
+        self._evicted_by_rule: dict[str, int] = {}
+        """Rule UID -> pods evicted because of it since this controller started."""
+        self._stats_lock = threading.Lock()
         self.cluster = cluster
         self.metrics = metrics
         self.events = events or Events(None, "device-taint-eviction-controller")
@@ -135,8 +151,13 @@ class EvictionController:
 
     def _on_rule(self, old: Obj | None, new: Obj | None) -> None:
         evicting = [r for r in (old, new) if r is not None and (ob.spec(r).get("taint") or {}).get("effect") == logic.NO_EXECUTE]
-        if old is not None and new is not None and ob.spec(old) == ob.spec(new):
+        if new is None and old is not None:
+            with self._stats_lock:
+                self._evicted_by_rule.pop(ob.uid(old), None)
+        if old is not None and new is not None and ob.spec(old) == ob.spec(new) and ob.uid(old) == ob.uid(new):
             return
+        if new is not None:
+            self.queue.add(RULE_PREFIX + ob.name(new))  # report at once, before any eviction
         self._invalidate()
         if evicting:
             self._claims_using(lambda d, p, dev: any(logic.rule_matches(r, d, p, dev) for r in evicting))
@@ -144,10 +165,17 @@ class EvictionController:
     # --- sync ---------------------------------------------------------------------------------
 
     def sync(self, key: str) -> None:
+        if key.startswith(RULE_PREFIX):
+            self.sync_rule(key[len(RULE_PREFIX):])
+            return
         pod = self.pods.store.get(key)
         claims: Mapping[str, Obj] = self.cluster.view("claims")
         eviction = logic.pod_eviction(pod, claims, self.index()) if pod is not None else None
         decision = logic.decide(pod, eviction, now=self.clock())
+        if decision.action != "none" and eviction is not None:
+            # Eviction is in progress for these rules: report it, though not at once (more
+            # pods may be on their way).
+            self._rules_later(eviction)
         if decision.action == "none" or pod is None:
             return
         if decision.action == "wait":
@@ -174,10 +202,59 @@ class EvictionController:
         except (kube.NotFound, kube.Conflict):
             return  # gone, or replaced by a new pod of the same name (UID precondition)
         self.evicted.add(uid)
+        self._count_eviction(eviction)
         latency = max(0.0, self.clock() - eviction.when)
         self.metrics.pod_deletions.inc()
         self.metrics.pod_deletion_latency.observe(latency)
         log.info("evicted pod %s/%s (%s) after %.3fs", ns, name, eviction.describe(), latency)
+
+
+    # --- DeviceTaintRule status ---------------------------------------------------------------
+
+    def _rule_names(self, eviction: logic.Eviction) -> list[str]:
+        return [r[len(RULE_REASON):] for r in eviction.reasons if r.startswith(RULE_REASON)]
+
+    def _rules_later(self, eviction: logic.Eviction) -> None:
+        for name in self._rule_names(eviction):
+            self.queue.add_after(RULE_PREFIX + name, self.rule_status_period)
+
+    def _count_eviction(self, eviction: logic.Eviction) -> None:
+        if self.rules is None:
+            return
+        for name in self._rule_names(eviction):
+            rule = self.rules.store.get(name)
+            if rule is None:
+                continue
+            with self._stats_lock:
+                self._evicted_by_rule[ob.uid(rule)] = self._evicted_by_rule.get(ob.uid(rule), 0) + 1
+            # The informers have to show the pod gone before the count of pending pods is
+            # right: report a little later, as upstream does.
+            self.queue.add_after(RULE_PREFIX + name, self.rule_status_period)
+
+    def sync_rule(self, name: str) -> None:
+        rule = self.rules.store.get(name) if self.rules is not None else None
+        if rule is None:
+            return
+        wait = rulestatus.wait_before_update(rule, now=self.clock(), period=self.rule_status_period)
+        if wait > 0:
+            raise Requeue(wait, f"DeviceTaintRule {name}: status updated less than {self.rule_status_period:g}s ago")
+        with self._stats_lock:
+            evicted = self._evicted_by_rule.get(ob.uid(rule), 0)
+        counts = rulestatus.count(
+            rule, pods=self.pods.store.objects(), claims=self.cluster.view("claims"), slices=self.slices.store.objects(),
+            rules=self.rules.store.objects() if self.rules is not None else (), evicted=evicted,
+        )
+        wanted = rulestatus.condition(rule, counts)
+        if not rulestatus.changed(rule, wanted):
+            return
+        body = rulestatus.apply_body(rule, wanted, now=self.clock(), api_version=f"resource.k8s.io/{self.kube.taint_rule_version}")
+        try:
+            updated = self.kube.apply_taint_rule_status(name, body, field_manager=FIELD_MANAGER)
+        except (kube.NotFound, kube.Conflict):
+            return  # deleted, or replaced under the same name (the UID in the request differs)
+        if self.rules is not None:
+            self.rules.store.assume(updated)
+        log.info("DeviceTaintRule %s: %s=%s (%s) %s", name, rulestatus.CONDITION, wanted["status"], wanted["reason"], wanted["message"])
 
 
 def sp_driver_pool(spec: Mapping[str, Any]) -> tuple[str, str]:

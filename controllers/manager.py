@@ -123,6 +123,7 @@ class Manager:
         if "eviction" in options.enable:
             self.controllers["eviction"] = EvictionController(
                 kube_api, self.cluster, self.metrics, workers=options.eviction_workers, events=self._events("device-taint-eviction-controller"),
+                rule_status_period=options.rule_status_period,
             )
         self.elector: LeaderElector | None = None
         if options.leader_elect:

@@ -231,3 +231,41 @@ def test_pods_that_skip_the_scheduler(side: Side) -> None:
     assert ob.pod_node(stuck) == "node-a"
     shared = env.get("ResourceClaim", "shared")
     assert shared is not None and sorted(r["name"] for r in ob.reserved_for(shared)) == ["first", "late"]
+
+
+def _rule_condition(env: Env, name: str) -> dict[str, Any] | None:
+    rule = env.get("DeviceTaintRule", name)
+    for cond in ((rule or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "EvictionInProgress":
+            return dict(cond)
+    return None
+
+
+def test_device_taint_rule_status(side: Side) -> None:
+    env = side.env
+    env.cluster(nodes=1, gpus=2)
+    env.create(b.claim("c"))
+    env.create(side.pod("victim", claims={"gpu": "c"}))
+    wait_for(lambda: env.bound("victim"), timeout=30, what="victim bound")
+    claim = env.get("ResourceClaim", "c")
+    assert claim is not None
+    [result] = ob.allocated_devices(claim)
+    # A dry run first: effect None says what NoExecute would do, and evicts nobody.
+    env.create(b.taint_rule("dry-run", pool="node-a", effect="None"))
+    cond = wait_for(lambda: _rule_condition(env, "dry-run"), timeout=30, what="the dry run's condition")
+    assert (cond["status"], cond["reason"], cond["observedGeneration"]) == ("False", "NoEffect", 1)
+    assert cond["message"] == (
+        "2 published devices selected. 1 allocated device selected. 1 pod would be evicted in 1 namespace "
+        "if the effect was NoExecute. This information will not be updated again. Recreate the DeviceTaintRule to trigger an update.")
+    assert not ob.deleting(env.pod("victim") or {})
+    # The real thing: the pod is evicted, and the rule says the eviction is complete.
+    env.create(b.taint_rule("broken", device=result["device"]))
+    wait_for(lambda: ob.deleting(env.pod("victim") or {"metadata": {"deletionTimestamp": "gone"}}), timeout=30, what="victim evicted")
+
+    def completed() -> dict[str, Any] | None:
+        cond = _rule_condition(env, "broken")
+        return cond if cond and cond["reason"] == "Completed" else None
+
+    cond = wait_for(completed, timeout=40, what="the rule's eviction reported complete")
+    assert (cond["status"], cond["observedGeneration"]) == ("False", 1)
+    assert cond["message"] == "1 pod evicted since starting the controller."
