@@ -34,6 +34,7 @@ from dra_solver.kubeletplugin.cdi import DIR_MODE as CDI_DIR_MODE
 from dra_solver.kubeletplugin.cdi import CdiHandler
 from dra_solver.kubeletplugin.checkpoint import CheckpointError, CheckpointStore
 from dra_solver.kubeletplugin.claims import ClaimSource, DirectoryClaimSource, KubeClaimSource
+from dra_solver.kubeletplugin.devicestatus import DeviceStatusWriter
 from dra_solver.kubeletplugin.driver import PluginCore, PluginServer, SocketError
 from dra_solver.kubeletplugin.health import HealthMonitor
 from dra_solver.kubeletplugin.publish import (
@@ -257,9 +258,11 @@ def build(args: argparse.Namespace) -> Plugin:
     log.info("checkpoint %s: %d claim(s) recovered", state.store.path, len(recovered))
 
     claims: ClaimSource
+    status: DeviceStatusWriter | None = None
     if args.claim_source == KUBE:
         claims = KubeClaimSource(api_client)
-        log.info("reading ResourceClaims from the Kubernetes API")
+        status = DeviceStatusWriter(api_client, driver=driver, node=node)
+        log.info("reading ResourceClaims from the Kubernetes API; prepared NICs reported in their status.devices")
     else:
         claims = DirectoryClaimSource(Path(args.claim_source).absolute())
         log.info("reading ResourceClaims from %s", args.claim_source)
@@ -289,7 +292,8 @@ def build(args: argparse.Namespace) -> Plugin:
         driver=driver,
         plugin_dir=plugin_dir,
         registry_dir=registry_dir,
-        core=PluginCore(driver=driver, state=state, claims=claims),
+        core=PluginCore(driver=driver, state=state, claims=claims, status=status,
+                        devices=lambda: profile.enumerate_devices().by_name()),
         health=monitor,
     )
     return Plugin(server=server, state=state, monitor=monitor, loop=loop, profile=profile)

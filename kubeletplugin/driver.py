@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +41,8 @@ import grpc
 
 from dra_solver.kubeletplugin import fsutil, protos
 from dra_solver.kubeletplugin.claims import ClaimLookupError, ClaimSource
+from dra_solver.kubeletplugin.devicestatus import DeviceStatusWriter
+from dra_solver.kubeletplugin.discovery import DeviceInfo
 from dra_solver.kubeletplugin.health import HealthMonitor, add_health_servicers
 from dra_solver.kubeletplugin.state import ClaimRef, DeviceState, PrepareResult, claim_ref_problem
 from dra_solver.model import objects as o
@@ -63,6 +65,10 @@ class PluginCore:
     driver: str
     state: DeviceState
     claims: ClaimSource
+    status: DeviceStatusWriter | None = None
+    """Writes the prepared NICs' entries in the claims' ``status.devices`` (with the API)."""
+    devices: Callable[[], Mapping[str, DeviceInfo]] | None = None
+    """The node's devices by name (which ones are NICs, their interface names)."""
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
@@ -78,7 +84,14 @@ class PluginCore:
                 log.warning("prepare claim %s (%s): %s", ref, ref.uid, err)
                 results[ref.uid] = PrepareResult(error=str(err))
         if found:
-            results.update(self.state.prepare(found))
+            prepared = self.state.prepare(found)
+            results.update(prepared)
+            if self.status is not None and self.devices is not None:
+                known = self.devices()
+                for claim in found:
+                    result = prepared.get(claim.metadata.uid or "")
+                    if result is not None and not result.error:
+                        self.status.write(claim, result.devices, known)
         return results
 
     def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:

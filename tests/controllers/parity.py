@@ -21,6 +21,9 @@ from typing import Any
 
 from tests.controllers import builders as b
 from tests.controllers.conftest import RESOURCE, Env
+from tests.kubeletplugin.helpers import DRIVER as PLUGIN_DRIVER
+from tests.kubeletplugin.helpers import NODE as PLUGIN_NODE
+from tests.kubeletplugin.helpers import PluginDirs
 from tests.realkube import UPSTREAM_BINDING_TIMEOUT
 
 Obj = dict[str, Any]
@@ -112,6 +115,7 @@ def set_device_condition(env: Env, claim: Obj, condition: str, *, manager: str =
     """What an external controller does: mark each allocated device's ``condition`` True in the
     claim's status.devices, by server-side apply under its own field manager."""
     devices = [{"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+                **({"shareID": r["shareID"]} if r.get("shareID") else {}),
                 "conditions": [{"type": condition, "status": "True", "reason": "Test", "message": "",
                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
                for r in claim["status"]["allocation"]["devices"]["results"]]
@@ -128,3 +132,24 @@ def device_conditions(claim: Obj | None) -> set[str]:
     for entry in ((claim or {}).get("status") or {}).get("devices") or []:
         out.update(c["type"] for c in entry.get("conditions") or [] if c.get("status") == "True")
     return out
+
+
+@dataclass
+class KubePluginDirs(PluginDirs):
+    """The plugin's directories, with slices published and claims read through the API."""
+
+    kubeconfig: str = ""
+
+    def args(self) -> list[str]:
+        out = ["--driver", PLUGIN_DRIVER, "--node", PLUGIN_NODE, "--plugin-dir", str(self.plugin),
+               "--registry-dir", str(self.registry), "--cdi-dir", str(self.cdi), "--checkpoint-dir", str(self.checkpoint),
+               "--kubeconfig", self.kubeconfig]
+        if self.config is not None:
+            out += ["--config", str(self.config)]
+        return out
+
+
+def nic_class() -> Obj:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic.sim.dra-solver.dev"},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{PLUGIN_DRIVER}' && "
+                                                          f"device.attributes['{PLUGIN_DRIVER}'].type == 'nic'"}}]}}

@@ -13,6 +13,7 @@ DeviceTaintRule status after an eviction.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,16 +26,20 @@ from tests.controllers.parity import (
     BINDING_TIMEOUT,
     BY_CLASS,
     EXTENDED,
+    PLUGIN_NODE,
     SIDES,
+    KubePluginDirs,
     Side,
     binding_slice,
     device_class,
     device_conditions,
     device_plugin_node,
     extended_pod,
+    nic_class,
     set_device_condition,
     slot_claim,
 )
+from tests.kubeletplugin.helpers import PluginProcess, short_tmpdir
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
@@ -269,3 +274,56 @@ def test_device_taint_rule_status(side: Side) -> None:
     cond = wait_for(completed, timeout=40, what="the rule's eviction reported complete")
     assert (cond["status"], cond["observedGeneration"]) == ("False", 1)
     assert cond["message"] == "1 pod evicted since starting the controller."
+
+
+def test_device_status_written_by_the_plugin_and_kept(side: Side) -> None:
+    env = side.env
+    env.create(nic_class())
+    env.node(PLUGIN_NODE)
+    root = short_tmpdir()
+    config = root / "devices.yaml"
+    config.write_text("gpus: 1\nnics: 2\n")
+    plugin = PluginProcess(KubePluginDirs(root, config=config, kubeconfig=env.kc.kubeconfig)).start()
+    kubelet = plugin.kubelet()
+    try:
+        wait_for(lambda: [s for s in env.objects("ResourceSlice") if s["spec"].get("nodeName") == PLUGIN_NODE],
+                 timeout=30, what="the plugin's slices")
+        claim = b.claim("net")
+        claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nic.sim.dra-solver.dev"
+        env.create(claim)
+        env.create(side.pod("first", claims={"nic": "net"}))
+        wait_for(lambda: env.bound("first"), timeout=30, what="first bound")
+        allocated = env.get("ResourceClaim", "net")
+        assert allocated is not None
+        [device] = ob.allocated_devices(allocated)
+        # The kubelet prepares the claim: the plugin reports the NIC in status.devices.
+        prepared = kubelet.prepare(allocated).claims[ob.uid(allocated)]
+        assert not prepared.error, prepared.error
+
+        def entry() -> dict[str, Any] | None:
+            current = env.get("ResourceClaim", "net") or {}
+            found = [e for e in current.get("status", {}).get("devices") or [] if e["device"] == device["device"]]
+            return found[0] if found else None
+
+        written = wait_for(entry, timeout=20, what="the plugin's device status")
+        assert (written["driver"], written["pool"], written.get("shareID")) == (device["driver"], device["pool"], device.get("shareID"))
+        network = written["networkData"]
+        assert network["interfaceName"] == f"simnet{device['device'].removeprefix('nic-')}"
+        assert len(network["ips"]) == 1 and network["hardwareAddress"].startswith("02:")
+        assert [c["type"] for c in written["conditions"]] == ["Ready"]
+        # Someone else reports on the same device, then the scheduler reserves the claim for a
+        # second pod and the kubelet prepares it again: nobody's entries are lost.
+        set_device_condition(env, allocated, "example.com/linked", manager="link-monitor")
+        env.create(side.pod("second", claims={"nic": "net"}))
+        wait_for(lambda: env.bound("second"), timeout=30, what="second bound")
+        assert not kubelet.prepare(env.get("ResourceClaim", "net") or {}).claims[ob.uid(allocated)].error
+        final = env.get("ResourceClaim", "net")
+        assert final is not None
+        assert sorted(r["name"] for r in ob.reserved_for(final)) == ["first", "second"]
+        kept = entry()
+        assert kept is not None and kept["networkData"] == network
+        assert {c["type"] for c in kept["conditions"]} == {"Ready", "example.com/linked"}
+    finally:
+        kubelet.close()
+        plugin.terminate()
+        shutil.rmtree(root, ignore_errors=True)
