@@ -41,6 +41,11 @@ API_CALLS: tuple[tuple[str, str, str], ...] = (
     ("resource.k8s.io", "resourceslices", "watch"),
     ("resource.k8s.io", "devicetaintrules", "list"),
     ("resource.k8s.io", "devicetaintrules", "watch"),
+    # The EvictionInProgress condition: server-side apply of the status subresource.
+    ("resource.k8s.io", "devicetaintrules/status", "patch"),
+    # Which DeviceClass serves an extended resource (the scheduler).
+    ("resource.k8s.io", "deviceclasses", "list"),
+    ("resource.k8s.io", "deviceclasses", "watch"),
     # Leader election (namespaced, --lease-namespace).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
@@ -63,8 +68,11 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("", "pods/binding", "create"), ("", "nodes", "list"), ("", "nodes", "watch"), ("", "events", "create"),
         ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceclaims", "get"), ("resource.k8s.io", "resourceclaims", "update"),
+        # The claims for extended resources: created, and deleted when an attempt fails.
+        ("resource.k8s.io", "resourceclaims", "create"), ("resource.k8s.io", "resourceclaims", "delete"),
         ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "deviceclasses", "list"), ("resource.k8s.io", "deviceclasses", "watch"),
     }),
     "eviction": frozenset({
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods", "delete"), ("", "pods/status", "patch"),
@@ -72,6 +80,7 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("resource.k8s.io", "resourceclaims", "list"), ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "watch"),
         ("resource.k8s.io", "devicetaintrules", "list"), ("resource.k8s.io", "devicetaintrules", "watch"),
+        ("resource.k8s.io", "devicetaintrules/status", "patch"),
     }),
     "leader-election": frozenset({
         ("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "create"), ("coordination.k8s.io", "leases", "update"),

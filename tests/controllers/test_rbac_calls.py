@@ -94,6 +94,8 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     wait_for(lambda: ob.deleting(env.pod("victim") or {"metadata": {"deletionTimestamp": "x"}}), what="victim evicted")
     wait_for(lambda: sorted(ob.name(c) for c in env.objects("ResourceClaim") if ob.owning_pod(c)[0] == "job") == [],
              what="job's claim deleted")
+    env.create(b.taint_rule("dry-run", pool="node-a", effect="None"))
+    wait_for(lambda: (env.get("DeviceTaintRule", "dry-run") or {}).get("status", {}).get("conditions"), what="the rule's status")
     env.settle()
     assert bumps, "the scheduler's status write conflicted once"
     seen = recorder.calls

@@ -6,9 +6,10 @@ kube-apiserver (with an audit log), and the solver service, the controllers and 
 plugin run under their own ServiceAccount's token, with the flags their Deployment and
 DaemonSet give them. A workload goes through everything they do in a cluster: a pod with a
 claim template is scheduled by dra-solver (claim created, allocated, reserved, pod bound), the
-plugin prepares and unprepares the claim as the kubelet asks, the device turns unhealthy so the
-plugin taints it and the eviction controller evicts the pod, and the claim is deallocated and
-deleted once the pod is gone.
+plugin prepares and unprepares the claim as the kubelet asks (reporting its NIC in the claim's
+status), the device turns unhealthy so the plugin taints it and the eviction controller evicts
+the pod, the claim is deallocated and deleted once the pod is gone, and a DeviceTaintRule gets
+its status.
 
 A verb missing from deploy/ fails the workload, and the audit log names the refused request.
 A verb granted but never used fails too, unless ``ALLOWED_UNUSED`` says why it is needed anyway
@@ -60,7 +61,11 @@ ALLOWED_UNUSED: dict[str, dict[ApiCall, str]] = {
             "attempt: error paths a healthy run does not take",
     },
     "solver": {},
-    "kubelet-plugin": {},
+    "kubelet-plugin": {
+        ApiCall("resource.k8s.io", "resourceclaims/driver", "associated-node:patch"):
+            "not a request: checked by the API server inside the status patch that reports the "
+            "prepared NIC in status.devices (the workload fails without it)",
+    },
 }
 """Grants the workload does not exercise, with the reason each is needed all the same."""
 
@@ -272,7 +277,9 @@ def _drive(cp: ControlPlane, plugin_dir: Path, health_file: Path, procs: list[Pr
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
         "metadata": {"name": "one-gpu", "namespace": WORKLOAD_NS},
         "spec": {"spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu.sim.dra-solver.dev"}}]}}},
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.sim.dra-solver.dev"}},
+            # A NIC too: the plugin reports it in the claim's status.devices.
+            {"name": "nic", "exactly": {"deviceClassName": "nic.sim.dra-solver.dev"}}]}}},
     })
     pod_path, claim_path, claim = _scheduled_pod(cp, "trainer", procs)
 
@@ -282,6 +289,8 @@ def _drive(cp: ControlPlane, plugin_dir: Path, health_file: Path, procs: list[Pr
         uid = claim["metadata"]["uid"]
         prepared = kubelet.prepare(claim).claims[uid]
         assert not prepared.error and prepared.devices, prepared
+        wait("the prepared NIC in the claim's status.devices", lambda: [
+            d for d in (get(cp, claim_path) or {}).get("status", {}).get("devices") or [] if d.get("networkData")], procs=procs)
         unprepared = kubelet.unprepare(claim).claims[uid]
         assert not unprepared.error, unprepared
     finally:
@@ -305,6 +314,15 @@ def _drive(cp: ControlPlane, plugin_dir: Path, health_file: Path, procs: list[Pr
                content_type="application/merge-patch+json")
     wait("the completed pod's claim deleted", lambda: get(cp, job_claim_path) is None, procs=procs)
     assert get(cp, job_path) is not None
+
+    # An admin's dry run of a DeviceTaintRule: the eviction controller reports in its status.
+    cp.request("POST", f"{RES}/devicetaintrules", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "rbac-dry-run"},
+        "spec": {"deviceSelector": {"driver": "gpu.sim.dra-solver.dev", "pool": NODE},
+                 "taint": {"key": "example.com/maintenance", "effect": "None"}},
+    })
+    wait("the DeviceTaintRule's status", lambda: (get(cp, f"{RES}/devicetaintrules/rbac-dry-run") or {})
+         .get("status", {}).get("conditions"), procs=procs)
 
 
 def _scheduled_pod(cp: ControlPlane, name: str, procs: Sequence[Proc]) -> tuple[str, str, dict[str, Any]]:
