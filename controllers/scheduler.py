@@ -535,7 +535,12 @@ class Scheduler:
                 try:
                     self._bind(pod, node)
                 except Exception as err:
-                    self._binding_failed(pod, placement, written, claim_keys, f"binding failed: {err}")
+                    # The devices are ready; only the binding failed: keep the allocations (the
+                    # next attempt finds them ready at once), as upstream's Unreserve does;
+                    # only the pod's reservations go.
+                    for record in written:
+                        record.allocated = False
+                    self._binding_failed(pod, placement, written, (), f"binding failed: {err}")
                     return
                 self._bound(pod, node, placement, allocations)
                 return
@@ -544,9 +549,10 @@ class Scheduler:
         self.prebind.add(key, claim_keys, done)
 
     def _binding_failed(self, pod: Obj, placement: Placement, written: list[_Written], claim_keys: Sequence[str], why: str) -> None:
-        # Upstream deallocates a claim whose binding failed or timed out (PostFilter) before
-        # trying again; so do we, for every claim of the pod with binding conditions that no
-        # other consumer holds, whoever allocated it.
+        """Roll the attempt back and try again. Upstream deallocates a claim whose binding
+        failed or timed out (PostFilter) before trying again; so do we for the claims in
+        ``claim_keys`` with binding conditions that no other consumer holds, whoever
+        allocated them."""
         latest = {r.key: r for r in written}
         extra: list[_Written] = []
         for k in claim_keys:

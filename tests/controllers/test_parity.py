@@ -111,6 +111,23 @@ def test_extended_resources_by_name_and_by_class(side: Side) -> None:
     victim = ob.name(claim)
     env.delete("Pod", "by-class", force=True)
     wait_for(lambda: env.get("ResourceClaim", victim) is None, timeout=30, what="the extended claim deleted with its pod")
+    # A special claim an earlier attempt left behind (allocated elsewhere, say) is deleted.
+    gated = extended_pod(side, "leftover", {BY_CLASS: "1"})
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    held = env.create(gated)
+    stale = b.claim("leftover-extended-resources-old", owner=held)
+    stale["metadata"]["annotations"] = {ANNOTATION: "true"}
+    env.create(stale)
+    env.patch("Pod", "leftover", {"spec": {"schedulingGates": None}})
+    wait_for(lambda: env.get("ResourceClaim", "leftover-extended-resources-old") is None, timeout=30, what="the leftover claim deleted")
+    if side.ours:
+        # dra-solver tries again at once, with a fresh claim.
+        wait_for(lambda: env.bound("leftover"), timeout=30, what="the pod bound after its leftover claim went")
+        assert ob.name(_extended_claim(env, env.pod("leftover") or {})) != "leftover-extended-resources-old"
+    else:
+        # kube-scheduler parks the pod until some later cluster event (at most 5 minutes).
+        wait_for(lambda: "deletion of ResourceClaim completed" in str((env.pod("leftover") or {}).get("status")), timeout=30,
+                 what="kube-scheduler's verdict")
 
 
 def test_extended_resource_served_by_device_plugin_on_one_node_and_by_dra_on_another(side: Side) -> None:
