@@ -32,7 +32,7 @@ UP = "./scripts/local-cluster.sh up --nodes 2"
 DOC_STATE = "~/.cache/dra-solver/local-cluster"
 DOC_BIN = "~/.cache/dra-solver/k8s-v1.37.2/bin"
 NAMESPACE = "local-demo"
-PODS = {"inference", "train-0", "train-1", "notebook"}
+PODS = {"inference", "train-0", "train-1", "render", "notebook"}
 
 
 def readme_block() -> mdblocks.Block:
