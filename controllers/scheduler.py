@@ -14,8 +14,11 @@ One attempt for a pod (a work-queue key; several workers run attempts for differ
    workers have in flight, the node's free CPU/memory now) and assume the pod on the node;
 5. write each claim: the delete-protection finalizer, then allocation and ``reservedFor``
    together in one status update, each preconditioned on the resourceVersion read and
-   retried from a fresh read on conflict;
-6. bind the pod through the ``pods/binding`` subresource.
+   retried from a fresh read on conflict (first creating the special claim for extended
+   resources served by DRA, :mod:`controllers.extended`, and recording it in the pod status);
+6. when a device has binding conditions, wait for them off the worker
+   (:mod:`controllers.prebind`), then
+7. bind the pod through the ``pods/binding`` subresource.
 
 Any failure after step 3 rolls back: claims written lose the pod's reservation (and the
 allocation, when we made it and nobody else uses the claim), the service's reservation is
@@ -35,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Any
 
 from dra_solver.controllers import bindingconditions as bc
@@ -459,7 +463,7 @@ class Scheduler:
 
     # --- extended resources backed by DRA ----------------------------------------------------
 
-    def _extended_requests(self, pod: Obj) -> tuple[extended.ClassIndex, dict[str, Any]] | None:
+    def _extended_requests(self, pod: Obj) -> tuple[extended.ClassIndex, dict[str, Fraction]] | None:
         """The class index and the pod's DRA-served extended resource requests, or None when
         the pod asks for none. A special claim left by an earlier attempt is deleted first
         and the pod retried, as upstream's PostFilter does."""
@@ -573,7 +577,7 @@ class Scheduler:
     # --- choosing node and devices -----------------------------------------------------------
 
     def _place(self, pod: Obj, gathered: logic.Gathered, filtered: logic.NodeFilter, nodes: Mapping[str, Obj],
-               used: Mapping[str, logic.Resources], wanted: tuple[extended.ClassIndex, dict[str, Any]] | None) -> Placement | None:
+               used: Mapping[str, logic.Resources], wanted: tuple[extended.ClassIndex, dict[str, Fraction]] | None) -> Placement | None:
         """Node and devices for the pod, or None after marking it unschedulable.
 
         With extended resources served by DRA the claims differ from node to node (a node
