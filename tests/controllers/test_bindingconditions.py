@@ -148,3 +148,27 @@ def test_rule_status_pacing_and_counts() -> None:
     assert rulestatus.count(rule(), pods=[victim], claims=b.by_key(allocated), slices=slices, rules=[], evicted=4) == rulestatus.Counts(1, 1, 4)
     gone = b.pod("v", uid="v-uid", claims={"gpu": "c"}, node="node-a", deleting=True)
     assert rulestatus.count(rule(), pods=[gone], claims=b.by_key(allocated), slices=slices, rules=[], evicted=1) == rulestatus.Counts(evicted_pods=1)
+
+
+def test_with_the_gate_off_devices_with_binding_conditions_are_not_allocated(env: Any) -> None:
+    """``--feature-gates DRADeviceBindingConditions=false`` reaches the solver: a device that
+    needs binding conditions is never chosen, and a plain one is taken without any wait."""
+    from tests.controllers.conftest import wait_for
+    from tests.controllers.parity import binding_slice, device_class, slot_claim
+
+    env.create(device_class())
+    env.node("node-a")
+    env.create(binding_slice("fabric", ["fpga-0"], all_nodes=True, conditions=["attached"], failure=["failed"]))
+    env.create(slot_claim("fabric-only", 0))
+    env.create(b.claim("any"))
+    env.manager(features=features.parse("DRADeviceBindingConditions=false"))
+    env.create(b.pod("needs-fabric", claims={"dev": "fabric-only"}))
+    wait_for(lambda: any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                         for c in (env.pod("needs-fabric") or {}).get("status", {}).get("conditions") or []),
+             what="the pod unschedulable")
+    assert (env.get("ResourceClaim", "fabric-only") or {}).get("status", {}).get("allocation") is None
+    env.create(b.gpu_slice("node-a", count=1))
+    env.create(b.pod("plain", claims={"dev": "any"}))
+    wait_for(lambda: env.bound("plain"), what="the plain pod bound")
+    assert [r["device"] for r in (env.get("ResourceClaim", "any") or {})["status"]["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert not env.events("BindingConditionsPending")
