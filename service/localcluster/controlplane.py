@@ -42,7 +42,8 @@ FEATURE_GATES: dict[str, bool] = {
     "DRAWorkloadResourceClaims": True,
     "TopologyAwareWorkloadScheduling": True,
 }
-"""Gates turned on beyond v1.37's defaults (DRA, DeviceTaintRule and binding conditions are on)."""
+"""Gates turned on beyond v1.37's defaults (DRA, DeviceTaintRule, binding conditions, extended
+resources backed by DRA and device status are on by default; nothing else DRA needs a gate)."""
 
 RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true"
 """API versions served beyond the defaults: PodGroup and Workload are an off-by-default beta."""
