@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
 Obj = dict[str, Any]
@@ -188,6 +189,11 @@ def taint_rule(name: str, *, device: str | None = None, pool: str | None = None,
     if time_added:
         taint["timeAdded"] = time_added
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name}, "spec": {"deviceSelector": selector, "taint": taint}}
+
+
+def micro_time(seconds: float) -> str:
+    """Seconds since the epoch -> RFC 3339 with microseconds, as metav1.MicroTime (a Lease's renewTime)."""
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def taint(key: str = "example.com/broken", *, effect: str = "NoExecute", time_added: str | None = "2025-01-01T00:00:00Z") -> Obj:

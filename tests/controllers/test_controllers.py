@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.leaderelection import _now_micro
 from dra_solver.service.kubeapi import client as kube
 from tests.controllers import builders as b
 from tests.controllers.conftest import Env, FaultyKube, fast_options, wait_for
@@ -156,7 +155,7 @@ def test_losing_the_lease_stops_the_controllers(env_no_solver: Env) -> None:
     assert lease is not None
     lease["spec"]["holderIdentity"] = "intruder"
     lease["spec"]["leaseDurationSeconds"] = 3600
-    lease["spec"]["renewTime"] = _now_micro(time.time())
+    lease["spec"]["renewTime"] = b.micro_time(time.time())
     env.replace(lease)
     assert manager.wait(10), "the manager ends when it cannot renew"
     assert manager.lost_leadership.is_set()

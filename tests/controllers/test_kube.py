@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector, _now_micro
+from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store
@@ -414,7 +414,7 @@ def test_leader_that_cannot_renew_steps_down_and_expired_lease_is_taken(cluster:
     lease = cluster.get("Lease", name)
     assert lease is not None
     lease["spec"]["holderIdentity"] = "intruder"
-    lease["spec"]["renewTime"] = _now_micro(time.time())
+    lease["spec"]["renewTime"] = b.micro_time(time.time())
     cluster.replace(lease)
     wait_for(lambda: "a stopped" in log, what="a to step down")
     assert not a.is_leader
