@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.claims import ClaimLookupError, KubeClaimSource
 from dra_solver.kubeletplugin.publish import KubeSliceSink, Publisher, PublishError
 from dra_solver.service.kubeapi.client import api_client
@@ -37,7 +37,7 @@ def client_for(cluster: KubeCluster) -> Any:
 
 
 def node_devices(count: int) -> discovery.NodeDevices:
-    return discovery.build_devices(discovery.parse_config({"gpus": {"count": count}}), node=NODE)
+    return discovery.build_devices(simconfig.parse_config({"gpus": {"count": count}}), node=NODE)
 
 
 def published(cluster: KubeCluster) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,8 @@ import pytest
 
 from dra_solver.kubeletplugin import fsutil
 from dra_solver.kubeletplugin.cdi import CdiHandler
-from dra_solver.kubeletplugin.discovery import SimConfig, SimulatedProfile
+from dra_solver.kubeletplugin.discovery import SimulatedProfile
+from dra_solver.kubeletplugin.simconfig import SimConfig
 from dra_solver.kubeletplugin.state import ClaimRef, claim_ref_problem
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_object

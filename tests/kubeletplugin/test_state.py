@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.cdi import CdiHandler
 from dra_solver.kubeletplugin.checkpoint import CheckpointStore, ClaimEntry, ClaimState
 from dra_solver.kubeletplugin.claims import ClaimLookupError, DirectoryClaimSource
@@ -29,7 +29,7 @@ from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, wri
 
 
 def make_state(root: Path, *, lock_timeout: float = 60.0) -> DeviceState:
-    config = discovery.parse_config({"gpus": {"count": 4}})
+    config = simconfig.parse_config({"gpus": {"count": 4}})
     profile = discovery.SimulatedProfile(
         config, node=NODE, state_dir=root / "sim", health_file=None
     )
@@ -115,7 +115,7 @@ def test_recovery_undoes_started_claims_and_orphans(tmp_path: Path) -> None:
 def test_skip_rollback_leaves_things_behind(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     state.faults = FaultInjection(skip_rollback=True)
-    state.profile.config = discovery.parse_config(
+    state.profile.config = simconfig.parse_config(
         {"gpus": {"count": 4}, "simulate": {"failPrepare": ["gpu-1"]}}
     )  # type: ignore[attr-defined]
     c = decoded(claim("fails", [result("a", "gpu-0"), result("b", "gpu-1")]))
@@ -263,7 +263,7 @@ def test_taint_for() -> None:
 
 
 def test_monitor_versions_and_listeners(tmp_path: Path) -> None:
-    config = discovery.parse_config({"gpus": {"count": 2}})
+    config = simconfig.parse_config({"gpus": {"count": 2}})
     health = tmp_path / "h.yaml"
     profile = discovery.SimulatedProfile(
         config, node=NODE, state_dir=tmp_path / "s", health_file=health
