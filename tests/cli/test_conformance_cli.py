@@ -70,7 +70,6 @@ def _gates(case: Case) -> str:
     return ",".join(f"{name}={'true' if features.get(name) else 'false'}" for name in GATE_NAMES)
 
 
-@pytest.mark.skipif(not CONFORMANCE, reason="shared test data not found (set DRA_SHARED_DIR)")
 @pytest.mark.parametrize("path", CONFORMANCE, ids=[p.stem for p in CONFORMANCE])
 def test_upstream_case_through_the_cli(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     case = load_case(path)
@@ -92,6 +91,4 @@ def test_upstream_case_through_the_cli(path: Path, tmp_path: Path, capsys: pytes
 
 
 def test_all_223_cases_are_here() -> None:
-    if not CONFORMANCE:
-        pytest.skip("shared test data not found")
     assert len(CONFORMANCE) == 223

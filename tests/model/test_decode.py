@@ -22,7 +22,7 @@ from dra_solver.model.decode import (
 )
 from dra_solver.model.errors import InvalidInput, StrictDecodingError
 from dra_solver.model.validation import validate_object
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 from tests.model._docs import (
     DELETE,
     claim,
@@ -258,7 +258,7 @@ def test_more_problems_are_counted() -> None:
 
 
 def test_the_docs_cpu_slice_with_a_bare_capacity_fails_clearly() -> None:
-    text = (shared_dir() / "realworld" / "k8s-website-docs.yaml").read_text()
+    text = (DATA_DIR / "realworld" / "k8s-website-docs.yaml").read_text()
     docs = [d for d in parse_documents(text) if d["metadata"]["name"] == "my-node-cpus"]
     assert _decode_error(docs[0]) == (
         "in.yaml: ResourceSlice my-node-cpus: spec.devices[0].capacity[cpu.example.com/cpu]: "
@@ -457,7 +457,7 @@ def test_quantities_written_as_numbers_are_read_as_text() -> None:
 def test_realworld_corpus_decodes() -> None:
     failures: list[str] = []
     count = 0
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             count += 1
             try:
@@ -474,7 +474,7 @@ def test_realworld_corpus_strict_decoding_finds_what_the_api_server_would_reject
     # Objects written for older API versions but labelled v1: kubectl (strict by default)
     # rejects every one of them, naming the field.
     failures: list[str] = []
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             try:
                 decode_object(doc, source=path.name)
@@ -492,7 +492,7 @@ def test_realworld_corpus_strict_decoding_finds_what_the_api_server_would_reject
 
 
 def test_conformance_corpus_decodes() -> None:
-    for path in sorted((shared_dir() / "conformance" / "cases").glob("*.json")):
+    for path in sorted((DATA_DIR / "conformance" / "cases").glob("*.json")):
         case = json.loads(path.read_text())
         decode_all(
             [case["node"], *case["classes"], *case["slices"], *case["claims"]], source=path.name

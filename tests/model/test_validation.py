@@ -24,7 +24,7 @@ from dra_solver.model.validation import (
     validate_object,
     validate_objects,
 )
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 from tests.model._docs import (
     DELETE,
     Doc,
@@ -1555,7 +1555,7 @@ KNOWN_BROKEN = {
 def _realworld_problems() -> dict[tuple[str, ...], list[str]]:
     problems: dict[tuple[str, ...], list[str]] = {}
     check = default_selector_check()  # real CEL compilation once model.cel exists
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             name = doc["metadata"]["name"]
             key: tuple[str, ...] = (path.name, name)
@@ -1608,7 +1608,7 @@ CONFORMANCE_INVALID_INPUT = {
 
 
 def _conformance_cases() -> list[Path]:
-    return sorted((shared_dir() / "conformance" / "cases").glob("*.json"))
+    return sorted((DATA_DIR / "conformance" / "cases").glob("*.json"))
 
 
 def test_conformance_objects_decode_and_only_fail_validation_where_upstream_data_is_loose() -> None:
@@ -1650,7 +1650,7 @@ def test_conformance_cases_with_uncompilable_selectors_are_rejected(name: str) -
     check = default_selector_check()
     if check is None:
         pytest.skip("model.cel is not available yet")
-    case = json.loads((shared_dir() / "conformance" / "cases" / f"{name}.json").read_text())
+    case = json.loads((DATA_DIR / "conformance" / "cases" / f"{name}.json").read_text())
     errors = [
         str(err)
         for doc in [*case["classes"], *case["claims"]]
