@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store
+from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 from tests import builders as b
 from tests.controllers.conftest import Env, wait_for
 from tests.realkube import KubeCluster

@@ -1,5 +1,5 @@
 """What the kubernetes client's own ``leaderelection`` (client 37.0.2) does wrong, and that the
-wrapper in controllers/leaderelection.py mends each point (its docstring lists them).
+wrapper in service/kubeapi/leaderelection.py mends each point (its docstring lists them).
 
 If one of these starts failing on the library's side, the library has been fixed: drop the
 matching piece of the wrapper.
@@ -20,14 +20,14 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.leaderelectionrecord import LeaderElectionRecord
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from dra_solver.controllers.leaderelection import (
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.leaderelection import (
     ElectionConfig,
     LeaderElector,
     _Config,
     _LeaseApi,
     _Lock,
 )
-from dra_solver.service.kubeapi import client as kube
 from tests.controllers.conftest import wait_for
 from tests.controllers.test_kube import FaultServer
 

@@ -1,4 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, so replicas never act at once.
+"""Leader election on a coordination.k8s.io/v1 Lease, so replicas never act at once (the
+controllers use it; it lives here because only ``service/kubeapi`` talks to the client).
 
 The protocol is the kubernetes client's own ``kubernetes.leaderelection`` with its
 ``LeaseLock`` (client-go's algorithm): a candidate takes the Lease when it does not exist, has
