@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from dra_solver.model import objects as o
@@ -51,17 +51,28 @@ POD_CLAIM_NAME: Final = "resource.kubernetes.io/pod-claim-name"
 T0: Final = "2025-01-01T00:00:00Z"
 
 
-class _NameUID:
+class DerivedUID:
+    """``uid=`` a UID computed from the claim's namespace and name when it is built."""
+
+    def __init__(self, name: str, derive: Callable[[str, str], str]) -> None:
+        self._name = name
+        self._derive = derive
+
+    def __call__(self, namespace: str, name: str) -> str:
+        return self._derive(namespace, name)
+
     def __repr__(self) -> str:
-        return "NAME_UID"
+        return self._name
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> DerivedUID:
+        return self  # a marker, however often a builder is copied
 
 
-NAME_UID: Final = _NameUID()
-"""``uid=NAME_UID``: a UID derived from namespace and name (stable across runs)."""
+NAME_UID: Final = DerivedUID("NAME_UID", lambda ns, name: str(uuid.uuid5(uuid.NAMESPACE_URL, f"claim/{ns}/{name}")))
+"""A UUID derived from namespace and name (stable across runs)."""
 
-
-def name_uid(namespace: str, name: str) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"claim/{namespace}/{name}"))
+PREFIXED_UID: Final = DerivedUID("PREFIXED_UID", lambda ns, name: f"uid-{ns}-{name}")
+"""``uid-<namespace>-<name>``."""
 
 
 # --- requests and results ----------------------------------------------------------------------
@@ -234,8 +245,8 @@ class Claim:
         """The claim (a fresh copy each time)."""
         doc = copy.deepcopy(self._doc)
         meta = doc["metadata"]
-        if meta.get("uid") is NAME_UID:
-            meta["uid"] = name_uid(meta.get("namespace", ""), meta["name"])
+        if isinstance(meta.get("uid"), DerivedUID):
+            meta["uid"] = meta["uid"](meta.get("namespace", ""), meta["name"])
         return doc
 
     def decode(self) -> o.ResourceClaim:
@@ -259,7 +270,7 @@ class Claim:
                 "metadata": {k: v for k, v in doc["metadata"].items() if k in ("name", "namespace")}, "spec": spec}
 
 
-def claim(name: str, *requests: Obj, ns: str | None = NS, uid: str | _NameUID | None = None, cls: str = CLASS_A,
+def claim(name: str, *requests: Obj, ns: str | None = NS, uid: str | DerivedUID | None = None, cls: str = CLASS_A,
           driver: str = DRIVER_A, pool: str = POOL_1, **devices: Any) -> Claim:
     """A claim with ``requests`` (see :func:`request`) and other ``spec.devices`` fields;
     ``ns=None`` leaves the namespace out. ``cls``, ``driver`` and ``pool``: defaults for what
@@ -276,6 +287,9 @@ def claim(name: str, *requests: Obj, ns: str | None = NS, uid: str | _NameUID | 
 
 ONE_GPU: Final = claim("gpu-claim", cls=CLASS, driver=DRIVER, pool="node-a").request("gpu")
 """One GPU of the example driver (request ``gpu``): the claim of the controller tests."""
+
+SOLVER_TEST: Final = claim("solver-claim", ns="test", uid=PREFIXED_UID, cls=CLASS)
+"""A claim in the service tests' namespace ``test`` (add the requests)."""
 
 SIM_GPU: Final = claim("sim-claim", uid=NAME_UID, cls=SIM_CLASS, driver=SIM_DRIVER, pool=NODE_1)
 """A claim for the kubelet plugin's simulated devices on node-1, with a stable UID (add the

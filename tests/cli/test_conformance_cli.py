@@ -22,6 +22,7 @@ from dra_solver import cli
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_all
 from dra_solver.model.features import GATE_NAMES
+from tests import builders as b
 from tests.conformance.cases import Case, case_paths, compare_results, error_matches, load_case
 
 CONFORMANCE = case_paths("conformance")
@@ -40,16 +41,8 @@ def _in_use_claims(raw: dict[str, Any]) -> list[dict[str, Any]]:
         # Consumed capacity always belongs to a shared allocation.
         results.append({"request": "in-use", "driver": d["driver"], "pool": d["pool"], "device": d["device"],
                         "shareID": f"capacity-{i}", "consumedCapacity": d["capacity"]})
-    return [
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"in-use-{i}", "namespace": "in-use"},
-            "spec": {"devices": {"requests": [{"name": "in-use", "exactly": {"deviceClassName": "in-use"}}]}},
-            "status": {"allocation": {"devices": {"results": [result]}}},
-        }
-        for i, result in enumerate(results)
-    ]
+    in_use = b.claim("in-use", ns="in-use", cls="in-use").request("in-use", count=None)
+    return [in_use.named(f"in-use-{i}").allocated(result).obj() for i, result in enumerate(results)]
 
 
 def _files(case: Case, tmp_path: Path) -> list[str]:

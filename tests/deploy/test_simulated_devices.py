@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import builders as b
 from tests.deploy.manifests import find, overlay, rendered
 
 NODE = "worker-1"
@@ -77,12 +78,7 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
         if template["kind"] != "ResourceClaimTemplate":
             continue
         name = template["metadata"]["name"]
-        claim = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"pod-{name}", "namespace": "dra-solver-demo", "uid": f"uid-{name}"},
-            "spec": template["spec"]["spec"],
-        }
+        claim = b.claim(f"pod-{name}", ns="dra-solver-demo", uid=f"uid-{name}", **template["spec"]["spec"]["devices"]).obj()
         out.append((name, claim))
     return out
 
