@@ -58,12 +58,7 @@ def resource_slice(devs: list[Doc] | None = None, **spec: Any) -> Doc:
 
 
 def device_class() -> Doc:
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "DeviceClass",
-        "metadata": {"name": "gpu.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
-    }
+    return builders.device_class()
 
 
 def taint_rule() -> Doc:
