@@ -21,11 +21,11 @@ from dra_solver.controllers.claim_controller import ClaimController
 from dra_solver.controllers.cluster import Cluster
 from dra_solver.controllers.eviction_controller import EvictionController
 from dra_solver.controllers.features import KubeFeatures
-from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import Events
 from dra_solver.controllers.scheduler import Scheduler, Solver
 from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 
 log = logging.getLogger(__name__)
 

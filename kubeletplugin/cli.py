@@ -29,7 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from dra_solver.kubeletplugin import discovery, fsutil
+from dra_solver.kubeletplugin import discovery, fsutil, simconfig
 from dra_solver.kubeletplugin.cdi import DIR_MODE as CDI_DIR_MODE
 from dra_solver.kubeletplugin.cdi import CdiHandler
 from dra_solver.kubeletplugin.checkpoint import CheckpointError, CheckpointStore
@@ -227,7 +227,7 @@ def build(args: argparse.Namespace) -> Plugin:
     checkpoint_dir = (args.checkpoint_dir or plugin_dir).absolute()
     registry_dir: Path = args.registry_dir.absolute()
     cdi_dir: Path = args.cdi_dir.absolute()
-    config = discovery.load_config(args.config)
+    config = simconfig.load_config(args.config)
     health_file = (config.health.file or checkpoint_dir / "health.yaml").absolute()
     fsutil.ensure_dir(checkpoint_dir, mode=0o700, enforce=True)
     fsutil.ensure_dir(cdi_dir, mode=CDI_DIR_MODE, enforce=False)  # shared: created, not tightened

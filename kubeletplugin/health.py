@@ -32,10 +32,10 @@ from dra_solver.kubeletplugin.discovery import (
     HEALTHY,
     UNHEALTHY,
     UNKNOWN,
-    HealthConfig,
     HealthReport,
     Profile,
 )
+from dra_solver.kubeletplugin.simconfig import HealthConfig
 from dra_solver.model.errors import InvalidInput
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,16 @@
-"""Suite-wide settings: hypothesis profiles and the location of the shared test data."""
+"""Suite-wide settings: hypothesis profiles and where the test data is."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from dra_solver.service import upstream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,13 +29,21 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-def shared_dir() -> Path:
-    """``../shared`` beside the checkout (as CI lays it out), or ``$DRA_SHARED_DIR``."""
-    env = os.environ.get("DRA_SHARED_DIR")
-    if env:
-        return Path(env)
-    beside = (ROOT.parent / "shared").resolve()
-    return beside if beside.is_dir() else Path("/work/shared")
+DATA_DIR = ROOT / "tests" / "data"
+"""Test data kept in the repository: upstream's conformance cases and the real-world corpus
+(copied from the shared case collection; see the README in each folder)."""
+
+
+@pytest.fixture(scope="session")
+def upstream_allocator() -> Iterator[upstream.UpstreamAllocator]:
+    """The upstream Go allocator: built with scripts/build-upstream.sh (fast once built), one
+    process per test session. Tests skip only when Go itself is missing; a failing build fails
+    them."""
+    if not os.environ.get("DRA_SOLVER_K8S_BIN") and shutil.which("go") is None:
+        pytest.skip("Go is not installed: the upstream allocator (tools/upstream-allocator) cannot be built")
+    path = upstream.binary(build=True)
+    with upstream.UpstreamAllocator(path) as allocator:
+        yield allocator
 
 
 # The real kube-apiserver (upstream v1.37.2) for the companion tests: see tests/realkube.py.

@@ -21,7 +21,7 @@ from dra_solver.model.cel import (
 from dra_solver.model.errors import DraSolverError
 from dra_solver.model.quantity import parse_quantity
 from dra_solver.model.semver import parse_semver
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 
 
 def _expressions(node: Any, found: set[str]) -> None:
@@ -38,7 +38,7 @@ def _expressions(node: Any, found: set[str]) -> None:
 
 def _realworld_expressions() -> list[str]:
     found: set[str] = set()
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):
             _expressions(doc, found)
     return sorted(found)
@@ -46,7 +46,7 @@ def _realworld_expressions() -> list[str]:
 
 def _conformance_expressions() -> list[str]:
     found: set[str] = set()
-    for path in sorted((shared_dir() / "conformance" / "cases").glob("*.json")):
+    for path in sorted((DATA_DIR / "conformance" / "cases").glob("*.json")):
         case = json.loads(Path(path).read_text())
         _expressions([case["classes"], case["claims"]], found)
     return sorted(found)

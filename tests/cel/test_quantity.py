@@ -16,7 +16,7 @@ from dra_solver.model.quantity import (
     QuantityError,
     parse_quantity,
 )
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 
 DEC = Format.DECIMAL_SI
 BIN = Format.BINARY_SI
@@ -210,7 +210,7 @@ def test_from_milli(value: int, fmt: Format, printed: str) -> None:
 
 def _consumed_capacity_strings() -> list[str]:
     found: set[str] = set()
-    for path in sorted((shared_dir() / "conformance" / "cases").glob("*.json")):
+    for path in sorted((DATA_DIR / "conformance" / "cases").glob("*.json")):
         case = json.loads(path.read_text())
         for result in case["expect"].get("results") or []:
             for device in ((result or {}).get("devices") or {}).get("results") or []:

@@ -22,6 +22,7 @@ from dra_solver import cli
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_all
 from dra_solver.model.features import GATE_NAMES
+from tests import builders as b
 from tests.conformance.cases import Case, case_paths, compare_results, error_matches, load_case
 
 CONFORMANCE = case_paths("conformance")
@@ -40,16 +41,8 @@ def _in_use_claims(raw: dict[str, Any]) -> list[dict[str, Any]]:
         # Consumed capacity always belongs to a shared allocation.
         results.append({"request": "in-use", "driver": d["driver"], "pool": d["pool"], "device": d["device"],
                         "shareID": f"capacity-{i}", "consumedCapacity": d["capacity"]})
-    return [
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"in-use-{i}", "namespace": "in-use"},
-            "spec": {"devices": {"requests": [{"name": "in-use", "exactly": {"deviceClassName": "in-use"}}]}},
-            "status": {"allocation": {"devices": {"results": [result]}}},
-        }
-        for i, result in enumerate(results)
-    ]
+    in_use = b.claim("in-use", ns="in-use", cls="in-use").request("in-use", count=None)
+    return [in_use.named(f"in-use-{i}").allocated(result).obj() for i, result in enumerate(results)]
 
 
 def _files(case: Case, tmp_path: Path) -> list[str]:
@@ -70,7 +63,6 @@ def _gates(case: Case) -> str:
     return ",".join(f"{name}={'true' if features.get(name) else 'false'}" for name in GATE_NAMES)
 
 
-@pytest.mark.skipif(not CONFORMANCE, reason="shared test data not found (set DRA_SHARED_DIR)")
 @pytest.mark.parametrize("path", CONFORMANCE, ids=[p.stem for p in CONFORMANCE])
 def test_upstream_case_through_the_cli(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     case = load_case(path)
@@ -92,6 +84,4 @@ def test_upstream_case_through_the_cli(path: Path, tmp_path: Path, capsys: pytes
 
 
 def test_all_223_cases_are_here() -> None:
-    if not CONFORMANCE:
-        pytest.skip("shared test data not found")
     assert len(CONFORMANCE) == 223

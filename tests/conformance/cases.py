@@ -1,8 +1,8 @@
 """Load the shared allocator cases (upstream conformance and real-world) and compare answers.
 
 API:
-- ``shared_dir() -> Path | None``: ``$DRA_SHARED_DIR``, else ``<repo>/../shared``; None if absent.
-- ``case_paths(kind) -> list[Path]``: ``kind`` is ``"conformance"`` or ``"realworld"``.
+- ``case_paths(kind) -> list[Path]``: ``kind`` is ``"conformance"`` or ``"realworld"`` (the
+  cases live in tests/data; never empty).
 - ``load_case(path) -> Case``: the JSON as written (objects still raw).
 - ``Case.to_request(allocator=...) -> AllocationRequest``: decoded objects with API defaults,
   feature gates, already-allocated devices/shares/capacity as ``Inventory.extra_allocated``.
@@ -19,7 +19,6 @@ the same cases, and must read them identically.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -37,25 +36,13 @@ from dra_solver.model.allocation import (
 from dra_solver.model.decode import ValidationMode, decode_object
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.validation import validate_object
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared_dir() -> Path | None:
-    env = os.environ.get("DRA_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates += [REPO_ROOT.parent / "shared", Path("/work/shared")]
-    for path in candidates:
-        if (path / "conformance" / "cases").is_dir():
-            return path.resolve()
-    return None
+from tests.conftest import DATA_DIR
 
 
 def case_paths(kind: str) -> list[Path]:
-    root = shared_dir()
-    if root is None:
-        return []
-    return sorted((root / kind / "cases").glob("*.json"))
+    paths = sorted((DATA_DIR / kind / "cases").glob("*.json"))
+    assert paths, f"no {kind} cases in {DATA_DIR / kind / 'cases'}"
+    return paths
 
 
 @dataclass(frozen=True)
@@ -164,11 +151,8 @@ def load_case(path: Path) -> Case:
 
 @cache
 def _index() -> dict[str, list[str]]:
-    root = shared_dir()
-    if root is None:
-        return {}
     out: dict[str, list[str]] = {}
-    lines = (root / "conformance" / "index.tsv").read_text().splitlines()
+    lines = (DATA_DIR / "conformance" / "index.tsv").read_text().splitlines()
     for line in lines[1:]:
         cols = line.split("\t")
         if len(cols) >= 7 and cols[6] != "-":
@@ -181,10 +165,9 @@ def matchers(case: Case) -> list[str]:
 
 
 def error_substring(case: Case) -> str:
-    root = shared_dir()
-    if root is None or case.kind != "conformance":
+    if case.kind != "conformance":
         return ""
-    for line in (root / "conformance" / "index.tsv").read_text().splitlines()[1:]:
+    for line in (DATA_DIR / "conformance" / "index.tsv").read_text().splitlines()[1:]:
         cols = line.split("\t")
         if cols[0] == case.name and len(cols) >= 6:
             return cols[5]

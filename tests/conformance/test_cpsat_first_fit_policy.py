@@ -25,7 +25,6 @@ ALLOCATED = [
 ]
 
 
-@pytest.mark.skipif(not ALLOCATED, reason="shared test data not found (set DRA_SHARED_DIR)")
 @pytest.mark.parametrize("path", ALLOCATED, ids=[f"{p.parent.name}/{p.stem}" for p in ALLOCATED])
 def test_first_fit_returns_upstreams_devices(path: Path) -> None:
     case = load_case(path)

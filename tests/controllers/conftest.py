@@ -30,7 +30,7 @@ from dra_solver.controllers.manager import Manager, Options
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.realkube import KubeCluster
 
 if not os.environ.get("DRA_TEST_LOG"):

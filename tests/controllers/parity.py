@@ -19,7 +19,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import RESOURCE, Env
 from tests.kubeletplugin.helpers import DRIVER as PLUGIN_DRIVER
 from tests.kubeletplugin.helpers import NODE as PLUGIN_NODE
@@ -105,7 +105,7 @@ def binding_slice(name: str, devices: list[str], *, node: str | None = None, all
 
 def slot_claim(name: str, slot: int) -> Obj:
     """A claim for the device in ``slot`` of a :func:`binding_slice`."""
-    claim = b.claim(name)
+    claim = b.ONE_GPU.named(name).obj()
     claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
         {"cel": {"expression": f"device.attributes['{b.DRIVER}'].slot == {slot}"}}]
     return claim

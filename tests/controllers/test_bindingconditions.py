@@ -12,14 +12,14 @@ import pytest
 from dra_solver.controllers import bindingconditions as bc
 from dra_solver.controllers import features, rulestatus
 from dra_solver.controllers.prebind import BindingWaiter
-from tests.controllers import builders as b
+from tests import builders as b
 
 Obj = dict[str, Any]
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
 def claim(*, conditions: dict[str, str] | None = None, allocated_at: str | None = "2027-01-15T07:59:00Z", bc_on: bool = True) -> Obj:
-    c = b.claim("c", devices=["gpu-0"])
+    c = b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").obj()
     result = c["status"]["allocation"]["devices"]["results"][0]
     if bc_on:
         result["bindingConditions"] = ["attached"]
@@ -41,7 +41,7 @@ def claim(*, conditions: dict[str, str] | None = None, allocated_at: str | None 
     (claim(conditions={"failed": "True"}), bc.FAILED),
     (claim(allocated_at="2027-01-15T07:40:00Z"), bc.TIMEOUT),
     (claim(allocated_at=None), bc.PENDING),
-    (b.claim("c"), bc.GONE),
+    (b.ONE_GPU.named("c").obj(), bc.GONE),
     (None, bc.GONE),
 ], ids=["no conditions", "no device status", "not yet true", "ready", "failed beats ready", "failed", "timed out",
         "no timestamp: no timeout", "deallocated", "deleted"])
@@ -141,7 +141,7 @@ def test_rule_status_pacing_and_counts() -> None:
     assert body["status"]["conditions"][0]["lastTransitionTime"] == "2027-01-15T08:00:00Z"
     # One pod on the tainted pool: would be evicted; the dry run also counts the devices.
     victim = b.pod("v", uid="v-uid", claims={"gpu": "c"}, node="node-a")
-    allocated = b.claim("c", devices=["gpu-0"], reserved=[victim])
+    allocated = b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(victim).obj()
     slices = [b.gpu_slice("node-a", count=2), b.gpu_slice("node-b", count=1)]
     counts = rulestatus.count(rule("None"), pods=[victim], claims=b.by_key(allocated), slices=slices, rules=[], evicted=0)
     assert counts == rulestatus.Counts(1, 1, 0, 2, 1)
@@ -160,7 +160,7 @@ def test_with_the_gate_off_devices_with_binding_conditions_are_not_allocated(env
     env.node("node-a")
     env.create(binding_slice("fabric", ["fpga-0"], all_nodes=True, conditions=["attached"], failure=["failed"]))
     env.create(slot_claim("fabric-only", 0))
-    env.create(b.claim("any"))
+    env.create(b.ONE_GPU.named("any").obj())
     env.manager(features=features.parse("DRADeviceBindingConditions=false"))
     env.create(b.pod("needs-fabric", claims={"dev": "fabric-only"}))
     wait_for(lambda: any(c.get("type") == "PodScheduled" and c.get("status") == "False"

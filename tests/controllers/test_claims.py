@@ -10,7 +10,7 @@ import pytest
 
 from dra_solver.controllers import claims as c
 from dra_solver.controllers import objects as ob
-from tests.controllers import builders as b
+from tests import builders as b
 
 POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"})
 POD_ON_NODE = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}, node="node-a")
@@ -39,21 +39,21 @@ POD_CASES: dict[str, PodCase] = {
     "two template claims": PodCase(b.pod("web", uid="pod-uid", templates={"a": "tmpl", "b": "tmpl"}), creates=["a", "b"]),
     "claim already recorded and owned": PodCase(
         b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}),
-        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")],
+        claims=[b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").obj()],
     ),
     "recorded claim deleted by accident is re-created": PodCase(
         b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}), creates=["gpu"]
     ),
     "recorded claim owned by another pod is replaced": PodCase(
         b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-abcde"}),
-        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="old-uid"), pod_claim="gpu")],
+        claims=[b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="old-uid")).pod_claim("gpu").obj()],
         creates=["gpu"],
     ),
     "claim created before a failed status write is reused": PodCase(
-        POD, claims=[b.claim("web-gpu-zzzzz", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")], record={"gpu": "web-gpu-zzzzz"}
+        POD, claims=[b.ONE_GPU.named("web-gpu-zzzzz").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").obj()], record={"gpu": "web-gpu-zzzzz"}
     ),
     "owned claim for another pod claim is not reused": PodCase(
-        POD, claims=[b.claim("web-other-zzzzz", owner=b.pod("web", uid="pod-uid"), pod_claim="other")], creates=["gpu"]
+        POD, claims=[b.ONE_GPU.named("web-other-zzzzz").owned_by(b.pod("web", uid="pod-uid")).pod_claim("other").obj()], creates=["gpu"]
     ),
     "status says no claim needed": PodCase(b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": None})),
     "missing template is an error": PodCase(POD, templates=[], errors=["ResourceClaimTemplate default/tmpl not found"]),
@@ -68,29 +68,29 @@ POD_CASES: dict[str, PodCase] = {
     ),
     "scheduled pod: allocated claim gets reserved": PodCase(
         POD_ON_NODE,
-        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"])],
+        claims=[b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").allocated("gpu-0", node="node-a").obj()],
         reserve=["web-gpu-abcde"],
     ),
     "scheduled pod: already reserved": PodCase(
         POD_ON_NODE,
-        claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")])],
+        claims=[b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").allocated("gpu-0", node="node-a").reserved_for(b.pod("web", uid="pod-uid")).obj()],
     ),
     "scheduled pod: unallocated claim is not reserved but reported": PodCase(
-        POD_ON_NODE, claims=[b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu")],
+        POD_ON_NODE, claims=[b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").obj()],
         unallocated=["default/web-gpu-abcde"],
     ),
     "scheduled pod: one claim reserved, the other reported": PodCase(
         b.pod("web", uid="pod-uid", claims={"a": "shared", "b": "lonely"}, node="node-a"),
-        claims=[b.claim("shared", devices=["gpu-0"], reserved=[b.pod("other", uid="other-uid")]), b.claim("lonely")],
+        claims=[b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(b.pod("other", uid="other-uid")).obj(), b.ONE_GPU.named("lonely").obj()],
         reserve=["shared"], unallocated=["default/lonely"],
     ),
     "scheduled pod: shared user claim gets reserved next to others": PodCase(
         b.pod("web", uid="pod-uid", claims={"gpu": "shared"}, node="node-a"),
-        claims=[b.claim("shared", devices=["gpu-0"], reserved=[b.pod("other", uid="other-uid")])],
+        claims=[b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(b.pod("other", uid="other-uid")).obj()],
         reserve=["shared"],
     ),
     "pending pod: allocated claim is left to the scheduler": PodCase(
-        b.pod("web", uid="pod-uid", claims={"gpu": "shared"}), claims=[b.claim("shared", devices=["gpu-0"])]
+        b.pod("web", uid="pod-uid", claims={"gpu": "shared"}), claims=[b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").obj()]
     ),
 }
 
@@ -170,54 +170,54 @@ class ClaimCase:
     delete: bool = False
 
 
-def _generated(**kwargs: Any) -> dict[str, Any]:
-    return b.claim("web-gpu-1", owner=WEB, pod_claim="gpu", **kwargs)
+GENERATED = b.ONE_GPU.named("web-gpu-1").owned_by(WEB).pod_claim("gpu")
+"""The claim generated from WEB's template for its pod claim ``gpu``."""
 
 
 CLAIM_CASES: dict[str, ClaimCase] = {
-    "running pod keeps its reservation": ClaimCase(_generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": WEB}),
+    "running pod keeps its reservation": ClaimCase(GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(), pods={"web": WEB}),
     "finished pod: reservation dropped, claim deallocated, finalizer removed, claim deleted": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": DONE}, reserved_after=[], deallocate=True,
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(), pods={"web": DONE}, reserved_after=[], deallocate=True,
         remove_finalizer=True, delete=True,
     ),
     "deleted pod (known uid): reservation dropped and deallocated": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), deleted=frozenset({"pod-uid"}), reserved_after=[], deallocate=True,
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(), deleted=frozenset({"pod-uid"}), reserved_after=[], deallocate=True,
         remove_finalizer=True,
     ),
     "pod confirmed gone by the API server": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True), pods={"web": None}, reserved_after=[], deallocate=True, remove_finalizer=True
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(), pods={"web": None}, reserved_after=[], deallocate=True, remove_finalizer=True
     ),
-    "pod unknown (not looked up): reservation kept": ClaimCase(_generated(devices=["gpu-0"], reserved=[WEB], finalizer=True)),
+    "pod unknown (not looked up): reservation kept": ClaimCase(GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj()),
     "pod replaced by a new instance": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(),
         pods={"web": b.pod("web", uid="new-uid", node="node-a", phase="Running")},
         reserved_after=[], deallocate=True, remove_finalizer=True, delete=True,
     ),
     "one of two consumers finished: no deallocation": ClaimCase(
-        b.claim("shared", devices=["gpu-0"], reserved=[WEB, OTHER], finalizer=True), pods={"web": DONE, "other": OTHER}, reserved_after=["other"]
+        b.ONE_GPU.named("shared").finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB, OTHER).obj(), pods={"web": DONE, "other": OTHER}, reserved_after=["other"]
     ),
     "without our finalizer the allocation stays": ClaimCase(
-        b.claim("shared", devices=["gpu-0"], reserved=[WEB]), pods={"web": DONE}, reserved_after=[]
+        b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(WEB).obj(), pods={"web": DONE}, reserved_after=[]
     ),
     "pod deleted before scheduling is done": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(),
         pods={"web": b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True)},
         reserved_after=[], deallocate=True, remove_finalizer=True, delete=True,
     ),
     "deleting scheduled pod still runs: kept": ClaimCase(
-        _generated(devices=["gpu-0"], reserved=[WEB], finalizer=True),
+        GENERATED.finalizer().allocated("gpu-0", node="node-a").reserved_for(WEB).obj(),
         pods={"web": b.pod("web", uid="pod-uid", node="node-a", phase="Running", deleting=True)},
     ),
     "claim being deleted and unused: deallocate and release": ClaimCase(
-        b.claim("shared", devices=["gpu-0"], finalizer=True, deleting=True), reserved_after=[], deallocate=True, remove_finalizer=True
+        b.ONE_GPU.named("shared").finalizer().deleting().allocated("gpu-0", node="node-a").obj(), reserved_after=[], deallocate=True, remove_finalizer=True
     ),
-    "claim being deleted, never allocated: just release": ClaimCase(b.claim("shared", finalizer=True, deleting=True), remove_finalizer=True),
-    "unused claim of a finished pod is deleted": ClaimCase(_generated(), pods={"web": DONE}, delete=True),
-    "unused claim of a running pod stays": ClaimCase(_generated(), pods={"web": WEB}),
-    "unused claim, owner not in cache: left to the garbage collector": ClaimCase(_generated()),
-    "user claim without owner is never deleted": ClaimCase(b.claim("shared"), pods={}),
+    "claim being deleted, never allocated: just release": ClaimCase(b.ONE_GPU.named("shared").finalizer().deleting().obj(), remove_finalizer=True),
+    "unused claim of a finished pod is deleted": ClaimCase(GENERATED.obj(), pods={"web": DONE}, delete=True),
+    "unused claim of a running pod stays": ClaimCase(GENERATED.obj(), pods={"web": WEB}),
+    "unused claim, owner not in cache: left to the garbage collector": ClaimCase(GENERATED.obj()),
+    "user claim without owner is never deleted": ClaimCase(b.ONE_GPU.named("shared").obj(), pods={}),
     "unsupported consumer kept": ClaimCase(
-        {**b.claim("shared", devices=["gpu-0"], finalizer=True), "status": {"allocation": {"devices": {"results": []}},
+        {**b.ONE_GPU.named("shared").finalizer().allocated("gpu-0", node="node-a").obj(), "status": {"allocation": {"devices": {"results": []}},
                                                                            "reservedFor": [{"apiGroup": "example.com", "resource": "things", "name": "t", "uid": "t1"}]}}
     ),
 }
@@ -240,7 +240,7 @@ def test_sync_claim(case: ClaimCase) -> None:
 
 
 def test_pods_to_look_up_skips_cached_and_deleted() -> None:
-    claim = b.claim("shared", devices=["gpu-0"], reserved=[WEB, OTHER, b.pod("gone", uid="gone-uid")])
+    claim = b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(WEB, OTHER, b.pod("gone", uid="gone-uid")).obj()
     assert c.pods_to_look_up(claim, cached={"web": WEB}, deleted=frozenset({"gone-uid"})) == ["other"]
 
 
@@ -251,9 +251,9 @@ def test_pods_to_look_up_skips_cached_and_deleted() -> None:
         (b.pod("web", uid="pod-uid", claims={"gpu": "user"}), {}, False, "nothing to do"),
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, deleting=True), {}, False, "pod is deleted"),
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, phase="Failed"), {}, False, "pod is done"),
-        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"), devices=["gpu-0"])), True, "need to reserve"),
-        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="x"), devices=["gpu-0"])), False, "not created for Pod"),
-        (POD_ON_NODE, b.by_key(b.claim("web-gpu-abcde", owner=b.pod("web", uid="pod-uid"))), True, "is not allocated: report it"),
+        (POD_ON_NODE, b.by_key(b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).allocated("gpu-0", node="node-a").obj()), True, "need to reserve"),
+        (POD_ON_NODE, b.by_key(b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="x")).allocated("gpu-0", node="node-a").obj()), False, "not created for Pod"),
+        (POD_ON_NODE, b.by_key(b.ONE_GPU.named("web-gpu-abcde").owned_by(b.pod("web", uid="pod-uid")).obj()), True, "is not allocated: report it"),
     ],
     ids=["template missing claim", "user claim missing", "deleted", "finished", "reserve", "foreign claim", "unallocated"],
 )
@@ -279,7 +279,7 @@ def test_pod_releases_claims(pod: dict[str, Any], deleted: bool, released: bool)
 
 
 def test_without_finalizer_keeps_others() -> None:
-    claim = b.claim("x", finalizer=True)
+    claim = b.ONE_GPU.named("x").finalizer().obj()
     claim["metadata"]["finalizers"].append("example.com/keep")
     out = c.without_finalizer(claim)
     assert out["metadata"]["finalizers"] == ["example.com/keep"]

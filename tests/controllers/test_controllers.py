@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.leaderelection import _now_micro
 from dra_solver.service.kubeapi import client as kube
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, FaultyKube, fast_options, wait_for
 from tests.realkube import KubeCluster
 
@@ -81,8 +80,8 @@ def test_restart_makes_no_duplicates_and_finishes_the_work(env_no_solver: Env) -
 
 def test_pod_placed_by_someone_else_gets_its_claim_reserved_and_released(env_no_solver: Env) -> None:
     env = env_no_solver
-    claim = env.create(b.claim("shared", finalizer=True))
-    claim = _set_status(env, claim, b.claim("shared", devices=["gpu-0"])["status"])
+    claim = env.create(b.ONE_GPU.named("shared").finalizer().obj())
+    claim = _set_status(env, claim, b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").obj()["status"])
     env.manager(enable=CLAIM_ONLY)
     pod = env.create(b.pod("runner", claims={"gpu": "shared"}, node="node-a"))
     _set_phase(env, "runner", "Running")
@@ -104,8 +103,8 @@ def test_pod_placed_by_someone_else_gets_its_claim_reserved_and_released(env_no_
 def test_generated_claim_of_finished_pod_is_deleted_and_stale_reservation_dropped(env_no_solver: Env) -> None:
     env = env_no_solver
     ghost = b.pod("ghost", uid="0b5e7e1c-0000-4000-8000-000000000000")  # never existed as far as the API server knows
-    stale = env.create(b.claim("stale", finalizer=True))
-    _set_status(env, stale, b.claim("stale", devices=["gpu-1"], reserved=[ghost])["status"])
+    stale = env.create(b.ONE_GPU.named("stale").finalizer().obj())
+    _set_status(env, stale, b.ONE_GPU.named("stale").allocated("gpu-1", node="node-a").reserved_for(ghost).obj()["status"])
     env.create(b.template("tmpl"))
     faulty = env.client("cleanup", faulty=True)
     env.manager(enable=CLAIM_ONLY, kube_api=faulty)
@@ -156,7 +155,7 @@ def test_losing_the_lease_stops_the_controllers(env_no_solver: Env) -> None:
     assert lease is not None
     lease["spec"]["holderIdentity"] = "intruder"
     lease["spec"]["leaseDurationSeconds"] = 3600
-    lease["spec"]["renewTime"] = _now_micro(time.time())
+    lease["spec"]["renewTime"] = b.micro_time(time.time())
     env.replace(lease)
     assert manager.wait(10), "the manager ends when it cannot renew"
     assert manager.lost_leadership.is_set()

@@ -14,7 +14,7 @@ from typing import Any
 
 from dra_solver.controllers import objects as ob
 from dra_solver.service.kubeapi import client as kube
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, FaultyKube, wait_for
 
 
@@ -240,7 +240,7 @@ def test_concurrent_scheduling_never_double_allocates(env: Env) -> None:
 
 def test_pod_with_existing_user_claim_and_no_devices(env: Env) -> None:
     env.cluster(nodes=2, gpus=1, cpu="1")
-    env.create(b.claim("shared", count=1))
+    env.create(b.ONE_GPU.named("shared").obj())
     env.manager()
     env.create(b.pod("first", claims={"gpu": "shared"}, cpu="600m"))
     wait_for(lambda: env.bound("first"), what="first bound")
@@ -265,8 +265,8 @@ def test_scheduler_restart_after_writing_claims_binds_where_they_were_allocated(
     # pod: the claim is allocated on node-b and reserved for the pod, the pod is not bound.
     env.cluster(nodes=3, gpus=2)
     pod = env.create(b.pod("resumed", claims={"gpu": "mine"}))
-    claim = env.create(b.claim("mine", finalizer=True))
-    done = b.claim("mine", devices=["gpu-1"], node="node-b", reserved=[pod], finalizer=True)
+    claim = env.create(b.ONE_GPU.named("mine").finalizer().obj())
+    done = b.ONE_GPU.named("mine").finalizer().allocated("gpu-1", node="node-b").reserved_for(pod).obj()
     claim["status"] = done["status"]
     env.kc.request("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/mine/status", claim)
     manager = env.manager()

@@ -10,22 +10,21 @@ import pytest
 
 from dra_solver.controllers import eviction as e
 from dra_solver.controllers import objects as ob
-from tests.controllers import builders as b
+from tests import builders as b
 
 T0 = "2025-01-01T00:00:00Z"
 T0_S = ob.parse_time(T0) or 0.0
 POD = b.pod("web", uid="pod-uid", claims={"gpu": "c1"}, node="node-a", phase="Running")
 
 
-def claim(devices: list[str] | None = None, tolerations: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
-    return b.claim("c1", devices=devices if devices is not None else ["gpu-0"], reserved=[POD], tolerations=tolerations, **kw)
+C1 = b.ONE_GPU.named("c1")
 
 
 @dataclass
 class Case:
     slices: list[dict[str, Any]] = field(default_factory=lambda: [b.gpu_slice("node-a")])
     rules: list[dict[str, Any]] = field(default_factory=list)
-    claims: list[dict[str, Any]] = field(default_factory=lambda: [claim()])
+    claims: list[dict[str, Any]] = field(default_factory=lambda: [C1.allocated("gpu-0", node="node-a").reserved_for(POD).obj()])
     pod: dict[str, Any] = field(default_factory=lambda: POD)
     when: float | None = None
     """Expected eviction time (seconds after T0), None = never."""
@@ -44,20 +43,20 @@ CASES: dict[str, Case] = {
     "NoExecute on another device does not": Case(slices=[tainted(device="gpu-1")]),
     "NoSchedule does not evict": Case(slices=[tainted(effect="NoSchedule")]),
     "taint without timeAdded evicts at once": Case(slices=[tainted(time_added=None)], when=-T0_S),
-    "toleration without seconds tolerates forever": Case(slices=[tainted()], claims=[claim(tolerations=[b.toleration()])]),
-    "toleration seconds delay eviction": Case(slices=[tainted()], claims=[claim(tolerations=[b.toleration(seconds=30)])], when=30.0),
+    "toleration without seconds tolerates forever": Case(slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration()]).reserved_for(POD).obj()]),
+    "toleration seconds delay eviction": Case(slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration(seconds=30)]).reserved_for(POD).obj()], when=30.0),
     "smallest toleration seconds wins": Case(
-        slices=[tainted()], claims=[claim(tolerations=[b.toleration(seconds=300), b.toleration(seconds=30)])], when=30.0
+        slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration(seconds=300), b.toleration(seconds=30)]).reserved_for(POD).obj()], when=30.0
     ),
-    "negative toleration seconds count as zero": Case(slices=[tainted()], claims=[claim(tolerations=[b.toleration(seconds=-5)])], when=0.0),
+    "negative toleration seconds count as zero": Case(slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration(seconds=-5)]).reserved_for(POD).obj()], when=0.0),
     "forever toleration beats a timed one": Case(
-        slices=[tainted()], claims=[claim(tolerations=[b.toleration(seconds=30), b.toleration()])]
+        slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration(seconds=30), b.toleration()]).reserved_for(POD).obj()]
     ),
     "toleration for another key does not help": Case(
-        slices=[tainted()], claims=[claim(tolerations=[b.toleration("other.example.com/key")])], when=0.0
+        slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration("other.example.com/key")]).reserved_for(POD).obj()], when=0.0
     ),
     "toleration with empty effect does not count for eviction": Case(
-        slices=[tainted()], claims=[claim(tolerations=[{"key": "example.com/broken", "operator": "Exists"}])], when=0.0
+        slices=[tainted()], claims=[C1.allocated("gpu-0", node="node-a", tolerations=[{"key": "example.com/broken", "operator": "Exists"}]).reserved_for(POD).obj()], when=0.0
     ),
     "older pool generation is ignored": Case(
         slices=[tainted(generation=1), b.gpu_slice("node-a", generation=2, name="node-a-gpus-v2")]
@@ -80,27 +79,27 @@ CASES: dict[str, Case] = {
         reasons=["DeviceTaintRule broken", "ResourceSlice node-a-gpus gpu.example.com/node-a/gpu-0 taint #0"],
     ),
     "unscheduled pod is not evicted": Case(slices=[tainted()], pod=b.pod("web", uid="pod-uid", claims={"gpu": "c1"})),
-    "claim not reserved for the pod": Case(slices=[tainted()], claims=[b.claim("c1", devices=["gpu-0"])]),
+    "claim not reserved for the pod": Case(slices=[tainted()], claims=[b.ONE_GPU.named("c1").allocated("gpu-0", node="node-a").obj()]),
     "claim reserved for a previous instance": Case(
         slices=[tainted()], pod=b.pod("web", uid="new-uid", claims={"gpu": "c1"}, node="node-a", phase="Running")
     ),
-    "unallocated claim": Case(slices=[tainted()], claims=[b.claim("c1", reserved=[POD])]),
+    "unallocated claim": Case(slices=[tainted()], claims=[b.ONE_GPU.named("c1").reserved_for(POD).obj()]),
     "template claim not owned by the pod": Case(
         slices=[tainted()],
         pod=b.pod("web", uid="pod-uid", templates={"gpu": "t"}, statuses={"gpu": "c1"}, node="node-a", phase="Running"),
-        claims=[claim(owner=b.pod("someone", uid="x"))],
+        claims=[C1.owned_by(b.pod("someone", uid="x")).allocated("gpu-0", node="node-a").reserved_for(POD).obj()],
     ),
     "template claim owned by the pod": Case(
         slices=[tainted()],
         pod=b.pod("web", uid="pod-uid", templates={"gpu": "t"}, statuses={"gpu": "c1"}, node="node-a", phase="Running"),
-        claims=[claim(owner=b.pod("web", uid="pod-uid"))], when=0.0,
+        claims=[C1.owned_by(b.pod("web", uid="pod-uid")).allocated("gpu-0", node="node-a").reserved_for(POD).obj()], when=0.0,
         reasons=["ResourceSlice node-a-gpus gpu.example.com/node-a/gpu-0 taint #0"],
     ),
     "earliest over two claims": Case(
         slices=[b.gpu_slice("node-a", taints={"gpu-0": [b.taint()], "gpu-1": [b.taint()]})],
         pod=b.pod("web", uid="pod-uid", claims={"a": "c1", "b": "c2"}, node="node-a", phase="Running"),
-        claims=[claim(tolerations=[b.toleration(seconds=60)]),
-                b.claim("c2", devices=["gpu-1"], reserved=[POD], tolerations=[b.toleration(seconds=20)])],
+        claims=[C1.allocated("gpu-0", node="node-a", tolerations=[b.toleration(seconds=60)]).reserved_for(POD).obj(),
+                b.ONE_GPU.named("c2").allocated("gpu-1", node="node-a", tolerations=[b.toleration(seconds=20)]).reserved_for(POD).obj()],
         when=20.0,
         reasons=["ResourceSlice node-a-gpus gpu.example.com/node-a/gpu-0 taint #0", "ResourceSlice node-a-gpus gpu.example.com/node-a/gpu-1 taint #0"],
     ),
@@ -159,5 +158,5 @@ def test_disruption_condition_patch_once() -> None:
 
 def test_pods_using() -> None:
     other = b.pod("other", uid="o")
-    c = b.claim("c1", devices=["gpu-0"], reserved=[POD, other])
+    c = b.ONE_GPU.named("c1").allocated("gpu-0", node="node-a").reserved_for(POD, other).obj()
     assert e.pods_using(c) == [("default/web", "pod-uid"), ("default/other", "o")]

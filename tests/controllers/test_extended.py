@@ -14,7 +14,7 @@ import pytest
 
 from dra_solver.controllers import extended as x
 from dra_solver.controllers import scheduling as s
-from tests.controllers import builders as b
+from tests import builders as b
 
 Obj = dict[str, Any]
 GPU = "example.com/gpu"
@@ -155,4 +155,4 @@ def test_the_claim_the_pod_and_leftovers() -> None:
     created = dict(body, metadata={**body["metadata"], "name": "p-extended-resources-abcde"})
     assert x.find_claim(p, [created]) is not None
     assert x.find_claim(b.pod("p", uid="other"), [created]) is None
-    assert x.find_claim(p, [b.claim("plain", owner=p)]) is None
+    assert x.find_claim(p, [b.ONE_GPU.named("plain").owned_by(p).obj()]) is None

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector, _now_micro
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store
-from tests.controllers import builders as b
+from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
+from tests import builders as b
 from tests.controllers.conftest import Env, wait_for
 from tests.realkube import KubeCluster
 
@@ -42,7 +42,7 @@ def _kube(cluster: Env, identity: str = "test", **kw: Any) -> kube.Kube:
 
 def test_create_with_generate_name_get_update_and_conflict(cluster: Env) -> None:
     k = _kube(cluster)
-    created = k.create_claim("default", {**b.claim("x"), "metadata": {"generateName": "web-gpu-", "namespace": "default"}})
+    created = k.create_claim("default", {**b.ONE_GPU.named("x").obj(), "metadata": {"generateName": "web-gpu-", "namespace": "default"}})
     name = ob.name(created)
     assert name.startswith("web-gpu-") and len(name) == len("web-gpu-") + 5
     assert ob.uid(created) and ob.resource_version(created)
@@ -56,18 +56,18 @@ def test_create_with_generate_name_get_update_and_conflict(cluster: Env) -> None
     with pytest.raises(kube.NotFound):
         k.get_claim("default", "nope")
     with pytest.raises(kube.Conflict, match="already exists"):
-        k.create_claim("default", b.claim(name))
+        k.create_claim("default", b.ONE_GPU.named(name).obj())
     with pytest.raises(kube.Invalid, match="count"):
-        k.create_claim("default", b.claim("bad", count=-1))
+        k.create_claim("default", b.claim("bad", cls=b.CLASS, driver=b.DRIVER).request("gpu", count=-1).obj())
 
 
 def test_status_subresource_semantics(cluster: Env) -> None:
     k = _kube(cluster)
-    claim = k.create_claim("default", b.claim("c"))
+    claim = k.create_claim("default", b.ONE_GPU.named("c").obj())
     # A status update changes only the status ...
     body = ob.deep_copy(claim)
     pod = {"metadata": {"name": "p", "uid": str(uuid.uuid4())}}
-    body["status"] = b.claim("c", devices=["gpu-0"], reserved=[pod])["status"]
+    body["status"] = b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(pod).obj()["status"]
     body["metadata"]["labels"] = {"ignored": "yes"}
     after_status = k.update_claim_status(body)
     assert after_status["status"]["reservedFor"][0]["name"] == "p"
@@ -119,7 +119,7 @@ def test_binding_and_delete_with_uid_precondition(cluster: Env) -> None:
 
 def test_finalizer_blocks_delete_until_removed(cluster: Env) -> None:
     k = _kube(cluster)
-    claim = k.create_claim("default", b.claim("c", finalizer=True))
+    claim = k.create_claim("default", b.ONE_GPU.named("c").finalizer().obj())
     k.delete_claim("default", "c", uid=ob.uid(claim))
     pending = k.get_claim("default", "c")
     assert ob.deleting(pending)
@@ -194,7 +194,7 @@ def test_real_server_errors_map_to_the_hierarchy(cluster: Env) -> None:
     with pytest.raises(kube.NotFound, match='pods "nope" not found'):
         k.get_pod("default", "nope")
     with pytest.raises(kube.Invalid) as invalid:
-        k.create_claim("default", b.claim("Not_A_Name"))
+        k.create_claim("default", b.ONE_GPU.named("Not_A_Name").obj())
     assert invalid.value.status == 422 and invalid.value.reason == "Invalid"
 
 
@@ -292,7 +292,7 @@ def test_optional_resource_not_served_is_empty(cluster: Env) -> None:
 def test_store_keeps_own_writes_until_the_watch_catches_up() -> None:
     store = Store()
     store.add_index("ns", lambda o: [ob.namespace(o)])
-    old = {**b.claim("c"), "metadata": {**b.claim("c")["metadata"], "resourceVersion": "5"}}
+    old = {**b.ONE_GPU.named("c").obj(), "metadata": {**b.ONE_GPU.named("c").obj()["metadata"], "resourceVersion": "5"}}
     store._apply("ADDED", old)
     newer = {**old, "metadata": {**old["metadata"], "resourceVersion": "9"}, "status": {"x": 1}}
     store.assume(newer)
@@ -414,7 +414,7 @@ def test_leader_that_cannot_renew_steps_down_and_expired_lease_is_taken(cluster:
     lease = cluster.get("Lease", name)
     assert lease is not None
     lease["spec"]["holderIdentity"] = "intruder"
-    lease["spec"]["renewTime"] = _now_micro(time.time())
+    lease["spec"]["renewTime"] = b.micro_time(time.time())
     cluster.replace(lease)
     wait_for(lambda: "a stopped" in log, what="a to step down")
     assert not a.is_leader

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, _clear_events, wait_for
 from tests.controllers.parity import (
     BINDING_TIMEOUT,
@@ -115,7 +115,7 @@ def test_extended_resources_by_name_and_by_class(side: Side) -> None:
     gated = extended_pod(side, "leftover", {BY_CLASS: "1"})
     gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
     held = env.create(gated)
-    stale = b.claim("leftover-extended-resources-old", owner=held)
+    stale = b.ONE_GPU.named("leftover-extended-resources-old").owned_by(held).obj()
     stale["metadata"]["annotations"] = {ANNOTATION: "true"}
     env.create(stale)
     env.patch("Pod", "leftover", {"spec": {"schedulingGates": None}})
@@ -226,8 +226,8 @@ def test_binding_conditions_failed_or_timed_out_clear_the_allocation(side: Side)
 def test_pods_that_skip_the_scheduler(side: Side) -> None:
     env = side.env
     env.cluster(nodes=1, gpus=2)
-    env.create(b.claim("shared"))
-    env.create(b.claim("lonely"))
+    env.create(b.ONE_GPU.named("shared").obj())
+    env.create(b.ONE_GPU.named("lonely").obj())
     env.create(side.pod("first", claims={"gpu": "shared"}))
     wait_for(lambda: env.bound("first"), timeout=30, what="first bound")
     # Created straight onto the node: its claim is allocated already (for "first"), so the
@@ -266,7 +266,7 @@ def _rule_condition(env: Env, name: str) -> dict[str, Any] | None:
 def test_device_taint_rule_status(side: Side) -> None:
     env = side.env
     env.cluster(nodes=1, gpus=2)
-    env.create(b.claim("c"))
+    env.create(b.ONE_GPU.named("c").obj())
     env.create(side.pod("victim", claims={"gpu": "c"}))
     wait_for(lambda: env.bound("victim"), timeout=30, what="victim bound")
     claim = env.get("ResourceClaim", "c")
@@ -305,7 +305,7 @@ def test_device_status_written_by_the_plugin_and_kept(side: Side) -> None:
     try:
         wait_for(lambda: [s for s in env.objects("ResourceSlice") if s["spec"].get("nodeName") == PLUGIN_NODE],
                  timeout=30, what="the plugin's slices")
-        claim = b.claim("net")
+        claim = b.ONE_GPU.named("net").obj()
         claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "nic.sim.dra-solver.dev"
         env.create(claim)
         env.create(side.pod("first", claims={"nic": "net"}))

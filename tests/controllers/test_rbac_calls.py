@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.rbac_calls import API_CALLS, BY_CONTROLLER
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, FaultyKube, wait_for
 
 Call = tuple[str, str, str]
@@ -64,9 +64,9 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     env.cluster(nodes=1, gpus=3)
     env.create(b.template("tmpl"))
     ghost = b.pod("ghost", uid="0b5e7e1c-0000-4000-8000-000000000001")
-    stale = env.create(b.claim("stale", finalizer=True))
+    stale = env.create(b.ONE_GPU.named("stale").finalizer().obj())
     env.kc.request("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/stale/status",
-                   dict(stale, status=b.claim("stale", devices=["gpu-2"], reserved=[ghost])["status"]))
+                   dict(stale, status=b.ONE_GPU.named("stale").allocated("gpu-2", node="node-a").reserved_for(ghost).obj()["status"]))
     faulty = env.client("rbac", faulty=True)
     assert isinstance(faulty, FaultyKube)
     recorder = Recorder(faulty.api_client)

@@ -25,7 +25,7 @@ import pytest
 
 from dra_solver.controllers import objects as ob
 from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, start_solver, wait_for
 from tests.realkube import KubeCluster
 

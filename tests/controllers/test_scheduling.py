@@ -10,10 +10,10 @@ import pytest
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling as s
-from tests.controllers import builders as b
+from tests import builders as b
 
 POD = b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": "web-gpu-1"})
-OWNED = b.claim("web-gpu-1", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu", uid="claim-uid", rv="5")
+OWNED = b.ONE_GPU.named("web-gpu-1").uid("claim-uid").rv("5").owned_by(b.pod("web", uid="pod-uid")).pod_claim("gpu").obj()
 
 
 @pytest.mark.parametrize(
@@ -22,10 +22,10 @@ OWNED = b.claim("web-gpu-1", owner=b.pod("web", uid="pod-uid"), pod_claim="gpu",
         (POD, [OWNED], "", ["default/web-gpu-1"]),
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}), [], "to be created", []),
         (POD, [], 'resourceclaim "web-gpu-1" not found', []),
-        (POD, [b.claim("web-gpu-1", owner=b.pod("web", uid="pod-uid"), deleting=True)], "is being deleted", []),
-        (POD, [b.claim("web-gpu-1", owner=b.pod("web", uid="other"))], "not created for Pod", []),
+        (POD, [b.ONE_GPU.named("web-gpu-1").owned_by(b.pod("web", uid="pod-uid")).deleting().obj()], "is being deleted", []),
+        (POD, [b.ONE_GPU.named("web-gpu-1").owned_by(b.pod("web", uid="other")).obj()], "not created for Pod", []),
         (b.pod("web", uid="pod-uid", templates={"gpu": "tmpl"}, statuses={"gpu": None}), [], "", []),
-        (b.pod("web", uid="pod-uid", claims={"a": "shared", "b": "shared"}), [b.claim("shared")], "", ["default/shared"]),
+        (b.pod("web", uid="pod-uid", claims={"a": "shared", "b": "shared"}), [b.ONE_GPU.named("shared").obj()], "", ["default/shared"]),
         (b.pod("web", uid="pod-uid"), [], "", []),
     ],
     ids=["ready", "not created", "missing", "deleting", "foreign", "not needed", "same claim twice", "no claims"],
@@ -39,14 +39,14 @@ def test_gather_claims(pod: dict[str, Any], claims: list[dict[str, Any]], wait: 
 
 def test_gather_splits_allocated_and_reserved() -> None:
     pod = b.pod("web", uid="pod-uid", claims={"a": "done", "b": "fresh"})
-    done = b.claim("done", devices=["gpu-0"], reserved=[pod])
-    got = s.gather_claims(pod, b.by_key(done, b.claim("fresh")))
+    done = b.ONE_GPU.named("done").allocated("gpu-0", node="node-a").reserved_for(pod).obj()
+    got = s.gather_claims(pod, b.by_key(done, b.ONE_GPU.named("fresh").obj()))
     assert [c.key for c in got.allocated] == ["default/done"]
     assert [c.key for c in got.to_allocate] == ["default/fresh"]
     assert got.allocated[0].reserved
 
 
-ALLOC_A = b.claim("x", devices=["gpu-0"], node="node-a")["status"]["allocation"]
+ALLOC_A = b.ONE_GPU.named("x").allocated("gpu-0", node="node-a").obj()["status"]["allocation"]
 
 
 @pytest.mark.parametrize(
@@ -130,15 +130,15 @@ ALLOC = {"devices": {"results": [{"request": "gpu", "driver": b.DRIVER, "pool": 
     ("claim", "allocation", "kind", "message"),
     [
         (OWNED, ALLOC, "finalizer", ""),
-        (b.claim("web-gpu-1", finalizer=True), ALLOC, "status", ""),
-        ({**b.claim("web-gpu-1", finalizer=True), "status": {"allocation": ALLOC, "reservedFor": [{"resource": "pods", "name": "web", "uid": "pod-uid"}]}},
+        (b.ONE_GPU.named("web-gpu-1").finalizer().obj(), ALLOC, "status", ""),
+        ({**b.ONE_GPU.named("web-gpu-1").finalizer().obj(), "status": {"allocation": ALLOC, "reservedFor": [{"resource": "pods", "name": "web", "uid": "pod-uid"}]}},
          ALLOC, "done", ""),
-        ({**b.claim("web-gpu-1", finalizer=True), "status": {"allocation": ALLOC}}, ALLOC, "status", ""),
-        (b.claim("web-gpu-1", devices=["gpu-3"], finalizer=True), ALLOC, "error", "allocated elsewhere"),
-        (b.claim("web-gpu-1", deleting=True, finalizer=True), ALLOC, "error", "got deleted"),
-        (b.claim("shared", devices=["gpu-0"], reserved=[b.pod("o", uid="o")]), None, "status", ""),
-        (b.claim("shared", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), None, "done", ""),
-        (b.claim("shared"), None, "error", "no longer allocated"),
+        ({**b.ONE_GPU.named("web-gpu-1").finalizer().obj(), "status": {"allocation": ALLOC}}, ALLOC, "status", ""),
+        (b.ONE_GPU.named("web-gpu-1").finalizer().allocated("gpu-3", node="node-a").obj(), ALLOC, "error", "allocated elsewhere"),
+        (b.ONE_GPU.named("web-gpu-1").finalizer().deleting().obj(), ALLOC, "error", "got deleted"),
+        (b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(b.pod("o", uid="o")).obj(), None, "status", ""),
+        (b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(b.pod("web", uid="pod-uid")).obj(), None, "done", ""),
+        (b.ONE_GPU.named("shared").obj(), None, "error", "no longer allocated"),
     ],
     ids=["needs finalizer", "write status", "already done", "allocated by us, reserve", "lost the race", "deleted",
          "reserve shared", "shared already reserved", "shared deallocated"],
@@ -178,11 +178,11 @@ def test_write_steps_converge() -> None:
 @pytest.mark.parametrize(
     ("claim", "clear", "reserved", "allocated"),
     [
-        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), True, [], False),
-        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid")]), False, [], True),
-        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("web", uid="pod-uid"), b.pod("o", uid="o")]), True, ["o"], True),
-        (b.claim("c", devices=["gpu-0"], reserved=[b.pod("o", uid="o")]), False, None, True),
-        (b.claim("c", devices=["gpu-0"]), True, [], False),
+        (b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(b.pod("web", uid="pod-uid")).obj(), True, [], False),
+        (b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(b.pod("web", uid="pod-uid")).obj(), False, [], True),
+        (b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(b.pod("web", uid="pod-uid"), b.pod("o", uid="o")).obj(), True, ["o"], True),
+        (b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").reserved_for(b.pod("o", uid="o")).obj(), False, None, True),
+        (b.ONE_GPU.named("c").allocated("gpu-0", node="node-a").obj(), True, [], False),
     ],
     ids=["ours alone", "shared claim allocated earlier", "someone else joined", "not reserved by us", "allocation only"],
 )
@@ -198,8 +198,8 @@ def test_rollback_status(claim: dict[str, Any], clear: bool, reserved: list[str]
 
 
 def test_device_conflicts() -> None:
-    held = b.claim("held", devices=["gpu-0"])
-    admin = {**b.claim("admin"), "status": {"allocation": {"devices": {"results": [
+    held = b.ONE_GPU.named("held").allocated("gpu-0", node="node-a").obj()
+    admin = {**b.ONE_GPU.named("admin").obj(), "status": {"allocation": {"devices": {"results": [
         {"request": "gpu", "driver": b.DRIVER, "pool": "node-a", "device": "gpu-1", "adminAccess": True}]}}}}
     new = {
         "default/a": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"}]}},
@@ -208,7 +208,7 @@ def test_device_conflicts() -> None:
         "default/c": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-2"}]}},
         "default/d": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-3", "shareID": "s1"}]}},
     }
-    got = s.device_conflicts(new, [held, admin, b.claim("d", devices=["gpu-3"])])
+    got = s.device_conflicts(new, [held, admin, b.ONE_GPU.named("d").allocated("gpu-3", node="node-a").obj()])
     assert got == [
         "device gpu.example.com/node-a/gpu-0 of claim default/a is already allocated to claim default/held",
         "device gpu.example.com/node-a/gpu-2 of claim default/c is already allocated to claim default/b",

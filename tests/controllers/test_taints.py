@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from dra_solver.controllers import objects as ob
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, wait_for
 
 

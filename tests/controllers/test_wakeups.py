@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from dra_solver.controllers import objects as ob
-from tests.controllers import builders as b
+from tests import builders as b
 from tests.controllers.conftest import Env, wait_for
 
 BOUND_WITHIN = 15.0
@@ -41,7 +41,7 @@ def test_pods_created_before_their_claims_and_devices_are_bound_without_a_flush(
     wait_for(lambda: len(manager.scheduler.unschedulable_pods()) == 12, what="all twelve pods parked")
     # Now the claims and the devices arrive, interleaved, while attempts race with them.
     for i, n in enumerate(named):
-        env.create(b.claim(f"claim-{n}"))
+        env.create(b.ONE_GPU.named(f"claim-{n}").obj())
         if i % 2 == 0:
             env.create(b.gpu_slice(f"node-{chr(ord('a') + i // 2)}", count=4))
     start = time.monotonic()

@@ -142,7 +142,7 @@ def test_quantities_with_blanks_json_escapes_are_rejected_as_the_api_server_does
 
 
 def test_one_quantity_parser_for_fields_validation_and_the_kubelet_plugin() -> None:
-    from dra_solver.kubeletplugin.discovery import parse_int_quantity
+    from dra_solver.kubeletplugin.simconfig import parse_int_quantity
     from dra_solver.model.validation import parse_quantity_value
 
     for text in ("7\n", "x"):

@@ -13,7 +13,8 @@ import yaml
 from dra_solver.model.decode import check_mode
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.inventory import FileSource
-from tests.service.conftest import DEMO, Running, gpu_claim, start
+from tests import builders as b
+from tests.service.conftest import DEMO, Running, start
 
 
 def _node(r: Running) -> str:
@@ -28,30 +29,28 @@ def _allocate(r: Running, claim: dict[str, object], validate: str) -> tuple[pb.A
     return response, tuple((m.key, m.value) for m in call.trailing_metadata() or ())
 
 
-def _typo_claim() -> dict[str, object]:
-    claim = gpu_claim("typo")
-    claim["spec"]["devices"]["requests"][0]["exactly"]["cout"] = 2
-    return claim
+TYPO = b.SOLVER_TEST.named("typo").request("gpu", cout=2)
+"""``cout: 2``: a typo the API server's strict decoding refuses."""
 
 
 @pytest.mark.parametrize("validate", ["", "strict"])
 def test_strict_is_the_default_and_names_the_field(running: Running, validate: str) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        _allocate(running, _typo_claim(), validate)
+        _allocate(running, TYPO.obj(), validate)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'strict decoding error: unknown field "spec.devices.requests[0].exactly.cout"' in (info.value.details() or "")
 
 
 def test_warn_answers_and_sends_the_warning_as_trailing_metadata(running: Running) -> None:
-    response, metadata = _allocate(running, _typo_claim(), "warn")
+    response, metadata = _allocate(running, TYPO.obj(), "warn")
     assert response.allocated
     assert ("warning", 'claims[0]: ResourceClaim test/typo: unknown field "spec.devices.requests[0].exactly.cout"') in metadata
 
 
 def test_ignore_skips_strictness_and_api_validation(running: Running) -> None:
-    response, metadata = _allocate(running, _typo_claim(), "ignore")
+    response, metadata = _allocate(running, TYPO.obj(), "ignore")
     assert response.allocated and not [m for m in metadata if m[0] == "warning"]
-    bad_name = gpu_claim("bad")
+    bad_name = b.SOLVER_TEST.named("bad").request("gpu").obj()
     bad_name["spec"]["devices"]["requests"][0]["name"] = "Not_A_Label"
     with pytest.raises(grpc.RpcError) as info:
         _allocate(running, bad_name, "strict")
@@ -62,7 +61,7 @@ def test_ignore_skips_strictness_and_api_validation(running: Running) -> None:
 
 def test_an_unknown_mode_is_invalid_argument(running: Running) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        _allocate(running, gpu_claim("c"), "Strict")
+        _allocate(running, b.SOLVER_TEST.named("c").request("gpu").obj(), "Strict")
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'options.validate: Unsupported value: "Strict"' in (info.value.details() or "")
 

@@ -11,7 +11,7 @@ import pytest
 from dra_solver.model import objects as o
 from dra_solver.model.decode import check_mode, decode_object, decode_text
 from dra_solver.model.errors import InvalidInput, StrictDecodingError
-from tests.model._docs import claim, device, edit, resource_slice
+from tests.model._docs import CLAIM, device, edit, resource_slice
 
 EXACTLY = "spec.devices.requests[0].exactly"
 
@@ -62,7 +62,7 @@ def test_a_constraint_typo_is_an_error_not_a_lost_matchattribute() -> None:
 
 
 def test_every_problem_of_an_object_is_listed_in_document_order() -> None:
-    doc = edit(claim(), (f"{EXACTLY}.cout", 2), ("metadata.lables", {"a": "b"}))
+    doc = edit(CLAIM.obj(), (f"{EXACTLY}.cout", 2), ("metadata.lables", {"a": "b"}))
     with pytest.raises(StrictDecodingError) as info:
         decode_object(doc)
     assert info.value.lines() == [
@@ -91,7 +91,7 @@ def test_duplicate_fields_are_errors_in_yaml_and_json(text: str) -> None:
 
 
 def test_nested_duplicates_carry_their_path() -> None:
-    text = json.dumps(claim())[:-1] + ', "metadata": {"name": "c1", "name": "c2", "namespace": "default"}}'
+    text = json.dumps(CLAIM.obj())[:-1] + ', "metadata": {"name": "c1", "name": "c2", "namespace": "default"}}'
     err = _strict_error(text)
     assert err.lines() == ['duplicate field "metadata"', 'duplicate field "metadata.name"']
 
@@ -113,7 +113,7 @@ def test_ignore_keeps_unknown_fields_for_the_round_trip_and_the_last_duplicate_w
 
 
 def test_bad_quantities_and_types_are_errors_whatever_validate_says() -> None:
-    bad_type = edit(claim(), (f"{EXACTLY}.count", "2"))
+    bad_type = edit(CLAIM.obj(), (f"{EXACTLY}.count", "2"))
     bad_quantity = resource_slice([device(capacity={"memory": {"value": "7\n"}})])
     for doc in (bad_type, bad_quantity):
         with pytest.raises(InvalidInput) as info:
@@ -123,7 +123,7 @@ def test_bad_quantities_and_types_are_errors_whatever_validate_says() -> None:
 
 def test_what_kubectl_get_prints_is_known() -> None:
     # metadata the API server adds, a Node's spec and status, and the v1.37 alpha fields.
-    doc = claim()
+    doc = CLAIM.obj()
     doc["metadata"].update(
         {"managedFields": [{"manager": "kubectl"}], "selfLink": "/x", "deletionGracePeriodSeconds": 0,
          "uid": "u", "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z"}
@@ -136,12 +136,12 @@ def test_what_kubectl_get_prints_is_known() -> None:
 
 
 def test_opaque_parameters_are_not_checked() -> None:
-    doc = edit(claim(), ("spec.devices.config", [{"opaque": {"driver": "d", "parameters": {"anything": {"goes": 1}}}}]))
+    doc = edit(CLAIM.obj(), ("spec.devices.config", [{"opaque": {"driver": "d", "parameters": {"anything": {"goes": 1}}}}]))
     decode_object(doc)
 
 
 def test_at_most_a_hundred_problems_per_object_as_upstream_caps_them() -> None:
-    doc: dict[str, Any] = claim()
+    doc: dict[str, Any] = CLAIM.obj()
     doc["spec"]["devices"]["requests"][0]["exactly"].update({f"f{i}": i for i in range(150)})
     with pytest.raises(StrictDecodingError) as info:
         decode_object(doc)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests import builders as b
 from tests.deploy.manifests import find, overlay, rendered
 
 NODE = "worker-1"
@@ -36,9 +37,9 @@ def node_objects(driver: str) -> list[dict[str, Any]]:
     """What the plugin publishes for one node, as API objects: the Node and its slices."""
     import yaml
 
-    from dra_solver.kubeletplugin import discovery
+    from dra_solver.kubeletplugin import discovery, simconfig
 
-    config = discovery.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
+    config = simconfig.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
     devices = discovery.build_devices(config, node=NODE)
     api_devices = [d.to_api() for d in devices.devices]
     chunks = [api_devices[i : i + SLICE_LIMIT] for i in range(0, len(api_devices), SLICE_LIMIT)]
@@ -77,12 +78,7 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
         if template["kind"] != "ResourceClaimTemplate":
             continue
         name = template["metadata"]["name"]
-        claim = {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": f"pod-{name}", "namespace": "dra-solver-demo", "uid": f"uid-{name}"},
-            "spec": template["spec"]["spec"],
-        }
+        claim = b.claim(f"pod-{name}", ns="dra-solver-demo", uid=f"uid-{name}", **template["spec"]["spec"]["devices"]).obj()
         out.append((name, claim))
     return out
 
@@ -90,9 +86,9 @@ def _claims() -> list[tuple[str, dict[str, Any]]]:
 def test_config_map_is_a_valid_simulated_device_config() -> None:
     import yaml
 
-    from dra_solver.kubeletplugin import discovery
+    from dra_solver.kubeletplugin import discovery, simconfig
 
-    config = discovery.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
+    config = simconfig.parse_config(yaml.safe_load(_config_text()), source="devices.yaml")
     devices = discovery.build_devices(config, node=NODE)
     kinds = {d.kind for d in devices.devices}
     assert kinds == {"gpu", "mig", "nic"}, "the examples need GPUs, partitions and NICs"

@@ -21,6 +21,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
 from dra_solver.model.decode import decode_all
 from dra_solver.model.features import FeatureGates
+from tests import builders as b
 
 NODE = "node-1"
 GPU = "gpu.example.com"
@@ -243,7 +244,7 @@ def nic_request_body(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
-def claim(
+def random_claim(
     draw: st.DrawFn, index: int, *, with_nics: bool, with_counters: bool, allow_admin: bool,
     quirks: bool = False,
 ) -> dict[str, Any]:
@@ -271,12 +272,7 @@ def claim(
         names = ["numa", "model", "index", "links"] if quirks else ["numa", "model", "index"]
         attr = f"{GPU}/{draw(st.sampled_from(names))}"
         devices["constraints"] = [{"requests": gpu_requests, which: attr}]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": f"claim-{index}", "namespace": "default", "uid": f"uid-{index}"},
-        "spec": {"devices": devices},
-    }
+    return b.claim(f"claim-{index}", uid=f"uid-{index}", **devices).obj()
 
 
 @st.composite
@@ -302,7 +298,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     claims = draw(st.integers(1, 2))
     for c in range(claims):
         objects.append(
-            draw(claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=claims == 1))
+            draw(random_claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=claims == 1))
         )
     return Scenario(tuple(objects), in_use)
 
@@ -333,19 +329,7 @@ def allocated_claim(draw: st.DrawFn, index: int, objects: list[dict[str, Any]]) 
         result["shareID"] = f"00000000-0000-4000-8000-{index:012d}"
         result["consumedCapacity"] = {"bandwidth": amount}
         body["capacity"] = {"requests": {"bandwidth": amount}}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": f"held-{index}", "namespace": "default", "uid": f"held-uid-{index}"},
-        "spec": {"devices": {"requests": [{"name": "req-0", "exactly": body}]}},
-        "status": {
-            "allocation": {
-                "devices": {"results": [result]},
-                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [NODE]}]}]},
-            }
-        },
-    }
+    return b.claim(f"held-{index}", {"name": "req-0", "exactly": body}, uid=f"held-uid-{index}").allocated(result, node=NODE).obj()
 
 
 @st.composite
@@ -384,6 +368,6 @@ def upstream_scenarios(draw: st.DrawFn) -> Scenario:
     objects.extend(held)
     claims = draw(st.integers(1, 3))
     for c in range(claims):
-        objects.append(draw(claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=True, quirks=True)))
+        objects.append(draw(random_claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=True, quirks=True)))
     gates = FeatureGates(list_type_attributes=draw(st.booleans()))
     return Scenario(tuple(objects), in_use, gates)

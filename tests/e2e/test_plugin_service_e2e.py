@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from dra_solver.service.client import Client
+from tests import builders as b
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
@@ -76,17 +77,8 @@ def service(plugin: PluginProcess) -> Iterator[str]:
             proc.kill()
 
 
-def _claim(name: str) -> dict[str, object]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "sim-gpu"}}]}},
-    }
-
-
 def test_published_slices_allocate_through_the_service_and_prepare(plugin: PluginProcess, service: str) -> None:
-    claim = _claim("train")
+    claim = b.claim("train", uid="uid-train", cls="sim-gpu").request("gpu", count=None).obj()
     with Client(service, timeout=30) as client:
         client.wait_ready(timeout=30)
         response = client.allocate([claim], NODE)

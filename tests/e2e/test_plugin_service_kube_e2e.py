@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from dra_solver.service.client import Client
+from tests import builders as b
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
@@ -85,12 +86,7 @@ def service(kube_cluster: KubeCluster) -> Iterator[str]:
 
 
 def create_claim(cluster: KubeCluster, name: str) -> dict[str, Any]:
-    body = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "sim-gpu"}}]}},
-    }
+    body = b.claim(name, cls="sim-gpu").request("gpu", count=None).obj()
     created: dict[str, Any] = cluster.create(f"{RESOURCE}/namespaces/default/resourceclaims", body)
     return created
 

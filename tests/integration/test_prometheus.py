@@ -32,6 +32,8 @@ import grpc
 import pytest
 import yaml
 
+from tests import builders as b
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CLUSTER = ROOT / "examples" / "replay" / "gpu8-cluster.yaml"
@@ -182,19 +184,10 @@ def drive_workload(grpc_address: str, *, seconds: float) -> dict[str, int]:
     from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 
     claims = _claims()
-    impossible = json.dumps({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": "too-many", "namespace": "default", "uid": "u-too-many"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 16}}]}},
-    }).encode()
+    impossible = json.dumps(b.claim("too-many", uid="u-too-many", cls=b.CLASS).request(
+        "gpu", allocationMode="ExactCount", count=16).obj()).encode()
     # Fails API validation: a request count must be positive.
-    invalid = json.dumps({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": "bad", "namespace": "default", "uid": "u-bad"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 0}}]}},
-    }).encode()
+    invalid = json.dumps(b.claim("bad", uid="u-bad", cls=b.CLASS).request("gpu", allocationMode="ExactCount", count=0).obj()).encode()
     counts: dict[str, int] = {}
     with grpc.insecure_channel(grpc_address) as channel:
         stub: Any = cast(Any, pb_grpc).AllocationServiceStub(channel)

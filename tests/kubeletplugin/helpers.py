@@ -1,4 +1,4 @@
-"""Shared test helpers: claim builders, a kubelet stand-in, the plugin as a process, invariants.
+"""Shared test helpers: writing claims, a kubelet stand-in, the plugin as a process, invariants.
 
 The kubelet stand-in uses stubs generated from the same protos the plugin serves, over the real
 unix sockets, exactly as the kubelet would.
@@ -14,7 +14,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +24,11 @@ import yaml
 
 from dra_solver.kubeletplugin import protos
 from dra_solver.kubeletplugin.checkpoint import FILE_NAME
+from tests import builders
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER = "gpu.sim.dra-solver.dev"
-NODE = "node-1"
+DRIVER = builders.SIM_DRIVER
+NODE = builders.NODE_1
 
 
 def short_tmpdir() -> Path:
@@ -37,58 +37,6 @@ def short_tmpdir() -> Path:
 
 
 # --- claims ---------------------------------------------------------------------------------
-
-
-def result(
-    request: str,
-    device: str,
-    *,
-    driver: str = DRIVER,
-    pool: str = NODE,
-    share_id: str | None = None,
-    consumed: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"request": request, "driver": driver, "pool": pool, "device": device}
-    if share_id:
-        out["shareID"] = share_id
-    if consumed:
-        out["consumedCapacity"] = consumed
-    return out
-
-
-def claim(
-    name: str,
-    results: Sequence[dict[str, Any]] | None,
-    *,
-    namespace: str = "default",
-    uid: str | None = None,
-    config: Sequence[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    """An allocated ResourceClaim (``results=None``: not allocated)."""
-    requests = sorted({r["request"].split("/")[0] for r in results or []}) or ["req"]
-    obj: dict[str, Any] = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or str(uuid.uuid5(uuid.NAMESPACE_URL, f"claim/{namespace}/{name}")),
-        },
-        "spec": {
-            "devices": {
-                "requests": [
-                    {"name": r, "exactly": {"deviceClassName": "gpu.sim.dra-solver.dev"}}
-                    for r in requests
-                ]
-            }
-        },
-    }
-    if results is not None:
-        devices: dict[str, Any] = {"results": list(results)}
-        if config:
-            devices["config"] = list(config)
-        obj["status"] = {"allocation": {"devices": devices}}
-    return obj
 
 
 def write_claims(directory: Path, *claims: dict[str, Any], file: str = "claims.yaml") -> None:

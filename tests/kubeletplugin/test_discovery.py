@@ -8,15 +8,16 @@ import pytest
 import yaml
 
 from dra_solver.kubeletplugin import discovery as d
-from dra_solver.model.errors import InvalidInput
+from dra_solver.kubeletplugin import simconfig
+from dra_solver.model.errors import InvalidInput, StrictDecodingError
 
 
 def build(text: str, node: str = "node-1") -> d.NodeDevices:
-    return d.build_devices(d.parse_config(yaml.safe_load(text) or {}), node=node)
+    return d.build_devices(simconfig.parse_config(yaml.safe_load(text) or {}), node=node)
 
 
 def test_default_is_eight_gpus() -> None:
-    node = d.build_devices(d.load_config(None), node="node-1")
+    node = d.build_devices(simconfig.load_config(None), node="node-1")
     assert [x.name for x in node.devices] == [f"gpu-{i}" for i in range(8)]
     assert node.counter_sets == ()
     gpu = node.devices[5].to_api()
@@ -128,7 +129,7 @@ def test_nic_consumable_bandwidth() -> None:
     ],
 )
 def test_quantities_print_canonically(text: object, value: str) -> None:
-    q = d.parse_int_quantity(text)
+    q = simconfig.parse_int_quantity(text)
     assert q is not None and str(q) == value
 
 
@@ -160,7 +161,7 @@ def test_quantities_print_canonically(text: object, value: str) -> None:
 )
 def test_config_errors_name_the_field(text: str, field: str, detail: str) -> None:
     with pytest.raises(InvalidInput) as err:
-        d.parse_config(yaml.safe_load(text), source="devices.yaml")
+        simconfig.parse_config(yaml.safe_load(text), source="devices.yaml")
     assert err.value.field == field
     assert detail in err.value.detail
     assert str(err.value).startswith("devices.yaml: ")
@@ -168,18 +169,18 @@ def test_config_errors_name_the_field(text: str, field: str, detail: str) -> Non
 
 def test_unreadable_config(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="cannot read"):
-        d.load_config(tmp_path / "missing.yaml")
+        simconfig.load_config(tmp_path / "missing.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("gpus: [")
     with pytest.raises(InvalidInput, match="cannot parse YAML"):
-        d.load_config(bad)
+        simconfig.load_config(bad)
     relative = tmp_path / "ok.yaml"
     relative.write_text("health: {file: h.yaml}")
-    assert d.load_config(relative).health.file == tmp_path / "h.yaml"
+    assert simconfig.load_config(relative).health.file == tmp_path / "h.yaml"
 
 
 def test_health_file_and_partitions_following_their_gpu(tmp_path: Path) -> None:
-    config = d.parse_config(
+    config = simconfig.parse_config(
         yaml.safe_load("gpus: {count: 2, partitions: {profiles: [{name: 1g.10gb, count: 1}]}}")
     )
     health = tmp_path / "health.yaml"
@@ -202,7 +203,7 @@ def test_health_file_and_partitions_following_their_gpu(tmp_path: Path) -> None:
 
 
 def test_prepare_markers_are_idempotent(tmp_path: Path) -> None:
-    config = d.parse_config({"simulate": {"failPrepare": ["gpu-7"]}})
+    config = simconfig.parse_config({"simulate": {"failPrepare": ["gpu-7"]}})
     profile = d.SimulatedProfile(config, node="n", state_dir=tmp_path / "s", health_file=None)
     profile.prepare_device("u1", "gpu-0", share_id=None)
     profile.prepare_device("u1", "gpu-0", share_id=None)
@@ -216,3 +217,62 @@ def test_prepare_markers_are_idempotent(tmp_path: Path) -> None:
     profile.unprepare_device("u1", "gpu-0", share_id=None)
     profile.unprepare_device("u1", "gpu-1", share_id="s1")
     assert profile.prepared_markers() == {}
+
+
+def test_config_goes_through_the_bounded_decoder(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("gpus:\n  model: " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(InvalidInput, match="nesting") as err:
+        simconfig.load_config(deep)
+    assert str(err.value).startswith(f"{deep}: ")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n" for p, c in zip("abcdefg", "bcdefgh", strict=True)))
+    with pytest.raises(InvalidInput, match="aliases expand"):
+        simconfig.load_config(bomb)
+    two = tmp_path / "two.yaml"
+    two.write_text("gpus: 1\n---\nnics: 1\n")
+    with pytest.raises(InvalidInput, match="expected one document, found 2"):
+        simconfig.load_config(two)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n")
+    assert simconfig.load_config(empty) == simconfig.SimConfig()
+
+
+def test_unknown_and_duplicate_fields_are_errors_naming_the_path(tmp_path: Path) -> None:
+    config = tmp_path / "devices.yaml"
+    config.write_text("gpus:\n  count: 2\n  count: 3\n  partitions: {profiles: [{name: 1g.5gb, cout: 1}]}\nsimulate: {failprepare: []}\n")
+    with pytest.raises(StrictDecodingError) as err:
+        simconfig.load_config(config)
+    assert err.value.problems == (
+        (("gpus", "count"), "duplicate field"),
+        (("gpus", "partitions", "profiles", 0, "cout"), "unknown field"),
+        (("simulate", "failprepare"), "unknown field"),
+    )
+    with pytest.raises(InvalidInput, match=r"gpus.mounts\[0\].containerPath: Required value"):
+        simconfig.parse_config({"gpus": {"mounts": [{"hostPath": "/x"}]}})
+
+
+def test_health_file_fields_are_checked() -> None:
+    devices = {"gpu-0", "gpu-1"}
+    assert simconfig.parse_health_file("", source="h", devices=devices) == {}
+    entries = simconfig.parse_health_file("gpu-0: Unknown\ngpu-1: {message: hot}\n", source="h", devices=devices)
+    assert (entries["gpu-0"].health, entries["gpu-1"].health, entries["gpu-1"].message) == ("Unknown", "Unhealthy", "hot")
+    with pytest.raises(StrictDecodingError, match=r'unknown field "gpu-1\.severty"'):
+        simconfig.parse_health_file("gpu-1: {severty: critical}\n", source="h", devices=devices)
+    with pytest.raises(InvalidInput, match=r"h: gpu-1\.message: Invalid value: 3: must be a string"):
+        simconfig.parse_health_file("gpu-1: {message: 3}\n", source="h", devices=devices)
+    with pytest.raises(InvalidInput, match="nesting"):
+        simconfig.parse_health_file("gpu-1: " + "[" * 500 + "]" * 500, source="h", devices=devices)
+
+
+def test_a_bad_config_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dra_solver.cli import main
+
+    config = tmp_path / "devices.yaml"
+    config.write_text("gpus:\n  model: " + "[" * 3000 + "]" * 3000 + "\n")
+    code = main(["kubelet-plugin", "--driver", "gpu.sim", "--node", "n1", "--config", str(config),
+                 "--plugin-dir", str(tmp_path / "p"), "--registry-dir", str(tmp_path / "r"), "--cdi-dir", str(tmp_path / "c"),
+                 "--publish", str(tmp_path / "pub"), "--claim-source", str(tmp_path / "claims")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "nesting" in err and "internal error" not in err

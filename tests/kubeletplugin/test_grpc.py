@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from dra_solver.kubeletplugin import protos
+from tests import builders as b
 from tests.kubeletplugin.conftest import Running
-from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, write_claims
+from tests.kubeletplugin.helpers import DRIVER, NODE, uid_of, write_claims
 
 PARTITIONED = """
 gpus:
@@ -113,7 +114,7 @@ def test_stale_sockets_are_replaced(start_plugin: Callable[..., Running], dirs) 
 
 def test_prepare_single_device(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin()
-    c = claim("one", [result("gpu", "gpu-3")])
+    c = b.SIM_GPU.named("one").request("gpu", count=None).allocated("gpu-3").obj()
     write_claims(running.dirs.claims, c)
     resp = running.kubelet.prepare(c)
     entry = resp.claims[uid_of(c)]
@@ -139,16 +140,8 @@ def test_prepare_single_device(start_plugin: Callable[..., Running]) -> None:
 
 def test_prepare_multi_device_and_other_drivers(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin()
-    c = claim(
-        "multi",
-        [
-            result("gpus", "gpu-0"),
-            result("gpus", "gpu-1"),
-            result("net", "eth0", driver="net.example.com"),  # another plugin's business
-            result("big/large", "gpu-2"),  # a subrequest: the kubelet knows only "big"
-        ],
-    )
-    only_other = claim("other", [result("net", "eth1", driver="net.example.com")])
+    c = b.SIM_GPU.named("multi").request("big", count=None).request("gpus", count=None).request("net", count=None).allocated(("gpus", "gpu-0"), ("gpus", "gpu-1"), b.result("net", "eth0", driver="net.example.com", pool=b.NODE_1), ("big/large", "gpu-2")).obj()
+    only_other = b.SIM_GPU.named("other").request("net", count=None).allocated(b.result("net", "eth1", driver="net.example.com", pool=b.NODE_1)).obj()
     write_claims(running.dirs.claims, c, only_other)
     resp = running.kubelet.prepare(c, only_other)
     devices = resp.claims[uid_of(c)].devices
@@ -171,13 +164,13 @@ def test_prepare_is_idempotent_and_unprepare_unknown_succeeds(
     start_plugin: Callable[..., Running],
 ) -> None:
     running = start_plugin()
-    c = claim("idem", [result("gpu", "gpu-5")])
+    c = b.SIM_GPU.named("idem").request("gpu", count=None).allocated("gpu-5").obj()
     write_claims(running.dirs.claims, c)
     first = running.kubelet.prepare(c)
     spec_before = cdi_spec(running, uid_of(c))
     # Even if the allocation visible in the source changed, a prepared claim answers from the
     # checkpoint: the kubelet must get the same devices every time.
-    write_claims(running.dirs.claims, claim("idem", [result("gpu", "gpu-6")]))
+    write_claims(running.dirs.claims, b.SIM_GPU.named("idem").request("gpu", count=None).allocated("gpu-6").obj())
     second = running.kubelet.prepare(c)
     assert second == first
     assert cdi_spec(running, uid_of(c)) == spec_before
@@ -186,21 +179,19 @@ def test_prepare_is_idempotent_and_unprepare_unknown_succeeds(
     assert not (running.dirs.cdi / f"{DRIVER}-device_{uid_of(c)}.json").exists()
     again = running.kubelet.unprepare(c)
     assert again.claims[uid_of(c)].error == ""
-    never = claim("never", [result("gpu", "gpu-0")])
+    never = b.SIM_GPU.named("never").request("gpu", count=None).allocated("gpu-0").obj()
     assert running.kubelet.unprepare(never).claims[uid_of(never)].error == ""
 
 
 def test_errors_are_per_claim(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin(PARTITIONED)
-    good = claim("good", [result("gpu", "gpu-0")])
-    unallocated = claim("unallocated", None)
-    missing_device = claim("missing", [result("gpu", "gpu-99")])
-    foreign_pool = claim("foreign", [result("gpu", "gpu-1", pool="node-2")])
-    failing = claim(
-        "failing", [result("a", "gpu-1-mig-1g10gb-0"), result("b", "gpu-1-mig-1g10gb-1")]
-    )
-    replaced = claim("replaced", [result("gpu", "gpu-1")])
-    not_found = claim("ghost", [result("gpu", "gpu-1")])
+    good = b.SIM_GPU.named("good").request("gpu", count=None).allocated("gpu-0").obj()
+    unallocated = b.SIM_GPU.named("unallocated").request("req", count=None).obj()
+    missing_device = b.SIM_GPU.named("missing").request("gpu", count=None).allocated("gpu-99").obj()
+    foreign_pool = b.SIM_GPU.named("foreign").request("gpu", count=None).allocated(b.result("gpu", "gpu-1", driver=b.SIM_DRIVER, pool="node-2")).obj()
+    failing = b.SIM_GPU.named("failing").request("a", count=None).request("b", count=None).allocated(("a", "gpu-1-mig-1g10gb-0"), ("b", "gpu-1-mig-1g10gb-1")).obj()
+    replaced = b.SIM_GPU.named("replaced").request("gpu", count=None).allocated("gpu-1").obj()
+    not_found = b.SIM_GPU.named("ghost").request("gpu", count=None).allocated("gpu-1").obj()
     on_disk = {**replaced, "metadata": {**replaced["metadata"], "uid": "another-uid"}}
     write_claims(
         running.dirs.claims, good, unallocated, missing_device, foreign_pool, failing, on_disk
@@ -236,30 +227,20 @@ def test_errors_are_per_claim(start_plugin: Callable[..., Running]) -> None:
 
 def test_v1beta1_and_shared_devices(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin(PARTITIONED)
-    a = claim(
-        "share-a",
-        [
-            result(
-                "net",
-                "nic-0",
-                share_id="a1b2c3d4-0000-4000-8000-000000000001",
-                consumed={"bandwidth": "25G"},
-            )
-        ],
-    )
-    b = claim("share-b", [result("net", "nic-0", share_id="a1b2c3d4-0000-4000-8000-000000000002")])
-    write_claims(running.dirs.claims, a, b)
-    resp_a = running.kubelet.prepare(a)
-    resp_b = running.kubelet.prepare(b, beta=True)
-    dev_a = resp_a.claims[uid_of(a)].devices[0]
+    claim_a = b.SIM_GPU.named("share-a").request("net", count=None).allocated(b.result("net", "nic-0", driver=b.SIM_DRIVER, pool=b.NODE_1, share_id="a1b2c3d4-0000-4000-8000-000000000001", consumed={"bandwidth": "25G"})).obj()
+    claim_b = b.SIM_GPU.named("share-b").request("net", count=None).allocated(b.result("net", "nic-0", driver=b.SIM_DRIVER, pool=b.NODE_1, share_id="a1b2c3d4-0000-4000-8000-000000000002")).obj()
+    write_claims(running.dirs.claims, claim_a, claim_b)
+    resp_a = running.kubelet.prepare(claim_a)
+    resp_b = running.kubelet.prepare(claim_b, beta=True)
+    dev_a = resp_a.claims[uid_of(claim_a)].devices[0]
     assert dev_a.share_id == "a1b2c3d4-0000-4000-8000-000000000001"
-    dev_b = resp_b.claims[uid_of(b)].devices[0]
+    dev_b = resp_b.claims[uid_of(claim_b)].devices[0]
     assert dev_b.device_name == "nic-0"  # v1beta1 has no share_id field at all
     assert dev_a.cdi_device_ids != dev_b.cdi_device_ids
-    env = cdi_spec(running, uid_of(a))["devices"][0]["containerEdits"]["env"]
+    env = cdi_spec(running, uid_of(claim_a))["devices"][0]["containerEdits"]["env"]
     assert "DRA_SIM_NIC_0_BANDWIDTH=25G" in env
-    assert running.kubelet.unprepare(b, beta=True).claims[uid_of(b)].error == ""
-    assert set(running.plugin.profile.prepared_markers()) == {uid_of(a)}
+    assert running.kubelet.unprepare(claim_b, beta=True).claims[uid_of(claim_b)].error == ""
+    assert set(running.plugin.profile.prepared_markers()) == {uid_of(claim_a)}
 
 
 def test_opaque_config_reaches_the_container(start_plugin: Callable[..., Running]) -> None:
@@ -269,24 +250,16 @@ def test_opaque_config_reaches_the_container(start_plugin: Callable[..., Running
         "kind": "DeviceConfig",
         "env": {"MODE": "fast"},
     }
-    c = claim(
-        "configured",
-        [result("gpu", "gpu-0"), result("other", "gpu-1")],
-        config=[
+    c = b.SIM_GPU.named("configured").request("gpu", count=None).request("other", count=None).allocated(("gpu", "gpu-0"), ("other", "gpu-1"), config=[
             {
                 "source": "FromClaim",
                 "requests": ["gpu"],
                 "opaque": {"driver": DRIVER, "parameters": params},
             }
-        ],
-    )
-    bad = claim(
-        "badconfig",
-        [result("gpu", "gpu-2")],
-        config=[
+        ]).obj()
+    bad = b.SIM_GPU.named("badconfig").request("gpu", count=None).allocated("gpu-2", config=[
             {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {"kind": "Nope"}}}
-        ],
-    )
+        ]).obj()
     write_claims(running.dirs.claims, c, bad)
     resp = running.kubelet.prepare(c, bad)
     spec = cdi_spec(running, uid_of(c))
@@ -297,7 +270,7 @@ def test_opaque_config_reaches_the_container(start_plugin: Callable[..., Running
 
 def test_concurrent_calls_are_serialised(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin()
-    claims = [claim(f"c{i}", [result("gpu", f"gpu-{i}")]) for i in range(8)]
+    claims = [b.SIM_GPU.named(f"c{i}").request("gpu", count=None).allocated(f"gpu-{i}").obj() for i in range(8)]
     write_claims(running.dirs.claims, *claims)
     errors: list[str] = []
 

@@ -13,19 +13,12 @@ from typing import Any
 
 import pytest
 
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.claims import ClaimLookupError, KubeClaimSource
 from dra_solver.kubeletplugin.publish import KubeSliceSink, Publisher, PublishError
 from dra_solver.service.kubeapi.client import api_client
-from tests.kubeletplugin.helpers import (
-    DRIVER,
-    NODE,
-    PluginDirs,
-    PluginProcess,
-    claim,
-    result,
-    uid_of,
-)
+from tests import builders as b
+from tests.kubeletplugin.helpers import DRIVER, NODE, PluginDirs, PluginProcess, uid_of
 from tests.realkube import KubeCluster
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -37,7 +30,7 @@ def client_for(cluster: KubeCluster) -> Any:
 
 
 def node_devices(count: int) -> discovery.NodeDevices:
-    return discovery.build_devices(discovery.parse_config({"gpus": {"count": count}}), node=NODE)
+    return discovery.build_devices(simconfig.parse_config({"gpus": {"count": count}}), node=NODE)
 
 
 def published(cluster: KubeCluster) -> dict[str, dict[str, Any]]:
@@ -45,14 +38,14 @@ def published(cluster: KubeCluster) -> dict[str, dict[str, Any]]:
     return {s["metadata"]["name"]: s for s in items}
 
 
-def create_allocated(cluster: KubeCluster, name: str, results: list[dict[str, Any]] | None) -> dict[str, Any]:
+def create_allocated(cluster: KubeCluster, wanted: dict[str, Any]) -> dict[str, Any]:
     """A claim created in the API, its allocation (if any) written to the status subresource:
     the server's copy, with the UID the kubelet would send."""
-    wanted = claim(name, results)
+    name = wanted["metadata"]["name"]
     body = {k: v for k, v in wanted.items() if k != "status"}
     body["metadata"] = {"name": name, "namespace": "default"}
     created: dict[str, Any] = cluster.create(f"{RESOURCE}/namespaces/default/resourceclaims", body)
-    if results is None:
+    if "status" not in wanted:
         return created
     created["status"] = wanted["status"]
     path = f"{RESOURCE}/namespaces/default/resourceclaims/{name}/status"
@@ -142,8 +135,8 @@ def test_conflicts_and_a_missing_node(kube_cluster: KubeCluster) -> None:
 
 
 def test_claims_from_the_server(kube_cluster: KubeCluster) -> None:
-    allocated = create_allocated(kube_cluster, "c1", [result("gpu", "gpu-0")])
-    pending = create_allocated(kube_cluster, "pending", None)
+    allocated = create_allocated(kube_cluster, b.SIM_GPU.named("c1").request("gpu", count=None).allocated("gpu-0").obj())
+    pending = create_allocated(kube_cluster, b.SIM_GPU.named("pending").request("req", count=None).obj())
     source = KubeClaimSource(client_for(kube_cluster))
 
     got = source.get("default", "c1", uid_of(allocated))
@@ -196,14 +189,14 @@ def test_plugin_process_publishes_and_prepares_from_the_server(kube_cluster: Kub
         assert len(slice_["spec"]["devices"]) == 8 and slice_["spec"]["pool"]["generation"] == 1
         assert slice_["metadata"]["ownerReferences"][0]["uid"] == node_uid
 
-        c = create_allocated(kube_cluster, "from-api", [result("gpu", "gpu-4")])
+        c = create_allocated(kube_cluster, b.SIM_GPU.named("from-api").request("gpu", count=None).allocated("gpu-4").obj())
         kubelet = proc.kubelet()
         try:
             resp = kubelet.prepare(c).claims[uid_of(c)]
             assert resp.error == "" and [d.device_name for d in resp.devices] == ["gpu-4"]
             spec_file = kdirs.cdi / f"{DRIVER}-device_{uid_of(c)}.json"
             assert json.loads(spec_file.read_text())["devices"]
-            missing = claim("gone", [result("gpu", "gpu-5")])
+            missing = b.SIM_GPU.named("gone").request("gpu", count=None).allocated("gpu-5").obj()
             assert "retrieve claim default/gone: not found" in kubelet.prepare(missing).claims[uid_of(missing)].error
             kubelet.unprepare(c)
             assert not spec_file.exists()
@@ -225,7 +218,7 @@ def test_plugin_process_publishes_and_prepares_from_the_server(kube_cluster: Kub
 
         # kube-apiserver restarts: the plugin keeps serving and uses the API again once it is back.
         kube_cluster.cp.restart_apiserver(down_for=1)
-        after = create_allocated(kube_cluster, "after-restart", [result("gpu", "gpu-6")])
+        after = create_allocated(kube_cluster, b.SIM_GPU.named("after-restart").request("gpu", count=None).allocated("gpu-6").obj())
         kubelet = proc.kubelet()
         try:
             assert kubelet.prepare(after).claims[uid_of(after)].error == ""

@@ -19,19 +19,19 @@ import pytest
 
 from dra_solver.kubeletplugin import fsutil
 from dra_solver.kubeletplugin.cdi import CdiHandler
-from dra_solver.kubeletplugin.discovery import SimConfig, SimulatedProfile
+from dra_solver.kubeletplugin.discovery import SimulatedProfile
+from dra_solver.kubeletplugin.simconfig import SimConfig
 from dra_solver.kubeletplugin.state import ClaimRef, claim_ref_problem
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_object
+from tests import builders as b
 from tests.kubeletplugin.conftest import Running
 from tests.kubeletplugin.helpers import (
     DRIVER,
     NODE,
     PluginDirs,
     PluginProcess,
-    claim,
     invariant_violations,
-    result,
     uid_of,
     write_claims,
 )
@@ -57,8 +57,8 @@ def test_traversal_uid_from_a_directory_source_is_refused_per_claim(
     start_plugin: Callable[..., Running],
 ) -> None:
     running = start_plugin()
-    evil = claim("evil", [result("gpu", "gpu-0")], uid=TRAVERSAL)
-    good = claim("good", [result("gpu", "gpu-1")])
+    evil = b.SIM_GPU.named("evil").uid(TRAVERSAL).request("gpu", count=None).allocated("gpu-0").obj()
+    good = b.SIM_GPU.named("good").request("gpu", count=None).allocated("gpu-1").obj()
     write_claims(running.dirs.claims, evil, good)
 
     resp = running.kubelet.prepare(evil, good)
@@ -94,7 +94,7 @@ def test_claim_references_are_checked_before_use(
     start_plugin: Callable[..., Running], namespace: str, name: str, uid: str, expected: str
 ) -> None:
     running = start_plugin()
-    bad = claim(name, [result("gpu", "gpu-0")], namespace=namespace, uid=uid or "unused")
+    bad = b.SIM_GPU.named(name, ns=namespace).uid(uid or "unused").request("gpu", count=None).allocated("gpu-0").obj()
     bad["metadata"]["uid"] = uid
     resp = running.kubelet.prepare(bad)
     assert expected in resp.claims[uid].error
@@ -109,7 +109,7 @@ def test_valid_references_pass() -> None:
 
 def test_traversal_share_id_is_refused(start_plugin: Callable[..., Running]) -> None:
     running = start_plugin()
-    evil = claim("shared", [result("net", "nic-0", share_id=TRAVERSAL)])
+    evil = b.SIM_GPU.named("shared").request("net", count=None).allocated(b.result("net", "nic-0", driver=b.SIM_DRIVER, pool=b.NODE_1, share_id=TRAVERSAL)).obj()
     write_claims(running.dirs.claims, evil)
     error = running.kubelet.prepare(evil).claims[uid_of(evil)].error
     assert error.startswith(
@@ -145,7 +145,7 @@ def test_a_claim_object_with_a_traversal_uid_fails_in_state_too(
 ) -> None:
     """DeviceState checks the claim object's UID itself, not only what the kubelet sent."""
     running = start_plugin()
-    obj = decode_object(claim("evil", [result("gpu", "gpu-0")], uid=TRAVERSAL), source="test")
+    obj = decode_object(b.SIM_GPU.named("evil").uid(TRAVERSAL).request("gpu", count=None).allocated("gpu-0").obj(), source="test")
     assert isinstance(obj, o.ResourceClaim)
     results = running.plugin.state.prepare([obj])
     assert results[TRAVERSAL].error.startswith("claim default/evil: metadata.uid: Invalid value")
@@ -205,7 +205,7 @@ def test_recovery_removes_leftover_temporary_files(
     assert [p for p in ours if p.exists()] == []
     assert [p for p in theirs if not p.exists()] == []
     # The plugin works normally afterwards.
-    c = claim("after", [result("gpu", "gpu-0")])
+    c = b.SIM_GPU.named("after").request("gpu", count=None).allocated("gpu-0").obj()
     write_claims(running.dirs.claims, c)
     assert running.kubelet.prepare(c).claims[uid_of(c)].error == ""
 
@@ -236,7 +236,7 @@ def test_umask_000_still_gives_private_directories_and_exact_file_modes(
     plugin = PluginProcess(dirs, umask=0).start()
     try:
         kubelet = plugin.kubelet()
-        c = claim("umask", [result("gpu", "gpu-0")])
+        c = b.SIM_GPU.named("umask").request("gpu", count=None).allocated("gpu-0").obj()
         write_claims(dirs.claims, c)
         dirs.claims.chmod(0o755)
         assert kubelet.prepare(c).claims[uid_of(c)].error == ""

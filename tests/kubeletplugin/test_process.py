@@ -24,18 +24,17 @@ from dra_solver.kubeletplugin.state import (
     SKIP_ROLLBACK_ENV,
     UNPREPARE_STEPS,
 )
+from tests import builders as b
 from tests.kubeletplugin.helpers import (
     DRIVER,
     PluginDirs,
     PluginProcess,
-    claim,
     invariant_violations,
-    result,
     uid_of,
     write_claims,
 )
 
-CLAIM = claim("crashy", [result("gpus", "gpu-0"), result("gpus", "gpu-1")])
+CLAIM = b.SIM_GPU.named("crashy").request("gpus", count=None).allocated("gpu-0", "gpu-1").obj()
 
 
 def _spec_exists(dirs: PluginDirs) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.publish import (
     MAX_COUNTER_SETS,
     DirectorySink,
@@ -28,7 +28,7 @@ TAINT = {"key": f"{DRIVER}/unhealthy", "effect": "NoSchedule", "timeAdded": "202
 
 
 def devices(text: str) -> discovery.NodeDevices:
-    return discovery.build_devices(discovery.parse_config(yaml.safe_load(text)), node=NODE)
+    return discovery.build_devices(simconfig.parse_config(yaml.safe_load(text)), node=NODE)
 
 
 class MemorySink:
@@ -137,7 +137,7 @@ def test_empty_pool_is_one_empty_slice() -> None:
 
 def test_example_config_publishes_valid_slices() -> None:
     root = Path(__file__).resolve().parents[2]
-    config = discovery.load_config(root / "examples" / "kubeletplugin" / "devices.yaml")
+    config = simconfig.load_config(root / "examples" / "kubeletplugin" / "devices.yaml")
     node = discovery.build_devices(config, node=NODE)
     objs = build_slices(
         split_pool(node, taints={}), driver=DRIVER, node=NODE, generation=1, owner=None

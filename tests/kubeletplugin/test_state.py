@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.cdi import CdiHandler
 from dra_solver.kubeletplugin.checkpoint import CheckpointStore, ClaimEntry, ClaimState
 from dra_solver.kubeletplugin.claims import ClaimLookupError, DirectoryClaimSource
@@ -25,11 +25,12 @@ from dra_solver.kubeletplugin.state import (
 )
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_object
-from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result, uid_of, write_claims
+from tests import builders as b
+from tests.kubeletplugin.helpers import DRIVER, NODE, uid_of, write_claims
 
 
 def make_state(root: Path, *, lock_timeout: float = 60.0) -> DeviceState:
-    config = discovery.parse_config({"gpus": {"count": 4}})
+    config = simconfig.parse_config({"gpus": {"count": 4}})
     profile = discovery.SimulatedProfile(
         config, node=NODE, state_dir=root / "sim", health_file=None
     )
@@ -52,7 +53,7 @@ def decoded(obj: dict) -> o.ResourceClaim:
 
 def test_compute_device_config_is_pure(tmp_path: Path) -> None:
     state = make_state(tmp_path)
-    c = decoded(claim("p", [result("a", "gpu-0"), result("b", "gpu-0"), result("c/sub", "gpu-1")]))
+    c = decoded(b.SIM_GPU.named("p").request("a", count=None).request("b", count=None).request("c", count=None).allocated(("a", "gpu-0"), ("b", "gpu-0"), ("c/sub", "gpu-1")).obj())
     before = copy.deepcopy(c.model_dump())
     inventory = state.profile.enumerate_devices().by_name()
     one = compute_device_config(c, driver=DRIVER, node=NODE, devices=inventory, cdi=state.cdi)
@@ -66,7 +67,7 @@ def test_compute_device_config_is_pure(tmp_path: Path) -> None:
 
 def test_two_processes_worth_of_state_serialise_on_the_file_lock(tmp_path: Path) -> None:
     first, second = make_state(tmp_path), make_state(tmp_path, lock_timeout=0.2)
-    c = decoded(claim("locked", [result("gpu", "gpu-0")]))
+    c = decoded(b.SIM_GPU.named("locked").request("gpu", count=None).allocated("gpu-0").obj())
     import filelock
 
     holder = filelock.FileLock(str(tmp_path / "plugin.lock"))
@@ -86,7 +87,7 @@ def test_two_processes_worth_of_state_serialise_on_the_file_lock(tmp_path: Path)
 
 def test_recovery_undoes_started_claims_and_orphans(tmp_path: Path) -> None:
     state = make_state(tmp_path)
-    c = decoded(claim("half", [result("gpu", "gpu-2")]))
+    c = decoded(b.SIM_GPU.named("half").request("gpu", count=None).allocated("gpu-2").obj())
     devices = compute_device_config(
         c,
         driver=DRIVER,
@@ -115,10 +116,10 @@ def test_recovery_undoes_started_claims_and_orphans(tmp_path: Path) -> None:
 def test_skip_rollback_leaves_things_behind(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     state.faults = FaultInjection(skip_rollback=True)
-    state.profile.config = discovery.parse_config(
+    state.profile.config = simconfig.parse_config(
         {"gpus": {"count": 4}, "simulate": {"failPrepare": ["gpu-1"]}}
     )  # type: ignore[attr-defined]
-    c = decoded(claim("fails", [result("a", "gpu-0"), result("b", "gpu-1")]))
+    c = decoded(b.SIM_GPU.named("fails").request("a", count=None).request("b", count=None).allocated(("a", "gpu-0"), ("b", "gpu-1")).obj())
     assert "simulated failure" in state.prepare([c])[c.metadata.uid or ""].error
     assert state.profile.prepared_markers() == {c.metadata.uid: {"gpu-0"}}  # type: ignore[attr-defined]
     assert state.recover() == []
@@ -126,7 +127,7 @@ def test_skip_rollback_leaves_things_behind(tmp_path: Path) -> None:
 
 def test_unprepare_reports_backend_errors_and_keeps_the_record(tmp_path: Path) -> None:
     state = make_state(tmp_path)
-    c = decoded(claim("stuck", [result("gpu", "gpu-3")]))
+    c = decoded(b.SIM_GPU.named("stuck").request("gpu", count=None).allocated("gpu-3").obj())
     uid = c.metadata.uid or ""
     assert state.prepare([c])[uid].error == ""
 
@@ -151,11 +152,7 @@ def test_fault_injection_rejects_unknown_steps() -> None:
 def test_prepare_error_messages_name_the_claim(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     c = decoded(
-        claim(
-            "bad",
-            [result("gpu", "gpu-0")],
-            config=[{"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": "text"}}],
-        )
+        b.SIM_GPU.named("bad").request("gpu", count=None).allocated("gpu-0", config=[{"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": "text"}}]).obj()
     )
     with pytest.raises(
         PrepareError,
@@ -174,12 +171,12 @@ def test_prepare_error_messages_name_the_claim(tmp_path: Path) -> None:
 
 
 def test_directory_claim_source(tmp_path: Path) -> None:
-    a = claim("a", [result("gpu", "gpu-0")], namespace="ns1")
-    b = claim("b", [result("gpu", "gpu-1")], namespace="ns2")
-    write_claims(tmp_path, a, file="a.yaml")
+    claim_a = b.SIM_GPU.named("a", ns="ns1").request("gpu", count=None).allocated("gpu-0").obj()
+    claim_b = b.SIM_GPU.named("b", ns="ns2").request("gpu", count=None).allocated("gpu-1").obj()
+    write_claims(tmp_path, claim_a, file="a.yaml")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "list.json").write_text(
-        json.dumps({"apiVersion": "v1", "kind": "List", "items": [b]})
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim_b]})
     )
     (tmp_path / "slices.yaml").write_text(
         yaml.safe_dump(
@@ -188,15 +185,15 @@ def test_directory_claim_source(tmp_path: Path) -> None:
     )
     (tmp_path / "broken.yaml").write_text("{{{")
     source = DirectoryClaimSource(tmp_path)
-    assert source.get("ns1", "a", uid_of(a)).name == "a"
-    assert source.get("ns2", "b", uid_of(b)).namespace == "ns2"
+    assert source.get("ns1", "a", uid_of(claim_a)).name == "a"
+    assert source.get("ns2", "b", uid_of(claim_b)).namespace == "ns2"
     with pytest.raises(ClaimLookupError, match=f"retrieve claim ns1/b: not found in {tmp_path}"):
-        source.get("ns1", "b", uid_of(b))
+        source.get("ns1", "b", uid_of(claim_b))
     # A stale copy next to the current one: the requested UID wins.
-    old = copy.deepcopy(a)
+    old = copy.deepcopy(claim_a)
     old["metadata"]["uid"] = "old-uid"
     write_claims(tmp_path, old, file="z-old.yaml")
-    assert source.get("ns1", "a", uid_of(a)).metadata.uid == uid_of(a)
+    assert source.get("ns1", "a", uid_of(claim_a)).metadata.uid == uid_of(claim_a)
     assert source.get("ns1", "a", "old-uid").metadata.uid == "old-uid"
     with pytest.raises(ClaimLookupError, match="got replaced"):
         source.get("ns1", "a", "third-uid")
@@ -207,7 +204,7 @@ def test_directory_claim_source(tmp_path: Path) -> None:
 
 def test_directory_claim_source_sees_new_files(tmp_path: Path) -> None:
     source = DirectoryClaimSource(tmp_path)
-    c = claim("late", [result("gpu", "gpu-0")])
+    c = b.SIM_GPU.named("late").request("gpu", count=None).allocated("gpu-0").obj()
     with pytest.raises(ClaimLookupError):
         source.get("default", "late", uid_of(c))
     write_claims(tmp_path, c, file="late.yaml")
@@ -263,7 +260,7 @@ def test_taint_for() -> None:
 
 
 def test_monitor_versions_and_listeners(tmp_path: Path) -> None:
-    config = discovery.parse_config({"gpus": {"count": 2}})
+    config = simconfig.parse_config({"gpus": {"count": 2}})
     health = tmp_path / "h.yaml"
     profile = discovery.SimulatedProfile(
         config, node=NODE, state_dir=tmp_path / "s", health_file=health

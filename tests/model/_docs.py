@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tests import builders
+
 Doc = dict[str, Any]
 
 RESOURCE_V1 = "resource.k8s.io/v1"
@@ -19,27 +21,12 @@ DELETE: Any = object()
 """Marks a field to remove (``edit``) or leave out (builders)."""
 
 
-def claim(**spec_devices: Any) -> Doc:
-    devices: Doc = {
-        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
-    }
-    devices.update(spec_devices)
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "ResourceClaim",
-        "metadata": {"name": "c1", "namespace": "default"},
-        "spec": {"devices": devices},
-    }
+CLAIM = builders.claim("c1", cls=builders.CLASS).request("gpu", count=None)
+"""The valid claim the decoding tests edit (``CLAIM.devices(constraints=[...]).obj()``)."""
 
 
 def template() -> Doc:
-    inner = claim()
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "t1", "namespace": "default"},
-        "spec": {"metadata": {"labels": {"app": "demo"}}, "spec": inner["spec"]},
-    }
+    return CLAIM.named("t1").template(labels={"app": "demo"})
 
 
 def device(name: str = "gpu-0", **fields: Any) -> Doc:
@@ -71,12 +58,7 @@ def resource_slice(devs: list[Doc] | None = None, **spec: Any) -> Doc:
 
 
 def device_class() -> Doc:
-    return {
-        "apiVersion": RESOURCE_V1,
-        "kind": "DeviceClass",
-        "metadata": {"name": "gpu.example.com"},
-        "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
-    }
+    return builders.device_class()
 
 
 def taint_rule() -> Doc:

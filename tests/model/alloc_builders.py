@@ -1,4 +1,5 @@
-"""Small builders for allocation tests, named like upstream's allocator test helpers."""
+"""Typed (decoded) nodes, slices, classes and taint rules for the allocation tests, named like
+upstream's allocator test helpers. Claims, requests and the shared names: tests/builders.py."""
 
 from __future__ import annotations
 
@@ -6,12 +7,7 @@ from typing import Any
 
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_object
-
-DRIVER_A = "driver-a"
-DRIVER_B = "driver-b"
-NODE_1 = "node-1"
-NODE_2 = "node-2"
-CLASS_A = "class-a"
+from tests.builders import CLASS_A, DRIVER_A, NODE_1, POOL_1
 
 
 def node(name: str = NODE_1, **labels: str) -> o.Node:
@@ -29,7 +25,7 @@ def device(name: str, **fields: Any) -> dict[str, Any]:
 def slice_(
     name: str,
     *,
-    pool: str = "pool-1",
+    pool: str = POOL_1,
     driver: str = DRIVER_A,
     node_name: str | None = NODE_1,
     devices: list[dict[str, Any]] | None = None,
@@ -73,35 +69,6 @@ def device_class(name: str = CLASS_A, driver: str = DRIVER_A, **spec: Any) -> o.
         }
     )
     assert isinstance(obj, o.DeviceClass)
-    return obj
-
-
-def request(
-    name: str = "req-0", cls: str = CLASS_A, count: int = 1, **exactly: Any
-) -> dict[str, Any]:
-    return {"name": name, "exactly": {"deviceClassName": cls, "count": count, **exactly}}
-
-
-def first_available(name: str, *subs: dict[str, Any]) -> dict[str, Any]:
-    return {"name": name, "firstAvailable": list(subs)}
-
-
-def sub(name: str, cls: str = CLASS_A, count: int = 1, **fields: Any) -> dict[str, Any]:
-    return {"name": name, "deviceClassName": cls, "count": count, **fields}
-
-
-def claim(
-    name: str, *requests: dict[str, Any], namespace: str = "default", **devices: Any
-) -> o.ResourceClaim:
-    obj = decode_object(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"devices": {"requests": list(requests), **devices}},
-        }
-    )
-    assert isinstance(obj, o.ResourceClaim)
     return obj
 
 

@@ -17,7 +17,8 @@ from dra_solver.model.check import check_allocation
 from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.decode import decode_object
 from dra_solver.model.features import FeatureGates
-from tests.model.alloc_builders import DRIVER_A, DRIVER_B, device_class, node
+from tests.builders import DRIVER_A, DRIVER_B
+from tests.model.alloc_builders import device_class, node
 
 CEL = CelEnvironment()
 
@@ -103,25 +104,3 @@ def consumes(counter_set: str, **counters: str) -> list[dict[str, Any]]:
     return [{"counterSet": counter_set, "counters": {k: {"value": v} for k, v in counters.items()}}]
 
 
-def allocated_claim(name: str, *picks: tuple[str, str], request: str = "req-0") -> o.ResourceClaim:
-    """A claim already allocated to (pool, device) pairs of driver-a."""
-    obj = decode_object(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"devices": {"requests": [{"name": request, "exactly": {"deviceClassName": "class-a"}}]}},
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [
-                            {"request": request, "driver": DRIVER_A, "pool": pool, "device": dev}
-                            for pool, dev in picks
-                        ]
-                    }
-                }
-            },
-        }
-    )
-    assert isinstance(obj, o.ResourceClaim)
-    return obj

@@ -14,19 +14,9 @@ from dra_solver.model.allocation import AllocationRequest, Inventory
 from dra_solver.model.backtracking import allocate_backtracking
 from dra_solver.model.errors import AllocationError, SolveTimeout
 from dra_solver.model.features import FeatureGates
+from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
 from tests.conformance.cases import cel_environment
-from tests.model.alloc_builders import (
-    DRIVER_A,
-    DRIVER_B,
-    claim,
-    device,
-    device_class,
-    first_available,
-    node,
-    request,
-    slice_,
-    sub,
-)
+from tests.model.alloc_builders import device, device_class, node, slice_
 
 ALL = FeatureGates()
 
@@ -55,7 +45,7 @@ def _numa(name: str, value: int) -> dict[str, Any]:
 
 def test_first_fit_and_steps() -> None:
     slices = [slice_("s1", devices=[device("d1"), device("d2"), device("d3")])]
-    outcome = allocate_backtracking(_request([claim("c", request(count=2))], slices), cel=cel_environment(ALL))
+    outcome = allocate_backtracking(_request([claim("c", request(count=2)).decode()], slices), cel=cel_environment(ALL))
     assert outcome.allocated
     assert _devices(outcome.results[0]) == ["req-0=d1", "req-0=d2"]
     # claim start, two devices, end of request, end of claim -> 5 invocations
@@ -65,14 +55,14 @@ def test_first_fit_and_steps() -> None:
 
 def test_first_available_falls_back_and_scores() -> None:
     slices = [slice_("s1", devices=[device("d1")])]
-    c = claim("c", first_available("req", sub("two", count=2), sub("one")))
+    c = claim("c", first_available("req", sub("two", count=2), sub("one"))).decode()
     outcome = allocate_backtracking(_request([c], slices), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req/one=d1"]
     assert outcome.score == 7
 
 
 def test_exhausted_is_not_an_error() -> None:
-    outcome = allocate_backtracking(_request([claim("c", request(count=2))], [slice_("s1")]), cel=cel_environment(ALL))
+    outcome = allocate_backtracking(_request([claim("c", request(count=2)).decode()], [slice_("s1")]), cel=cel_environment(ALL))
     assert not outcome.allocated
     assert outcome.stats.status == "EXHAUSTED"
 
@@ -80,7 +70,7 @@ def test_exhausted_is_not_an_error() -> None:
 def test_invalid_pool_without_solution_is_a_node_local_error() -> None:
     slices = [slice_("s1", count=2, devices=[device("d")]), slice_("s2", count=2, devices=[device("d")])]
     with pytest.raises(AllocationError, match="invalid resource pools were encountered") as caught:
-        allocate_backtracking(_request([claim("c", request())], slices), cel=cel_environment(ALL))
+        allocate_backtracking(_request([claim("c", request()).decode()], slices), cel=cel_environment(ALL))
     assert getattr(caught.value, "node_local", False)
 
 
@@ -88,7 +78,7 @@ def test_distinct_attribute_compares_devices_of_one_request() -> None:
     # Upstream before v0.37.2 remembered one value per request name and gave a, b, c (numa 0
     # twice). v0.37.2 compares c with every device so far and skips it, as documented.
     slices = [slice_("s1", devices=[_numa("a", 0), _numa("b", 1), _numa("c", 0), _numa("d", 2)])]
-    c = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}]).decode()
     outcome = allocate_backtracking(_request([c], slices), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req-0=a", "req-0=b", "req-0=d"]
     assert outcome.stats.steps == STEPS["distinct"]
@@ -119,7 +109,7 @@ def _gpu_slices(
 def test_a_rejected_device_gives_its_counters_back() -> None:
     # The whole GPU takes all 8Gi, then its taint rejects it. Before v0.37.2 upstream kept the
     # 8Gi for the rest of the attempt and found nothing; v0.37.2 gives them back.
-    c = claim("c", request())
+    c = claim("c", request()).decode()
     outcome = allocate_backtracking(_request([c], _gpu_slices(taint_full=True)), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req-0=half-0"]
     assert outcome.stats.steps == STEPS["taint"]
@@ -127,7 +117,7 @@ def test_a_rejected_device_gives_its_counters_back() -> None:
 
 def test_a_device_refused_by_a_constraint_gives_its_counters_back() -> None:
     # The whole GPU lacks the matched attribute: refused by the constraint after taking 8Gi.
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     slices = _gpu_slices(half_attributes={"numa": {"int": 0}})
     outcome = allocate_backtracking(_request([c], slices), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req-0=half-0", "req-0=half-1"]
@@ -140,7 +130,7 @@ def test_match_attribute_list_intersection_widens_again() -> None:
     # kept {x} and found nothing.
     zones = {"a": ["x", "y"], "b": ["x"], "c": ["y"], "d": ["y"]}
     devices = [device(n, attributes={"zone": {"strings": z}}) for n, z in zones.items()]
-    c = claim("c", request(count=3), constraints=[{"matchAttribute": "driver-a/zone"}])
+    c = claim("c", request(count=3), constraints=[{"matchAttribute": "driver-a/zone"}]).decode()
     outcome = allocate_backtracking(_request([c], [slice_("s1", devices=devices)]), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req-0=a", "req-0=c", "req-0=d"]
     assert outcome.stats.steps == STEPS["intersection"]
@@ -149,7 +139,7 @@ def test_match_attribute_list_intersection_widens_again() -> None:
 def test_counters_are_per_driver_and_pool() -> None:
     # Two drivers publish a pool named "gpus", each with its own 8Gi counter set "mem". Before
     # v0.37.2 upstream keyed counters by pool name only, so the second whole GPU was refused.
-    c = claim("c", request("a"), request("b", cls="class-b"))
+    c = claim("c", request("a"), request("b", cls="class-b")).decode()
     classes = (device_class(), device_class("class-b", DRIVER_B))
     slices = [*_gpu_slices(DRIVER_A), *_gpu_slices(DRIVER_B)]
     outcome = allocate_backtracking(_request([c], slices, classes), cel=cel_environment(ALL))
@@ -159,7 +149,7 @@ def test_counters_are_per_driver_and_pool() -> None:
 
 def test_match_attribute_backtracks() -> None:
     slices = [slice_("s1", devices=[_numa("a", 0), _numa("b", 1), _numa("c", 1)])]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     outcome = allocate_backtracking(_request([c], slices), cel=cel_environment(ALL))
     assert _devices(outcome.results[0]) == ["req-0=b", "req-0=c"]
 
@@ -167,7 +157,7 @@ def test_match_attribute_backtracks() -> None:
 def test_deadline_raises_solve_timeout_with_stats() -> None:
     # 20 devices, 5 + 16 wanted: every combination for the first request is tried in vain.
     slices = [slice_("s1", devices=[device(f"d{i}") for i in range(20)])]
-    c = claim("c", request("a", count=5), request("b", count=16))
+    c = claim("c", request("a", count=5), request("b", count=16)).decode()
 
     def ticks() -> Iterator[float]:
         t = 0.0

@@ -21,18 +21,8 @@ from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import InvalidAllocation, Violation, assert_valid, check_allocation
 from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.features import FeatureGates
-from tests.model.alloc_builders import (
-    DRIVER_A,
-    DRIVER_B,
-    claim,
-    device,
-    device_class,
-    first_available,
-    node,
-    request,
-    slice_,
-    sub,
-)
+from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
+from tests.model.alloc_builders import device, device_class, node, slice_
 
 CEL = CelEnvironment()
 Item = o.DeviceRequestAllocationResult
@@ -90,19 +80,19 @@ def _four() -> list[o.ResourceSlice]:
 
 
 def test_valid_allocation_passes_and_assert_valid_is_quiet() -> None:
-    req = _request([claim("c", request(count=2)), claim("d", request())], _four())
+    req = _request([claim("c", request(count=2)).decode(), claim("d", request()).decode()], _four())
     results = _solve(req)
     assert_valid(req, results, cel=CEL)
 
 
 def test_outcome_not_allocated_is_trivially_valid() -> None:
-    req = _request([claim("c", request(count=9))], _four())
+    req = _request([claim("c", request(count=9)).decode()], _four())
     outcome = AllocationOutcome(False, (), 0, SolveStats("test", "INFEASIBLE", 0.0))
     assert check_allocation(req, outcome, cel=CEL) == []
 
 
 def test_assert_valid_raises_with_every_violation() -> None:
-    req = _request([claim("c", request(count=2))], _four())
+    req = _request([claim("c", request(count=2)).decode()], _four())
     results = _solve(req)
     _items(results[0])[1].device = "d0"
     _items(results[0])[0].device = "d0"
@@ -113,13 +103,13 @@ def test_assert_valid_raises_with_every_violation() -> None:
 
 
 def test_wrong_number_of_results() -> None:
-    req = _request([claim("c", request()), claim("d", request())], _four())
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode()], _four())
     results = _solve(req)
     assert _rules(check_allocation(req, results[:1], cel=CEL)) == {"shape"}
 
 
 def test_outcome_score_must_match_the_results() -> None:
-    c = claim("c", first_available("r", sub("a", count=9), sub("b")))
+    c = claim("c", first_available("r", sub("a", count=9), sub("b"))).decode()
     req = _request([c], _four())
     results = _solve(req)
     lying = AllocationOutcome(True, tuple(results), 8, SolveStats("test", "GIVEN", 0.0))
@@ -130,13 +120,13 @@ def test_outcome_score_must_match_the_results() -> None:
 
 
 def test_unknown_device() -> None:
-    req = _request([claim("c", request())], _four())
+    req = _request([claim("c", request()).decode()], _four())
     assert "device" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "nope"))
 
 
 def test_device_of_another_node() -> None:
     slices = [*_four(), slice_("far", pool="pool-2", node_name="node-2", devices=[device("x")])]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
 
     def move(rs: list[o.AllocationResult]) -> None:
         _items(rs[0])[0].pool = "pool-2"
@@ -147,7 +137,7 @@ def test_device_of_another_node() -> None:
 
 def test_device_of_an_incomplete_pool() -> None:
     slices = [*_four(), slice_("half", pool="pool-2", count=2, devices=[device("x")])]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
 
     def move(rs: list[o.AllocationResult]) -> None:
         _items(rs[0])[0].pool = "pool-2"
@@ -161,12 +151,12 @@ def test_device_of_an_obsolete_generation() -> None:
         slice_("new", devices=[device("d0")], generation=2),
         slice_("old", devices=[device("d0"), device("gone")], generation=1),
     ]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
     assert "device" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "gone"))
 
 
 def test_unknown_request_name() -> None:
-    req = _request([claim("c", request())], _four())
+    req = _request([claim("c", request()).decode()], _four())
     assert "request" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "request", "other"))
 
 
@@ -175,7 +165,7 @@ def test_unknown_request_name() -> None:
 
 def test_device_not_selected_by_the_class() -> None:
     slices = [*_four(), slice_("b", pool="pool-b", driver=DRIVER_B, devices=[device("b0")])]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
 
     def swap(rs: list[o.AllocationResult]) -> None:
         item = _items(rs[0])[0]
@@ -187,14 +177,14 @@ def test_device_not_selected_by_the_class() -> None:
 def test_device_not_selected_by_the_request() -> None:
     slices = [slice_("s1", devices=[device("d0", attributes={"n": {"int": 1}}), device("d1")])]
     selector = [{"cel": {"expression": "device.attributes['driver-a'].n == 1"}}]
-    req = _request([claim("c", request(selectors=selector))], slices)
+    req = _request([claim("c", request(selectors=selector)).decode()], slices)
     assert "selector" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "d1"))
 
 
 def test_selector_runtime_error_on_the_chosen_device() -> None:
     slices = [slice_("s1", devices=[device("d0", attributes={"n": {"int": 1}}), device("d1")])]
     selector = [{"cel": {"expression": "device.attributes['driver-a'].n == 1"}}]
-    req = _request([claim("c", request(selectors=selector))], slices)
+    req = _request([claim("c", request(selectors=selector)).decode()], slices)
     results = _solve(req)
     _items(results[0])[0].device = "d1"
     messages = [str(v) for v in check_allocation(req, results, cel=CEL)]
@@ -202,7 +192,7 @@ def test_selector_runtime_error_on_the_chosen_device() -> None:
 
 
 def test_exact_count_too_few_and_too_many() -> None:
-    req = _request([claim("c", request(count=2))], _four())
+    req = _request([claim("c", request(count=2)).decode()], _four())
     assert "count" in _broken(req, lambda rs: _items(rs[0]).pop())
 
     def extra(rs: list[o.AllocationResult]) -> None:
@@ -212,12 +202,12 @@ def test_exact_count_too_few_and_too_many() -> None:
 
 
 def test_all_mode_needs_every_matching_device() -> None:
-    req = _request([claim("c", request(allocationMode="All"))], _four())
+    req = _request([claim("c", request(allocationMode="All")).decode()], _four())
     assert "count" in _broken(req, lambda rs: _items(rs[0]).pop())
 
 
 def test_first_available_uses_exactly_one_subrequest() -> None:
-    c = claim("c", first_available("r", sub("a"), sub("b")))
+    c = claim("c", first_available("r", sub("a"), sub("b"))).decode()
     req = _request([c], _four())
 
     def both(rs: list[o.AllocationResult]) -> None:
@@ -228,7 +218,7 @@ def test_first_available_uses_exactly_one_subrequest() -> None:
 
 
 def test_subrequests_with_prioritized_list_off() -> None:
-    c = claim("c", first_available("r", sub("a")))
+    c = claim("c", first_available("r", sub("a"))).decode()
     req = _request([c], _four())
     results = _solve(req)
     off = _request([c], _four(), gates=FeatureGates(prioritized_list=False))
@@ -237,7 +227,7 @@ def test_subrequests_with_prioritized_list_off() -> None:
 
 def test_result_limit_of_32_devices() -> None:
     slices = [slice_(f"s{j}", pool=f"p{j}", devices=[device(f"d{i}") for i in range(20)]) for j in range(2)]
-    req = _request([claim("c", request("a", count=20), request("b", count=12))], slices)
+    req = _request([claim("c", request("a", count=20), request("b", count=12)).decode()], slices)
 
     def more(rs: list[o.AllocationResult]) -> None:
         used = {(i.pool, i.device) for i in _items(rs[0])}
@@ -252,7 +242,7 @@ def test_result_limit_of_32_devices() -> None:
 
 
 def test_device_given_to_two_claims() -> None:
-    req = _request([claim("c", request()), claim("d", request())], _four())
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode()], _four())
 
     def same(rs: list[o.AllocationResult]) -> None:
         _items(rs[1])[0].device = _items(rs[0])[0].device
@@ -262,21 +252,21 @@ def test_device_given_to_two_claims() -> None:
 
 def test_device_already_allocated() -> None:
     taken = AllocatedState(devices=frozenset({DeviceID(DRIVER_A, "pool-1", "d0")}))
-    req = _request([claim("c", request())], _four(), allocated=taken)
+    req = _request([claim("c", request()).decode()], _four(), allocated=taken)
     assert "exclusive" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "d0"))
 
 
 def test_admin_access_may_share_across_claims_but_not_within_one() -> None:
-    admin = claim("a", request(adminAccess=True))
-    req = _request([claim("c", request()), admin], [slice_("s1", devices=[device("d0")])])
+    admin = claim("a", request(adminAccess=True)).decode()
+    req = _request([claim("c", request()).decode(), admin], [slice_("s1", devices=[device("d0")])])
     _solve(req)  # the admin claim gets the same device: valid
-    two = claim("a", request("x", adminAccess=True), request("y", adminAccess=True))
+    two = claim("a", request("x", adminAccess=True), request("y", adminAccess=True)).decode()
     req = _request([two], [slice_("s1", devices=[device("d0"), device("d1")])])
     assert "exclusive" in _broken(req, lambda rs: setattr(_items(rs[0])[1], "device", _items(rs[0])[0].device))
 
 
 def test_admin_access_flag_must_follow_the_request() -> None:
-    req = _request([claim("c", request())], _four())
+    req = _request([claim("c", request()).decode()], _four())
     assert "admin-access" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "admin_access", True))
 
 
@@ -292,7 +282,7 @@ def _shareable(**capacity: Any) -> list[o.ResourceSlice]:
 def test_shares_need_distinct_share_ids() -> None:
     cap = {"mem": {"value": "8Gi"}}
     req = _request(
-        [claim("c", request(capacity={"requests": {"mem": "2Gi"}})), claim("d", request(capacity={"requests": {"mem": "2Gi"}}))],
+        [claim("c", request(capacity={"requests": {"mem": "2Gi"}})).decode(), claim("d", request(capacity={"requests": {"mem": "2Gi"}})).decode()],
         _shareable(**cap),
     )
 
@@ -305,7 +295,7 @@ def test_shares_need_distinct_share_ids() -> None:
 
 def test_consumed_capacity_must_be_the_rounded_request() -> None:
     cap = {"mem": {"value": "8Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}}
-    req = _request([claim("c", request(capacity={"requests": {"mem": "1500Mi"}}))], _shareable(**cap))
+    req = _request([claim("c", request(capacity={"requests": {"mem": "1500Mi"}})).decode()], _shareable(**cap))
     results = _solve(req)
     assert _items(results[0])[0].consumed_capacity == {"mem": "2Gi"}
     assert "capacity" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "consumed_capacity", {"mem": "1500Mi"}))
@@ -313,7 +303,7 @@ def test_consumed_capacity_must_be_the_rounded_request() -> None:
 
 def test_shares_over_capacity() -> None:
     cap = {"mem": {"value": "4Gi"}}
-    claims = [claim(f"c{i}", request(capacity={"requests": {"mem": "2Gi"}})) for i in range(2)]
+    claims = [claim(f"c{i}", request(capacity={"requests": {"mem": "2Gi"}})).decode() for i in range(2)]
     req = _request(claims, _shareable(**cap))
     results = _solve(req)
     taken = AllocatedState(capacity={DeviceID(DRIVER_A, "pool-1", "d0"): {"mem": _q("1Gi")}})
@@ -357,15 +347,15 @@ def _partitions() -> list[o.ResourceSlice]:
 
 def test_counters_exceeded() -> None:
     slices = _partitions()
-    two = _solve(_request([claim("c", request()), claim("d", request())], slices))
+    two = _solve(_request([claim("c", request()).decode(), claim("d", request()).decode()], slices))
     used = {_items(r)[0].device for r in two}
     third = o.AllocationResult.model_validate(two[0].to_api())
     _items(third)[0].device = ({"p0", "p1", "p2"} - used).pop()
-    req = _request([claim("c", request()), claim("d", request()), claim("e", request())], slices)
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode(), claim("e", request()).decode()], slices)
     assert _rules(check_allocation(req, [*two, third], cel=CEL)) == {"counters"}
     # The same two are too many when one partition was allocated before.
     before = AllocatedState(devices=frozenset({DeviceID(DRIVER_A, "pool-1", third.devices.results[0].device)}))  # type: ignore[union-attr,index]
-    req = _request([claim("c", request()), claim("d", request())], slices, allocated=before)
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode()], slices, allocated=before)
     assert "counters" in _rules(check_allocation(req, two, cel=CEL))
 
 
@@ -378,7 +368,7 @@ def _numa(name: str, value: int) -> dict[str, Any]:
 
 def test_match_attribute_values_differ() -> None:
     slices = [slice_("s1", devices=[_numa("a0", 0), _numa("a1", 0), _numa("b0", 1)])]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     req = _request([c], slices)
     assert "constraint" in _broken(req, lambda rs: setattr(_items(rs[0])[1], "device", "b0"))
 
@@ -386,7 +376,7 @@ def test_match_attribute_values_differ() -> None:
 def test_distinct_attribute_inside_one_request() -> None:
     """Documented semantics: distinct across all devices, also within one request."""
     slices = [slice_("s1", devices=[_numa("a0", 0), _numa("a1", 0), _numa("b0", 1)])]
-    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/numa"}]).decode()
     req = _request([c], slices)
     results = _solve(req)
     assert sorted(i.device for i in _items(results[0])) in (["a0", "b0"], ["a1", "b0"])
@@ -408,7 +398,7 @@ def test_list_attributes_need_a_common_value() -> None:
             ],
         )
     ]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/roots"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/roots"}]).decode()
     req = _request([c], slices)
     results = _solve(req)
     assert sorted(i.device for i in _items(results[0])) == ["x", "y"]
@@ -421,26 +411,26 @@ def test_list_attributes_need_a_common_value() -> None:
 def test_untolerated_taint_and_copied_tolerations() -> None:
     taint = {"key": "k", "value": "v", "effect": "NoSchedule"}
     slices = [slice_("s1", devices=[device("bad", taints=[taint]), device("ok")])]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
     assert "taint" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "bad"))
-    tolerant = claim("c", request(tolerations=[{"key": "k", "operator": "Exists"}]))
+    tolerant = claim("c", request(tolerations=[{"key": "k", "operator": "Exists"}])).decode()
     req = _request([tolerant], slices)
     assert "taint" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "tolerations", None))
 
 
 def test_binding_conditions_are_copied() -> None:
     slices = [slice_("s1", devices=[device("d0", bindingConditions=["ready"], bindingFailureConditions=["failed"])])]
-    req = _request([claim("c", request())], slices)
+    req = _request([claim("c", request()).decode()], slices)
     results = _solve(req)
     assert _items(results[0])[0].binding_conditions == ["ready"]
     assert "binding" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "binding_conditions", None))
 
 
 def test_node_selector_shape() -> None:
-    req = _request([claim("c", request())], _four())
+    req = _request([claim("c", request()).decode()], _four())
     assert "node-selector" in _broken(req, lambda rs: setattr(rs[0], "node_selector", None))
     network = [slice_("net", node_name=None, allNodes=True, devices=[device("d0")])]
-    req = _request([claim("c", request())], network)
+    req = _request([claim("c", request()).decode()], network)
     results = _solve(req)
     assert results[0].node_selector is None
     wrong = o.NodeSelector.model_validate({"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]})
@@ -451,7 +441,7 @@ def test_node_selector_shape() -> None:
 def test_class_and_claim_config_are_copied() -> None:
     config = [{"opaque": {"driver": DRIVER_A, "parameters": {"a": 1}}}]
     cls = device_class(config=config)
-    c = claim("c", request(), config=[{"requests": ["req-0"], "opaque": {"driver": DRIVER_A, "parameters": {"b": 2}}}])
+    c = claim("c", request(), config=[{"requests": ["req-0"], "opaque": {"driver": DRIVER_A, "parameters": {"b": 2}}}]).decode()
     req = _request([c], _four(), classes=(cls,))
     results = _solve(req)
     assert results[0].devices is not None and results[0].devices.config is not None

@@ -9,15 +9,8 @@ import pytest
 from dra_solver.model.backtracking import allocate_backtracking
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
-from tests.model.alloc_builders import (
-    DRIVER_B,
-    claim,
-    device,
-    first_available,
-    request,
-    slice_,
-    sub,
-)
+from tests.builders import DRIVER_B, claim, first_available, request, sub
+from tests.model.alloc_builders import device, slice_
 from tests.model.cpsat_helpers import CEL, devices, make_request, solve, solve_both
 
 
@@ -30,7 +23,7 @@ def _numas(*values: int) -> list:  # type: ignore[type-arg]
 
 
 def test_match_attribute_within_a_request() -> None:
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     outcome = solve(make_request([c], _numas(0, 1, 1)))
     assert devices(outcome) == ["req-0=d1", "req-0=d2"]
     assert not solve(make_request([c], _numas(0, 1, 2))).allocated
@@ -45,29 +38,29 @@ def test_match_attribute_across_drivers_and_requests() -> None:
         request("gpu"),
         request("nic", cls="class-b"),
         constraints=[{"requests": ["gpu", "nic"], "matchAttribute": root}],
-    )
+    ).decode()
     outcome = solve(make_request([c], [gpus, nics]))
     assert devices(outcome) == ["gpu=g1", "nic=n0"]
 
 
 def test_device_without_the_attribute_is_ineligible_for_the_constraint() -> None:
     slices = [slice_("s1", devices=[device("bare"), _numa("d1", 0)])]
-    c = claim("c", request(), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     assert devices(solve(make_request([c], slices))) == ["req-0=d1"]
-    unconstrained = claim("c", request("other"), request("req-0"), constraints=[{"requests": ["req-0"], "matchAttribute": "driver-a/numa"}])
+    unconstrained = claim("c", request("other"), request("req-0"), constraints=[{"requests": ["req-0"], "matchAttribute": "driver-a/numa"}]).decode()
     assert devices(solve(make_request([unconstrained], slices))) == ["other=bare", "req-0=d1"]
 
 
 def test_bare_attribute_names_belong_to_the_driver_domain() -> None:
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
-    other_domain = claim("c", request(count=2), constraints=[{"matchAttribute": "example.com/numa"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
+    other_domain = claim("c", request(count=2), constraints=[{"matchAttribute": "example.com/numa"}]).decode()
     assert solve(make_request([c], _numas(1, 1))).allocated
     assert not solve(make_request([other_domain], _numas(1, 1))).allocated
 
 
 def test_match_attribute_types_must_agree() -> None:
     slices = [slice_("s1", devices=[device("a", attributes={"v": {"int": 1}}), device("b", attributes={"v": {"string": "1"}})])]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/v"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/v"}]).decode()
     assert not solve(make_request([c], slices)).allocated
 
 
@@ -76,24 +69,24 @@ def test_list_attributes_need_a_common_element() -> None:
         return device(name, attributes={"roots": {"strings": list(roots)}})
 
     slices = [slice_("s1", devices=[dev("x", "r1", "r2"), dev("y", "r3"), dev("z", "r2", "r3")])]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/roots"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/roots"}]).decode()
     assert sorted(devices(solve(make_request([c], slices)))) == ["req-0=x", "req-0=z"]
-    three = claim("c", request(count=3), constraints=[{"matchAttribute": "driver-a/roots"}])
+    three = claim("c", request(count=3), constraints=[{"matchAttribute": "driver-a/roots"}]).decode()
     assert not solve(make_request([three], slices)).allocated
 
 
 def test_list_and_scalar_values_mix_with_list_type_attributes() -> None:
     slices = [slice_("s1", devices=[device("x", attributes={"n": {"ints": [1, 2]}}), device("y", attributes={"n": {"int": 2}})])]
-    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/n"}])
+    c = claim("c", request(count=2), constraints=[{"matchAttribute": "driver-a/n"}]).decode()
     assert solve(make_request([c], slices)).allocated
     off = FeatureGates(list_type_attributes=False)
     assert not solve(make_request([c], slices, gates=off)).allocated
 
 
 def test_distinct_attribute_values_are_all_different() -> None:
-    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/numa"}]).decode()
     assert devices(solve(make_request([c], _numas(0, 0, 1)))) == ["req-0=d0", "req-0=d2"]
-    three = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}])
+    three = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}]).decode()
     assert not solve_both(make_request([three], _numas(0, 0, 1))).allocated
 
 
@@ -101,7 +94,7 @@ def test_distinct_attribute_holds_inside_one_request() -> None:
     """Upstream before v0.37.2 remembered one value per request name and accepted a repeated
     value within a request of count 3; the documented semantics, CP-SAT and upstream v0.37.2
     (which the backtracking port follows) do not."""
-    c = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}])
+    c = claim("c", request(count=3), constraints=[{"distinctAttribute": "driver-a/numa"}]).decode()
     req = make_request([c], _numas(0, 1, 0))
     assert not allocate_backtracking(req, cel=CEL).allocated
     assert not solve(req).allocated
@@ -118,7 +111,7 @@ def test_distinct_list_values_must_be_disjoint() -> None:
             ],
         )
     ]
-    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/n"}])
+    c = claim("c", request(count=2), constraints=[{"distinctAttribute": "driver-a/n"}]).decode()
     assert devices(solve(make_request([c], slices))) == ["req-0=x", "req-0=z"]
 
 
@@ -128,20 +121,20 @@ def test_constraint_may_name_a_subrequest() -> None:
         request("a"),
         first_available("b", sub("s", count=1)),
         constraints=[{"requests": ["a", "b/s"], "matchAttribute": "driver-a/numa"}],
-    )
+    ).decode()
     outcome = solve(make_request([c], _numas(0, 1, 1)))
     assert devices(outcome) == ["a=d1", "b/s=d2"]
 
 
 def test_all_devices_that_break_their_constraint_are_an_error() -> None:
-    c = claim("c", request(allocationMode="All"), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c = claim("c", request(allocationMode="All"), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     with pytest.raises(AllocationError, match="cannot add device driver-a/pool-1/d1 because a claim constraint would not be satisfied"):
         solve(make_request([c], _numas(0, 1)))
 
 
 def test_constraints_with_several_requests_and_claims_are_per_claim() -> None:
-    c0 = claim("c0", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
-    c1 = claim("c1", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}])
+    c0 = claim("c0", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
+    c1 = claim("c1", request(count=2), constraints=[{"matchAttribute": "driver-a/numa"}]).decode()
     outcome = solve(make_request([c0, c1], _numas(0, 1, 0, 1)))
     assert outcome.allocated
     assert {tuple(devices(outcome, 0)), tuple(devices(outcome, 1))} == {("req-0=d0", "req-0=d2"), ("req-0=d1", "req-0=d3")}

@@ -12,9 +12,9 @@ from dra_solver.model.allocation import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.quantity import parse_quantity
-from tests.model.alloc_builders import DRIVER_A, claim, device, request, slice_
+from tests.builders import DRIVER_A, claim, request
+from tests.model.alloc_builders import device, slice_
 from tests.model.cpsat_helpers import (
-    allocated_claim,
     consumes,
     counter_slice,
     devices,
@@ -38,30 +38,30 @@ def _results(outcome: Any, c: int = 0) -> list[o.DeviceRequestAllocationResult]:
 
 
 def test_a_device_serves_one_claim() -> None:
-    assert not solve_both(make_request([claim("a", request()), claim("b", request())], _one())).allocated
+    assert not solve_both(make_request([claim("a", request()).decode(), claim("b", request()).decode()], _one())).allocated
 
 
 def test_devices_in_use_are_skipped() -> None:
     slices = [slice_("s1", devices=[device("d0"), device("d1")])]
-    held = (allocated_claim("old", ("pool-1", "d0")),)
-    outcome = solve_both(make_request([claim("c", request())], slices, allocated_claims=held))
+    held = (claim("old").request(count=None).allocated("d0").decode(),)
+    outcome = solve_both(make_request([claim("c", request()).decode()], slices, allocated_claims=held))
     assert devices(outcome) == ["req-0=d1"]
 
 
 def test_admin_access_takes_devices_in_use() -> None:
-    held = (allocated_claim("old", ("pool-1", "d0")),)
-    outcome = solve_both(make_request([claim("c", request(adminAccess=True))], _one(), allocated_claims=held))
+    held = (claim("old").request(count=None).allocated("d0").decode(),)
+    outcome = solve_both(make_request([claim("c", request(adminAccess=True)).decode()], _one(), allocated_claims=held))
     assert _results(outcome)[0].admin_access is True
 
 
 def test_admin_access_shares_with_other_claims_but_not_inside_its_claim() -> None:
-    assert solve_both(make_request([claim("a", request()), claim("b", request(adminAccess=True))], _one())).allocated
-    two = claim("a", request("x", adminAccess=True), request("y", adminAccess=True))
+    assert solve_both(make_request([claim("a", request()).decode(), claim("b", request(adminAccess=True)).decode()], _one())).allocated
+    two = claim("a", request("x", adminAccess=True), request("y", adminAccess=True)).decode()
     assert not solve_both(make_request([two], _one())).allocated
 
 
 def test_admin_access_with_the_gate_off_is_an_error() -> None:
-    req = make_request([claim("c", request(adminAccess=True))], _one(), gates=FeatureGates(admin_access=False))
+    req = make_request([claim("c", request(adminAccess=True)).decode()], _one(), gates=FeatureGates(admin_access=False))
     with pytest.raises(AllocationError, match="admin access is requested, but the feature is disabled"):
         solve(req)
 
@@ -74,7 +74,7 @@ def _shareable(**capacity: Any) -> list[o.ResourceSlice]:
 
 
 def _wants(amount: str, name: str = "c") -> o.ResourceClaim:
-    return claim(name, request(capacity={"requests": {"mem": amount}}))
+    return claim(name, request(capacity={"requests": {"mem": amount}})).decode()
 
 
 def test_shareable_device_serves_several_claims_with_own_share_ids() -> None:
@@ -88,8 +88,8 @@ def test_shareable_device_serves_several_claims_with_own_share_ids() -> None:
 def test_shareable_device_is_exclusive_without_consumable_capacity() -> None:
     slices = [slice_("s1", devices=[device("d0", allowMultipleAllocations=True)])]
     gates = FeatureGates(consumable_capacity=False)
-    assert solve(make_request([claim("a", request())], slices, gates=gates)).allocated
-    assert not solve_both(make_request([claim("a", request()), claim("b", request())], slices, gates=gates)).allocated
+    assert solve(make_request([claim("a", request()).decode()], slices, gates=gates)).allocated
+    assert not solve_both(make_request([claim("a", request()).decode(), claim("b", request()).decode()], slices, gates=gates)).allocated
 
 
 def test_shares_fit_within_the_capacity() -> None:
@@ -118,7 +118,7 @@ def test_request_policy_rounds_up_and_limits() -> None:
     # Over validRange.max: the device cannot serve the request at all.
     assert not solve(make_request([_wants("3Gi")], _shareable(**cap))).allocated
     # Without a request the default is consumed.
-    outcome = solve(make_request([claim("c", request())], _shareable(**cap)))
+    outcome = solve(make_request([claim("c", request()).decode()], _shareable(**cap)))
     assert _results(outcome)[0].consumed_capacity == {"mem": "1Gi"}
 
 
@@ -131,15 +131,15 @@ def test_valid_values_round_up() -> None:
 
 
 def test_undefined_capacity_makes_a_device_ineligible() -> None:
-    req = make_request([claim("c", request(capacity={"requests": {"other": "1"}}))], _shareable(mem={"value": "4Gi"}))
+    req = make_request([claim("c", request(capacity={"requests": {"other": "1"}})).decode()], _shareable(mem={"value": "4Gi"}))
     assert not solve_both(req).allocated
 
 
 def test_fractional_capacities_stay_exact() -> None:
     cap = {"cpu": {"value": "1"}}
-    claims = [claim(n, request(capacity={"requests": {"cpu": "250m"}})) for n in "abcd"]
+    claims = [claim(n, request(capacity={"requests": {"cpu": "250m"}})).decode() for n in "abcd"]
     assert solve_both(make_request(claims, _shareable(**cap))).allocated
-    five = [*claims, claim("e", request(capacity={"requests": {"cpu": "1m"}}))]
+    five = [*claims, claim("e", request(capacity={"requests": {"cpu": "1m"}})).decode()]
     assert not solve_both(make_request(five, _shareable(**cap))).allocated
 
 
@@ -164,47 +164,47 @@ def _kind(kind: str, count: int = 1, name: str = "req-0", **exactly: Any) -> dic
 
 
 def test_counters_limit_partitions() -> None:
-    assert solve_both(make_request([claim("c", _kind("part", 2))], _gpu())).allocated
-    assert not solve_both(make_request([claim("c", _kind("part", 3))], _gpu())).allocated
-    both = claim("c", _kind("whole", name="w"), _kind("part", name="p"))
+    assert solve_both(make_request([claim("c", _kind("part", 2)).decode()], _gpu())).allocated
+    assert not solve_both(make_request([claim("c", _kind("part", 3)).decode()], _gpu())).allocated
+    both = claim("c", _kind("whole", name="w"), _kind("part", name="p")).decode()
     assert not solve_both(make_request([both], _gpu())).allocated
 
 
 def test_counters_consumed_by_allocated_devices_are_gone() -> None:
-    held = (allocated_claim("old", ("pool-1", "gpu-0-p0")),)
-    req = make_request([claim("c", _kind("part", 2))], _gpu(), allocated_claims=held)
+    held = (claim("old").request(count=None).allocated("gpu-0-p0").decode(),)
+    req = make_request([claim("c", _kind("part", 2)).decode()], _gpu(), allocated_claims=held)
     assert not solve_both(req).allocated
-    req = make_request([claim("c", _kind("whole"))], _gpu(), allocated_claims=held)
+    req = make_request([claim("c", _kind("whole")).decode()], _gpu(), allocated_claims=held)
     assert not solve_both(req).allocated
 
 
 def test_overdrawn_counters_block_only_their_own_devices() -> None:
     """Allocated before: the whole gpu-0 and a partition (more than its counters hold). Its
     partitions are out; gpu-1's are not (upstream would refuse the whole pool: README quirk)."""
-    held = (allocated_claim("old", ("pool-1", "gpu-0"), ("pool-1", "gpu-0-p0")),)
-    req = make_request([claim("c", _kind("part"))], _gpu(2), allocated_claims=held)
+    held = (claim("old").request(count=None).allocated("gpu-0", "gpu-0-p0").decode(),)
+    req = make_request([claim("c", _kind("part")).decode()], _gpu(2), allocated_claims=held)
     assert devices(solve_both(req)) == ["req-0=gpu-1-p0"]
 
 
 def test_admin_access_uses_draw_on_counters_but_not_twice() -> None:
     """adminAccess to free devices takes their counters (as upstream's attempt does); to a
     device already allocated it takes nothing more (upstream counts it again: README quirk)."""
-    every = claim("c", request(allocationMode="All", adminAccess=True))
+    every = claim("c", request(allocationMode="All", adminAccess=True)).decode()
     assert not solve(make_request([every], _gpu())).allocated  # whole GPU + partitions > counters
-    held = (allocated_claim("old", ("pool-1", "gpu-0")),)
-    whole = claim("c", _kind("whole", adminAccess=True))
+    held = (claim("old").request(count=None).allocated("gpu-0").decode(),)
+    whole = claim("c", _kind("whole", adminAccess=True)).decode()
     assert solve(make_request([whole], _gpu(), allocated_claims=held)).allocated
 
 
 def test_partitions_without_the_gate_are_not_used() -> None:
     gates = FeatureGates(partitionable_devices=False)
-    assert not solve(make_request([claim("c", _kind("part"))], _gpu(), gates=gates)).allocated
+    assert not solve(make_request([claim("c", _kind("part")).decode()], _gpu(), gates=gates)).allocated
 
 
 def test_shareable_device_consumes_its_counters_once() -> None:
     devs = [device("d0", allowMultipleAllocations=True, consumesCounters=consumes("set", mem="2"))]
     slices = [counter_slice({"set": {"mem": "2"}}), slice_("devs", count=2, devices=devs)]
-    assert solve_both(make_request([claim("a", request()), claim("b", request())], slices)).allocated
+    assert solve_both(make_request([claim("a", request()).decode(), claim("b", request()).decode()], slices)).allocated
 
 
 def test_pack_policy_fills_a_gpu_in_use_before_opening_another() -> None:
@@ -212,13 +212,13 @@ def test_pack_policy_fills_a_gpu_in_use_before_opening_another() -> None:
     slices = _gpu(2)
     devs = slices[1].spec.devices or []
     slices[1].spec.devices = [d for d in devs if d.name.startswith("gpu-1")] + [d for d in devs if d.name.startswith("gpu-0")]
-    held = (allocated_claim("old", ("pool-1", "gpu-0-p0")),)
-    first_fit = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="first-fit"))
-    pack = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held))
+    held = (claim("old").request(count=None).allocated("gpu-0-p0").decode(),)
+    first_fit = solve(make_request([claim("c", _kind("part")).decode()], slices, allocated_claims=held, policy="first-fit"))
+    pack = solve(make_request([claim("c", _kind("part")).decode()], slices, allocated_claims=held))
     assert devices(first_fit) == ["req-0=gpu-1-p0"]
     assert devices(pack) == ["req-0=gpu-0-p1"]
     assert pack.stats.policy == "pack"  # the default
-    spread = solve(make_request([claim("c", _kind("part"))], slices, allocated_claims=held, policy="spread"))
+    spread = solve(make_request([claim("c", _kind("part")).decode()], slices, allocated_claims=held, policy="spread"))
     assert devices(spread) == ["req-0=gpu-1-p0"]  # the untouched GPU
 
 
@@ -240,8 +240,8 @@ def test_pack_shares_a_device_already_shared_spread_takes_a_fresh_one() -> None:
 
 def test_spread_puts_a_claims_partitions_on_different_gpus() -> None:
     two = _kind("part", count=2)
-    packed = devices(solve(make_request([claim("c", two)], _gpu(2))))
-    spread = devices(solve(make_request([claim("c", two)], _gpu(2), policy="spread")))
+    packed = devices(solve(make_request([claim("c", two).decode()], _gpu(2))))
+    spread = devices(solve(make_request([claim("c", two).decode()], _gpu(2), policy="spread")))
     gpus = {policy: {d.split("=")[1].split("-p")[0] for d in picked} for policy, picked in (("pack", packed), ("spread", spread))}
     assert len(gpus["pack"]) == 1, packed
     assert len(gpus["spread"]) == 2, spread

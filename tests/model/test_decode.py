@@ -22,10 +22,10 @@ from dra_solver.model.decode import (
 )
 from dra_solver.model.errors import InvalidInput, StrictDecodingError
 from dra_solver.model.validation import validate_object
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 from tests.model._docs import (
+    CLAIM,
     DELETE,
-    claim,
     device,
     device_class,
     edit,
@@ -52,18 +52,18 @@ def _decode_error(doc: dict[str, Any]) -> str:
 
 def test_multi_document_yaml_skips_empty_documents_and_keeps_order() -> None:
     text = (
-        "# leading comment\n---\n" + _dump(device_class(), claim()) + "---\n---\n# only a comment\n"
+        "# leading comment\n---\n" + _dump(device_class(), CLAIM.obj()) + "---\n---\n# only a comment\n"
     )
     objs = decode_text(text)
     assert [type(x) for x in objs] == [o.DeviceClass, o.ResourceClaim]
 
 
 def test_json_object_array_and_stream() -> None:
-    one = json.dumps(claim())
+    one = json.dumps(CLAIM.obj())
     assert [x.kind for x in decode_text(one)] == ["ResourceClaim"]
-    array = json.dumps([device_class(), claim()])
+    array = json.dumps([device_class(), CLAIM.obj()])
     assert [x.kind for x in decode_text(array)] == ["DeviceClass", "ResourceClaim"]
-    stream = json.dumps(device_class()) + "\n" + json.dumps(claim(), indent=2)
+    stream = json.dumps(device_class()) + "\n" + json.dumps(CLAIM.obj(), indent=2)
     assert [x.kind for x in decode_text(stream)] == ["DeviceClass", "ResourceClaim"]
 
 
@@ -74,14 +74,14 @@ def test_yaml_flow_mapping_is_not_mistaken_for_json() -> None:
 
 
 def test_v1_list_and_typed_lists_are_flattened() -> None:
-    items = [device_class(), claim(), resource_slice()]
+    items = [device_class(), CLAIM.obj(), resource_slice()]
     v1_list = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
     assert [x.kind for x in decode_text(json.dumps(v1_list))] == [
         "DeviceClass",
         "ResourceClaim",
         "ResourceSlice",
     ]
-    untyped = [{k: v for k, v in claim().items() if k != "kind"}]
+    untyped = [{k: v for k, v in CLAIM.obj().items() if k != "kind"}]
     claim_list = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimList", "items": untyped}
     [obj] = decode_text(_dump(claim_list))
     assert isinstance(obj, o.ResourceClaim)
@@ -93,7 +93,7 @@ def test_v1_list_and_typed_lists_are_flattened() -> None:
 
 def test_all_kinds_decode_to_their_models() -> None:
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "labels": {"zone": "a"}}}
-    docs = [device_class(), resource_slice(), claim(), template(), taint_rule(), node]
+    docs = [device_class(), resource_slice(), CLAIM.obj(), template(), taint_rule(), node]
     kinds = [type(x) for x in decode_all(docs)]
     assert kinds == [
         o.DeviceClass,
@@ -165,7 +165,7 @@ def test_unknown_kind_and_missing_kind() -> None:
     ("doc", "message"),
     [
         (
-            edit(claim(), ("apiVersion", "resource.k8s.io/v1beta1")),
+            edit(CLAIM.obj(), ("apiVersion", "resource.k8s.io/v1beta1")),
             'apiVersion: Unsupported value: "resource.k8s.io/v1beta1": supported values: "resource.k8s.io/v1", '
             '"resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3"',
         ),
@@ -183,42 +183,42 @@ def test_api_versions(doc: dict[str, Any], message: str) -> None:
     ("doc", "field", "detail"),
     [
         (
-            edit(claim(), (f"{EXACTLY}.count", "2")),
+            edit(CLAIM.obj(), (f"{EXACTLY}.count", "2")),
             f"{EXACTLY}.count",
             'Invalid value: "2": must be an integer, not a string',
         ),
         (
-            edit(claim(), (f"{EXACTLY}.count", 1.5)),
+            edit(CLAIM.obj(), (f"{EXACTLY}.count", 1.5)),
             f"{EXACTLY}.count",
             "Invalid value: 1.5: must be an integer, not a number",
         ),
         (
-            edit(claim(), (f"{EXACTLY}.adminAccess", "yes")),
+            edit(CLAIM.obj(), (f"{EXACTLY}.adminAccess", "yes")),
             f"{EXACTLY}.adminAccess",
             'Invalid value: "yes": must be a boolean, not a string',
         ),
         (
-            edit(claim(), (f"{EXACTLY}.count", True)),
+            edit(CLAIM.obj(), (f"{EXACTLY}.count", True)),
             f"{EXACTLY}.count",
             "Invalid value: true: must be an integer, not a boolean",
         ),
         (
-            edit(claim(), ("spec.devices.requests", {"name": "x"})),
+            edit(CLAIM.obj(), ("spec.devices.requests", {"name": "x"})),
             "spec.devices.requests",
             'Invalid value: {"name":"x"}: must be a list, not an object',
         ),
         (
-            edit(claim(), ("spec.devices.requests[0].name", 7)),
+            edit(CLAIM.obj(), ("spec.devices.requests[0].name", 7)),
             "spec.devices.requests[0].name",
             "Invalid value: 7: must be a string, not a number",
         ),
         (
-            edit(claim(), (f"{EXACTLY}", "gpu")),
+            edit(CLAIM.obj(), (f"{EXACTLY}", "gpu")),
             f"{EXACTLY}",
             'Invalid value: "gpu": must be an object (ExactDeviceRequest), not a string',
         ),
         (
-            edit(claim(), ("metadata.labels", {"a": 1})),
+            edit(CLAIM.obj(), ("metadata.labels", {"a": 1})),
             "metadata.labels[a]",
             "Invalid value: 1: must be a string, not a number",
         ),
@@ -258,7 +258,7 @@ def test_more_problems_are_counted() -> None:
 
 
 def test_the_docs_cpu_slice_with_a_bare_capacity_fails_clearly() -> None:
-    text = (shared_dir() / "realworld" / "k8s-website-docs.yaml").read_text()
+    text = (DATA_DIR / "realworld" / "k8s-website-docs.yaml").read_text()
     docs = [d for d in parse_documents(text) if d["metadata"]["name"] == "my-node-cpus"]
     assert _decode_error(docs[0]) == (
         "in.yaml: ResourceSlice my-node-cpus: spec.devices[0].capacity[cpu.example.com/cpu]: "
@@ -315,14 +315,14 @@ _json_values = st.recursive(
     max_leaves=12,
 )
 _FUZZ_TARGETS = [
-    (claim, "spec.devices.requests[0]"),
-    (claim, EXACTLY),
-    (claim, f"{EXACTLY}.count"),
-    (claim, f"{EXACTLY}.selectors"),
-    (claim, "spec.devices.constraints"),
-    (claim, "spec.devices.config"),
-    (claim, "status"),
-    (claim, "metadata"),
+    (CLAIM.obj, "spec.devices.requests[0]"),
+    (CLAIM.obj, EXACTLY),
+    (CLAIM.obj, f"{EXACTLY}.count"),
+    (CLAIM.obj, f"{EXACTLY}.selectors"),
+    (CLAIM.obj, "spec.devices.constraints"),
+    (CLAIM.obj, "spec.devices.config"),
+    (CLAIM.obj, "status"),
+    (CLAIM.obj, "metadata"),
     (resource_slice, "spec"),
     (resource_slice, "spec.devices[0]"),
     (resource_slice, "spec.devices[0].capacity"),
@@ -352,7 +352,7 @@ def test_arbitrary_values_never_raise_anything_but_invalid_input(
 
 
 def test_request_defaults_to_exact_count_of_one() -> None:
-    obj = decode_object(claim())
+    obj = decode_object(CLAIM.obj())
     assert isinstance(obj, o.ResourceClaim)
     exactly = obj.spec.devices.requests[0].exactly  # type: ignore[index]
     assert exactly is not None
@@ -360,21 +360,21 @@ def test_request_defaults_to_exact_count_of_one() -> None:
 
 
 def test_empty_allocation_mode_is_unset() -> None:
-    obj = decode_object(edit(claim(), (f"{EXACTLY}.allocationMode", "")))
+    obj = decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "")))
     exactly = obj.spec.devices.requests[0].exactly  # type: ignore[attr-defined]
     assert (exactly.allocation_mode, exactly.count) == ("ExactCount", 1)
 
 
 def test_all_mode_gets_no_count_and_explicit_counts_stay() -> None:
-    obj = decode_object(edit(claim(), (f"{EXACTLY}.allocationMode", "All")))
+    obj = decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "All")))
     exactly = obj.spec.devices.requests[0].exactly  # type: ignore[attr-defined]
     assert (exactly.allocation_mode, exactly.count) == ("All", None)
-    obj = decode_object(edit(claim(), (f"{EXACTLY}.count", 3)))
+    obj = decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.count", 3)))
     assert obj.spec.devices.requests[0].exactly.count == 3  # type: ignore[attr-defined]
 
 
 def test_unknown_allocation_mode_is_kept_for_validation_to_reject() -> None:
-    obj = decode_object(edit(claim(), (f"{EXACTLY}.allocationMode", "Foo")))
+    obj = decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "Foo")))
     assert obj.spec.devices.requests[0].exactly.allocation_mode == "Foo"  # type: ignore[attr-defined]
 
 
@@ -385,7 +385,7 @@ def test_subrequest_and_template_defaults_and_toleration_operator() -> None:
         "tolerations": [{"key": "k", "value": "v"}, {"operator": "Exists"}],
     }
     doc = edit(
-        claim(),
+        CLAIM.obj(),
         ("spec.devices.requests[0].exactly", DELETE),
         ("spec.devices.requests[0].firstAvailable", [sub]),
     )
@@ -400,7 +400,7 @@ def test_subrequest_and_template_defaults_and_toleration_operator() -> None:
 
 
 def test_defaults_are_idempotent_and_do_not_touch_other_kinds() -> None:
-    obj = decode_object(claim())
+    obj = decode_object(CLAIM.obj())
     before = obj.to_api()
     apply_defaults(obj)
     assert obj.to_api() == before
@@ -412,7 +412,7 @@ def test_defaults_are_idempotent_and_do_not_touch_other_kinds() -> None:
 
 
 def test_round_trip_keeps_unknown_fields() -> None:
-    doc = claim()
+    doc = CLAIM.obj()
     doc["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Apply"}]
     doc["spec"]["devices"]["requests"][0]["exactly"]["futureField"] = {"x": [1, 2]}
     doc["status"] = {"allocation": {"devices": {"results": []}, "futureAllocationField": "y"}}
@@ -457,7 +457,7 @@ def test_quantities_written_as_numbers_are_read_as_text() -> None:
 def test_realworld_corpus_decodes() -> None:
     failures: list[str] = []
     count = 0
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             count += 1
             try:
@@ -474,7 +474,7 @@ def test_realworld_corpus_strict_decoding_finds_what_the_api_server_would_reject
     # Objects written for older API versions but labelled v1: kubectl (strict by default)
     # rejects every one of them, naming the field.
     failures: list[str] = []
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             try:
                 decode_object(doc, source=path.name)
@@ -492,7 +492,7 @@ def test_realworld_corpus_strict_decoding_finds_what_the_api_server_would_reject
 
 
 def test_conformance_corpus_decodes() -> None:
-    for path in sorted((shared_dir() / "conformance" / "cases").glob("*.json")):
+    for path in sorted((DATA_DIR / "conformance" / "cases").glob("*.json")):
         case = json.loads(path.read_text())
         decode_all(
             [case["node"], *case["classes"], *case["slices"], *case["claims"]], source=path.name

@@ -18,18 +18,9 @@ from dra_solver.model.matching import (
     prepare_claims,
 )
 from dra_solver.model.pools import Pool, gather_pools
+from tests.builders import CLASS_A, claim, first_available, request, sub
 from tests.conformance.cases import cel_environment
-from tests.model.alloc_builders import (
-    CLASS_A,
-    claim,
-    device,
-    device_class,
-    first_available,
-    node,
-    request,
-    slice_,
-    sub,
-)
+from tests.model.alloc_builders import device, device_class, node, slice_
 
 ALL = FeatureGates()
 NONE = FeatureGates(False, False, False, False, False, False, False)
@@ -58,43 +49,43 @@ def _prepare(
     ("claims", "gates", "message"),
     [
         pytest.param(
-            [claim("c", first_available("req-0", sub("s0")), namespace="")],
+            [claim("c", first_available("req-0", sub("s0")), ns="").decode()],
             NONE,
             "claim c, request req-0: has subrequests, but the DRAPrioritizedList feature is disabled",
             id="prioritized-list-disabled",
         ),
         pytest.param(
-            [claim("c", request(capacity={"requests": {"memory": "1Gi"}}))],
+            [claim("c", request(capacity={"requests": {"memory": "1Gi"}})).decode()],
             NONE,
             "claim default/c, request req-0: has capacity requests, but the DRAConsumableCapacity feature is disabled",
             id="consumable-capacity-disabled",
         ),
         pytest.param(
-            [claim("c", request(adminAccess=True))],
+            [claim("c", request(adminAccess=True)).decode()],
             NONE,
             "claim default/c, request req-0: admin access is requested, but the feature is disabled",
             id="admin-access-disabled",
         ),
         pytest.param(
-            [claim("c", request(cls="unknown-class"))],
+            [claim("c", request(cls="unknown-class")).decode()],
             ALL,
             "claim default/c, request req-0: could not retrieve device class unknown-class",
             id="unknown-class",
         ),
         pytest.param(
-            [claim("c", request(cls=""))],
+            [claim("c", request(cls="")).decode()],
             ALL,
             "claim default/c, request req-0: missing device class name (unsupported request type?)",
             id="empty-class",
         ),
         pytest.param(
-            [claim("c", request(count=33))],
+            [claim("c", request(count=33)).decode()],
             ALL,
             "claim default/c: number of requested devices 33 exceeds the claim limit of 32",
             id="too-many-devices",
         ),
         pytest.param(
-            [claim("c", request(), constraints=[{"requests": ["req-0"]}])],
+            [claim("c", request(), constraints=[{"requests": ["req-0"]}]).decode()],
             ALL,
             "claim default/c, constraint #0: empty constraint (unsupported constraint type?)",
             id="unknown-constraint",
@@ -110,7 +101,7 @@ def test_pre_search_errors(
 
 
 def test_unknown_allocation_mode() -> None:
-    c = claim("c", request())
+    c = claim("c", request()).decode()
     c.spec.devices.requests[0].exactly.allocation_mode = "future-mode"  # type: ignore[index, union-attr]
     with pytest.raises(AllocationError, match="unsupported count mode future-mode"):
         _prepare([c])
@@ -121,7 +112,7 @@ def test_all_devices_over_incomplete_pool() -> None:
         AllocationError,
         match="asks for all devices, but resource pool driver-a/pool-1 is currently being updated",
     ):
-        _prepare([claim("c", request(allocationMode="All"))], slices=[slice_("s1", count=2)])
+        _prepare([claim("c", request(allocationMode="All")).decode()], slices=[slice_("s1", count=2)])
 
 
 def test_all_devices_are_listed_up_front() -> None:
@@ -129,14 +120,14 @@ def test_all_devices_are_listed_up_front() -> None:
         slice_("s1", devices=[device("d1"), device("d2")]),
         slice_("s2", driver="driver-b", pool="p"),
     ]
-    plans, _ = _prepare([claim("c", request(allocationMode="All"))], slices=slices)
+    plans, _ = _prepare([claim("c", request(allocationMode="All")).decode()], slices=slices)
     (view,) = plans[0].requests[0].options
     assert view.num_devices == 2
     assert [d.name for d in view.all_devices or ()] == ["d1", "d2"]
 
 
 def test_first_available_options_in_order() -> None:
-    plans, _ = _prepare([claim("c", first_available("req", sub("big", count=2), sub("small")))])
+    plans, _ = _prepare([claim("c", first_available("req", sub("big", count=2), sub("small"))).decode()])
     options = plans[0].requests[0].options
     assert [v.ref for v in options] == ["req/big", "req/small"]
     assert [v.key for v in options] == [RequestKey(0, 0, 0), RequestKey(0, 0, 1)]
@@ -148,7 +139,7 @@ def test_cel_runtime_error_names_class_selector_and_device() -> None:
         selectors=[{"cel": {"expression": 'device.attributes["driver-a"].missing == "x"'}}]
     )
     with pytest.raises(AllocationError) as caught:
-        _prepare([claim("c", request(allocationMode="All"))], classes=[cls])
+        _prepare([claim("c", request(allocationMode="All")).decode()], classes=[cls])
     assert str(caught.value).startswith(
         "class class-a: selector #0 on device driver-a/pool-1/device-1: CEL runtime error:"
     )
@@ -160,7 +151,7 @@ def test_cel_runtime_error_names_claim() -> None:
         selectors=[{"cel": {"expression": 'device.attributes["driver-a"].missing'}}],
     )
     with pytest.raises(AllocationError) as caught:
-        _prepare([claim("c", req)])
+        _prepare([claim("c", req).decode()])
     assert str(caught.value).startswith(
         "claim default/c: selector #0 on device driver-a/pool-1/device-1: CEL runtime error:"
     )
@@ -169,7 +160,7 @@ def test_cel_runtime_error_names_claim() -> None:
 def test_unrepresentable_attribute_fails_any_selector() -> None:
     slices = [slice_("s1", devices=[device("d", attributes={"broken": {}})])]
     with pytest.raises(AllocationError, match="attribute broken: unsupported attribute value"):
-        _prepare([claim("c", request(allocationMode="All"))], slices=slices)
+        _prepare([claim("c", request(allocationMode="All")).decode()], slices=slices)
 
 
 def test_device_eligible() -> None:
@@ -183,7 +174,7 @@ def test_device_eligible() -> None:
             ],
         )
     ]
-    plans, pools = _prepare([claim("c", request())], slices=slices)
+    plans, pools = _prepare([claim("c", request()).decode()], slices=slices)
     view = plans[0].requests[0].options[0]
     matcher = Matcher(cel_environment(ALL), gates=ALL, node=node())
     used = AllocatedState(

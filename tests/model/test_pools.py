@@ -11,7 +11,8 @@ from dra_solver.model import objects as o
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.pools import Pool, gather_pools, node_selector_matches
-from tests.model.alloc_builders import DRIVER_A, DRIVER_B, NODE_1, NODE_2, device, node, slice_
+from tests.builders import DRIVER_A, DRIVER_B, NODE_1, NODE_2
+from tests.model.alloc_builders import device, node, slice_
 
 ALL = FeatureGates()
 

@@ -13,18 +13,9 @@ from dra_solver.model.matching import Matcher, prepare_claims
 from dra_solver.model.pools import gather_pools
 from dra_solver.model.results import ChosenDevice, build_result, node_selector_for, share_id_for
 from dra_solver.model.score import first_available_score
+from tests.builders import NODE_1, claim, first_available, request, sub
 from tests.conformance.cases import cel_environment
-from tests.model.alloc_builders import (
-    NODE_1,
-    claim,
-    device,
-    device_class,
-    first_available,
-    node,
-    request,
-    slice_,
-    sub,
-)
+from tests.model.alloc_builders import device, device_class, node, slice_
 
 ALL = FeatureGates()
 REGION = {
@@ -123,7 +114,7 @@ def test_result_fields_and_configs() -> None:
             {"requests": ["other"], **opaque},
             {**opaque},
         ],
-    )
+    ).decode()
     plan, devs = _plan(c, [cls])
     chosen = [
         ChosenDevice(plan.requests[0].options[0], devs[0]),
@@ -142,7 +133,7 @@ def test_result_fields_and_configs() -> None:
 
 
 def test_share_ids_are_deterministic_and_distinct() -> None:
-    c = claim("c", request())
+    c = claim("c", request()).decode()
     dev = DeviceID("d", "p", "x")
     assert share_id_for(c, 0, dev) == share_id_for(c, 0, dev)
     assert share_id_for(c, 0, dev) != share_id_for(c, 1, dev)
@@ -166,7 +157,7 @@ def test_first_available_score() -> None:
         first_available("a", sub("a0"), sub("a1")),
         first_available("b", sub("b0"), sub("b1"), sub("b2")),
         request("e"),
-    )
+    ).decode()
     # a1 twice counts once (7), b2 adds 6, the exactly-request adds nothing.
     assert first_available_score([c], [_result("a/a1", "a/a1", "b/b2", "e")]) == 13
     assert first_available_score([c], [_result("a/a0", "b/b0", "e")]) == 16

@@ -24,12 +24,12 @@ from dra_solver.model.validation import (
     validate_object,
     validate_objects,
 )
-from tests.conftest import shared_dir
+from tests.conftest import DATA_DIR
 from tests.model._docs import (
+    CLAIM,
     DELETE,
     Doc,
     changed,
-    claim,
     device,
     device_class,
     edit,
@@ -112,97 +112,97 @@ def _shared_device(capacity: Doc) -> Doc:
 # --- ResourceClaim ------------------------------------------------------------------------------
 
 CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
-    ("valid", claim(), []),
+    ("valid", CLAIM.obj(), []),
     (
         "count-zero",
-        edit(claim(), (f"{EXACTLY}.count", 0)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.count", 0)),
         [f"{EXACTLY}.count: Invalid value: 0: must be greater than zero"],
     ),
     (
         "count-negative",
-        edit(claim(), (f"{EXACTLY}.count", -2)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.count", -2)),
         [f"{EXACTLY}.count: Invalid value: -2: must be greater than zero"],
     ),
     (
         "allocation-mode-unknown",
-        edit(claim(), (f"{EXACTLY}.allocationMode", "Foo")),
+        edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "Foo")),
         [
             f'{EXACTLY}.allocationMode: Unsupported value: "Foo": supported values: "All", "ExactCount"'
         ],
     ),
-    ("allocation-mode-all", edit(claim(), (f"{EXACTLY}.allocationMode", "All")), []),
+    ("allocation-mode-all", edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "All")), []),
     (
         "allocation-mode-all-with-count",
-        edit(claim(), (f"{EXACTLY}.allocationMode", "All"), (f"{EXACTLY}.count", 2)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.allocationMode", "All"), (f"{EXACTLY}.count", 2)),
         [f"{EXACTLY}.count: Invalid value: 2: must not be specified when allocationMode is 'All'"],
     ),
     (
         "request-without-type",
-        edit(claim(), (f"{REQ}.exactly", DELETE)),
+        edit(CLAIM.obj(), (f"{REQ}.exactly", DELETE)),
         [f"{REQ}: Required value: exactly one of `exactly` or `firstAvailable` is required"],
     ),
     (
         "request-with-both-types",
-        edit(claim(), (f"{REQ}.firstAvailable", _subrequests(1))),
+        edit(CLAIM.obj(), (f"{REQ}.firstAvailable", _subrequests(1))),
         [
             f"{REQ}: Invalid value: null: exactly one of `exactly` or `firstAvailable` is required, but multiple fields are set"
         ],
     ),
-    ("requests-max", claim(requests=_requests(32)), []),
+    ("requests-max", CLAIM.devices(requests=_requests(32)).obj(), []),
     (
         "requests-too-many",
-        claim(requests=_requests(33)),
+        CLAIM.devices(requests=_requests(33)).obj(),
         ["spec.devices.requests: Too many: 33: must have at most 32 items"],
     ),
     (
         "request-duplicate",
-        claim(requests=[*_requests(2), _requests(1)[0]]),
+        CLAIM.devices(requests=[*_requests(2), _requests(1)[0]]).obj(),
         ['spec.devices.requests[2]: Duplicate value: "r0"'],
     ),
     (
         "request-name-uppercase",
-        edit(claim(), (f"{REQ}.name", "Gpu")),
+        edit(CLAIM.obj(), (f"{REQ}.name", "Gpu")),
         [f'{REQ}.name: Invalid value: "Gpu": {LABEL_MSG}'],
     ),
     (
         "request-name-dots",
-        edit(claim(), (f"{REQ}.name", "a.b")),
+        edit(CLAIM.obj(), (f"{REQ}.name", "a.b")),
         [f'{REQ}.name: Invalid value: "a.b": must not contain dots'],
     ),
     (
         "request-name-too-long",
-        edit(claim(), (f"{REQ}.name", "a" * 64)),
+        edit(CLAIM.obj(), (f"{REQ}.name", "a" * 64)),
         [f'{REQ}.name: Invalid value: "{"a" * 64}": must be no more than 63 characters'],
     ),
     (
         "class-missing",
-        edit(claim(), (f"{EXACTLY}.deviceClassName", DELETE)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.deviceClassName", DELETE)),
         [f"{EXACTLY}.deviceClassName: Required value"],
     ),
     (
         "class-bad",
-        edit(claim(), (f"{EXACTLY}.deviceClassName", "GPU_class")),
+        edit(CLAIM.obj(), (f"{EXACTLY}.deviceClassName", "GPU_class")),
         [f'{EXACTLY}.deviceClassName: Invalid value: "GPU_class": {SUBDOMAIN_MSG}'],
     ),
     (
         "subrequests-max",
-        edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(8))),
+        edit(CLAIM.obj(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(8))),
         [],
     ),
     (
         "subrequests-too-many",
-        edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(9))),
+        edit(CLAIM.obj(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(9))),
         [f"{REQ}.firstAvailable: Too many: 9: must have at most 8 items"],
     ),
     (
         "subrequest-duplicate",
-        edit(claim(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(1) * 2)),
+        edit(CLAIM.obj(), (f"{REQ}.exactly", DELETE), (f"{REQ}.firstAvailable", _subrequests(1) * 2)),
         [f'{REQ}.firstAvailable[1]: Duplicate value: "s0"'],
     ),
     (
         "subrequest-problems",
         edit(
-            claim(),
+            CLAIM.obj(),
             (f"{REQ}.exactly", DELETE),
             (
                 f"{REQ}.firstAvailable",
@@ -216,35 +216,35 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
             f'{REQ}.firstAvailable[0].allocationMode: Unsupported value: "Some": supported values: "All", "ExactCount"',
         ],
     ),
-    ("selectors-max", edit(claim(), (f"{EXACTLY}.selectors", _selectors(32))), []),
+    ("selectors-max", edit(CLAIM.obj(), (f"{EXACTLY}.selectors", _selectors(32))), []),
     (
         "selectors-too-many",
-        edit(claim(), (f"{EXACTLY}.selectors", _selectors(33))),
+        edit(CLAIM.obj(), (f"{EXACTLY}.selectors", _selectors(33))),
         [f"{EXACTLY}.selectors: Too many: 33: must have at most 32 items"],
     ),
     (
         "selector-without-cel",
-        edit(claim(), (f"{EXACTLY}.selectors", [{"cel": None, "expression": "true"}])),
+        edit(CLAIM.obj(), (f"{EXACTLY}.selectors", [{"cel": None, "expression": "true"}])),
         [f"{EXACTLY}.selectors[0].cel: Required value"],
     ),
     (
         "selector-too-long",
-        edit(claim(), (f"{EXACTLY}.selectors", [{"cel": {"expression": "x" * (10 * 1024 + 1)}}])),
+        edit(CLAIM.obj(), (f"{EXACTLY}.selectors", [{"cel": {"expression": "x" * (10 * 1024 + 1)}}])),
         [f"{EXACTLY}.selectors[0].cel.expression: Too long: may not be more than 10240 bytes"],
     ),
     (
         "tolerations-max",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 16)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 16)),
         [],
     ),
     (
         "tolerations-too-many",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 17)),
+        edit(CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"operator": "Exists"}] * 17)),
         [f"{EXACTLY}.tolerations: Too many: 17: must have at most 16 items"],
     ),
     (
         "toleration-operator-unknown",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "In"}])),
+        edit(CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "In"}])),
         [
             f'{EXACTLY}.tolerations[0].operator: Unsupported value: "In": supported values: "Equal", "Exists"'
         ],
@@ -252,7 +252,7 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "toleration-exists-with-value",
         edit(
-            claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "Exists", "value": "v"}])
+            CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"key": "a", "operator": "Exists", "value": "v"}])
         ),
         [
             f'{EXACTLY}.tolerations[0].value: Invalid value: "v": must be empty for operator `Exists`'
@@ -260,18 +260,18 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "toleration-equal-bad-value",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"key": "a", "value": "not ok"}])),
+        edit(CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"key": "a", "value": "not ok"}])),
         [f'{EXACTLY}.tolerations[0].value: Invalid value: "not ok": {LABEL_VALUE_MSG}'],
     ),
     (
         "toleration-bad-key",
-        edit(claim(), (f"{EXACTLY}.tolerations", [{"key": "a b", "operator": "Exists"}])),
+        edit(CLAIM.obj(), (f"{EXACTLY}.tolerations", [{"key": "a b", "operator": "Exists"}])),
         [f'{EXACTLY}.tolerations[0].key: Invalid value: "a b": {NAME_PART_MSG}'],
     ),
     (
         "toleration-effect-unknown",
         edit(
-            claim(),
+            CLAIM.obj(),
             (f"{EXACTLY}.tolerations", [{"operator": "Exists", "effect": "PreferNoSchedule"}]),
         ),
         [
@@ -281,23 +281,23 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "capacity-request-bad-quantity",
-        edit(claim(), (f"{EXACTLY}.capacity", {"requests": {"memory": "lots"}})),
+        edit(CLAIM.obj(), (f"{EXACTLY}.capacity", {"requests": {"memory": "lots"}})),
         [f'{EXACTLY}.capacity.requests[memory]: Invalid value: "lots": {QUANTITY_MSG}'],
     ),
     (
         "constraint-valid",
-        claim(
+        CLAIM.devices(
             requests=_requests(2),
             constraints=[{"requests": ["r0", "r1"], "matchAttribute": "gpu.example.com/numa"}],
-        ),
+        ).obj(),
         [],
     ),
     (
         "constraint-subrequest-ref",
         edit(
-            claim(
+            CLAIM.devices(
                 constraints=[{"requests": ["gpu/s1"], "distinctAttribute": "gpu.example.com/numa"}]
-            ),
+            ).obj(),
             (f"{REQ}.exactly", DELETE),
             (f"{REQ}.firstAvailable", _subrequests(2)),
         ),
@@ -305,27 +305,27 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "constraint-unknown-request",
-        claim(constraints=[{"requests": ["nic"], "matchAttribute": "gpu.example.com/numa"}]),
+        CLAIM.devices(constraints=[{"requests": ["nic"], "matchAttribute": "gpu.example.com/numa"}]).obj(),
         [f'spec.devices.constraints[0].requests[0]: Invalid value: "nic": {REQUEST_REF_MSG}'],
     ),
     (
         "constraint-unknown-subrequest",
-        claim(constraints=[{"requests": ["gpu/s0"], "matchAttribute": "gpu.example.com/numa"}]),
+        CLAIM.devices(constraints=[{"requests": ["gpu/s0"], "matchAttribute": "gpu.example.com/numa"}]).obj(),
         [f'spec.devices.constraints[0].requests[0]: Invalid value: "gpu/s0": {REQUEST_REF_MSG}'],
     ),
     (
         "constraint-too-many-slashes",
-        claim(constraints=[{"requests": ["a/b/c"], "matchAttribute": "gpu.example.com/numa"}]),
+        CLAIM.devices(constraints=[{"requests": ["a/b/c"], "matchAttribute": "gpu.example.com/numa"}]).obj(),
         [f'spec.devices.constraints[0].requests[0]: Invalid value: "a/b/c": {REQUEST_REF_MSG}'],
     ),
     (
         "constraint-duplicate-request",
-        claim(constraints=[{"requests": ["gpu", "gpu"], "matchAttribute": "gpu.example.com/numa"}]),
+        CLAIM.devices(constraints=[{"requests": ["gpu", "gpu"], "matchAttribute": "gpu.example.com/numa"}]).obj(),
         ['spec.devices.constraints[0].requests[1]: Duplicate value: "gpu"'],
     ),
     (
         "constraint-without-type",
-        claim(constraints=[{"requests": ["gpu"]}]),
+        CLAIM.devices(constraints=[{"requests": ["gpu"]}]).obj(),
         [
             'spec.devices.constraints[0]: Required value: exactly one of "matchAttribute" or '
             '"distinctAttribute" is required, but multiple fields are set'
@@ -333,7 +333,7 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "constraint-not-fully-qualified",
-        claim(constraints=[{"matchAttribute": "numa"}]),
+        CLAIM.devices(constraints=[{"matchAttribute": "numa"}]).obj(),
         [
             'spec.devices.constraints[0].matchAttribute: Invalid value: "numa": a fully qualified name '
             "must be a domain and a name separated by a slash"
@@ -341,97 +341,97 @@ CLAIM_CASES: list[tuple[str, Doc, list[str]]] = [
     ),
     (
         "constraint-bad-identifier",
-        claim(constraints=[{"distinctAttribute": "gpu.example.com/numa-node"}]),
+        CLAIM.devices(constraints=[{"distinctAttribute": "gpu.example.com/numa-node"}]).obj(),
         [
             f'spec.devices.constraints[0].distinctAttribute: Invalid value: "numa-node": {C_IDENTIFIER_MSG}'
         ],
     ),
     (
         "constraint-two-slashes",
-        claim(constraints=[{"matchAttribute": "a/b/c"}]),
+        CLAIM.devices(constraints=[{"matchAttribute": "a/b/c"}]).obj(),
         [
             'spec.devices.constraints[0].matchAttribute: Invalid value: "a/b/c": must not contain more than one slash'
         ],
     ),
-    ("constraints-max", claim(constraints=[{"matchAttribute": "a.io/b"}] * 32), []),
+    ("constraints-max", CLAIM.devices(constraints=[{"matchAttribute": "a.io/b"}] * 32).obj(), []),
     (
         "constraints-too-many",
-        claim(constraints=[{"matchAttribute": "a.io/b"}] * 33),
+        CLAIM.devices(constraints=[{"matchAttribute": "a.io/b"}] * 33).obj(),
         ["spec.devices.constraints: Too many: 33: must have at most 32 items"],
     ),
-    ("config-valid", claim(config=[{"requests": ["gpu"], **_opaque()}]), []),
-    ("config-max", claim(config=[_opaque()] * 32), []),
+    ("config-valid", CLAIM.devices(config=[{"requests": ["gpu"], **_opaque()}]).obj(), []),
+    ("config-max", CLAIM.devices(config=[_opaque()] * 32).obj(), []),
     (
         "config-too-many",
-        claim(config=[_opaque()] * 33),
+        CLAIM.devices(config=[_opaque()] * 33).obj(),
         ["spec.devices.config: Too many: 33: must have at most 32 items"],
     ),
     (
         "config-without-opaque",
-        claim(config=[{"requests": ["gpu"]}]),
+        CLAIM.devices(config=[{"requests": ["gpu"]}]).obj(),
         ["spec.devices.config[0].opaque: Required value"],
     ),
     (
         "config-bad-driver",
-        claim(config=[_opaque(driver="Bad_Driver")]),
+        CLAIM.devices(config=[_opaque(driver="Bad_Driver")]).obj(),
         [f'spec.devices.config[0].opaque.driver: Invalid value: "Bad_Driver": {SUBDOMAIN_MSG}'],
     ),
     (
         "config-driver-too-long",
-        claim(config=[_opaque(driver="a" * 64)]),
+        CLAIM.devices(config=[_opaque(driver="a" * 64)]).obj(),
         ["spec.devices.config[0].opaque.driver: Too long: may not be more than 63 bytes"],
     ),
     (
         "config-parameters-missing",
-        claim(config=[_opaque(parameters=None)]),
+        CLAIM.devices(config=[_opaque(parameters=None)]).obj(),
         ["spec.devices.config[0].opaque.parameters: Required value"],
     ),
     (
         "config-parameters-not-object",
-        claim(config=[_opaque(parameters=[1, 2])]),
+        CLAIM.devices(config=[_opaque(parameters=[1, 2])]).obj(),
         [
             'spec.devices.config[0].opaque.parameters: Invalid value: "<value omitted>": must be a valid JSON object'
         ],
     ),
     (
         "config-parameters-too-long",
-        claim(config=[_opaque(parameters={"blob": "x" * 10240})]),
+        CLAIM.devices(config=[_opaque(parameters={"blob": "x" * 10240})]).obj(),
         ["spec.devices.config[0].opaque.parameters: Too long: may not be more than 10240 bytes"],
     ),
     (
         "config-unknown-request",
-        claim(config=[{"requests": ["nic"], **_opaque()}]),
+        CLAIM.devices(config=[{"requests": ["nic"], **_opaque()}]).obj(),
         [f'spec.devices.config[0].requests[0]: Invalid value: "nic": {REQUEST_REF_MSG}'],
     ),
     (
         "metadata-generate-name",
-        edit(claim(), ("metadata.name", DELETE), ("metadata.generateName", "c-")),
+        edit(CLAIM.obj(), ("metadata.name", DELETE), ("metadata.generateName", "c-")),
         [],
     ),
     (
         "metadata-name-missing",
-        edit(claim(), ("metadata.name", DELETE)),
+        edit(CLAIM.obj(), ("metadata.name", DELETE)),
         ["metadata.name: Required value: name or generateName is required"],
     ),
     (
         "metadata-name-bad",
-        edit(claim(), ("metadata.name", "C1")),
+        edit(CLAIM.obj(), ("metadata.name", "C1")),
         [f'metadata.name: Invalid value: "C1": {SUBDOMAIN_MSG}'],
     ),
     (
         "metadata-namespace-bad",
-        edit(claim(), ("metadata.namespace", "my.ns")),
+        edit(CLAIM.obj(), ("metadata.namespace", "my.ns")),
         ['metadata.namespace: Invalid value: "my.ns": must not contain dots'],
     ),
-    ("metadata-namespace-absent", edit(claim(), ("metadata.namespace", DELETE)), []),
+    ("metadata-namespace-absent", edit(CLAIM.obj(), ("metadata.namespace", DELETE)), []),
     (
         "metadata-label-value",
-        edit(claim(), ("metadata.labels", {"app": "two words"})),
+        edit(CLAIM.obj(), ("metadata.labels", {"app": "two words"})),
         [f'metadata.labels: Invalid value: "two words": {LABEL_VALUE_MSG}'],
     ),
     (
         "metadata-annotation-key",
-        edit(claim(), ("metadata.annotations", {"!@#$%^": "x"})),
+        edit(CLAIM.obj(), ("metadata.annotations", {"!@#$%^": "x"})),
         [f'metadata.annotations: Invalid value: "!@#$%^": {NAME_PART_MSG}'],
     ),
 ]
@@ -445,7 +445,7 @@ def test_claim_rules(doc: Doc, expected: list[str]) -> None:
 
 
 def test_error_names_the_object_and_field_like_the_api_server() -> None:
-    obj = decode_object(edit(claim(), (f"{EXACTLY}.count", 0)))
+    obj = decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.count", 0)))
     [err] = validate_object(obj, selector_check=None)
     assert isinstance(err, InvalidInput)
     assert str(err) == (
@@ -456,7 +456,7 @@ def test_error_names_the_object_and_field_like_the_api_server() -> None:
 
 def test_a_claim_reports_all_of_its_problems_at_once() -> None:
     doc = edit(
-        claim(constraints=[{"requests": ["nic"]}]),
+        CLAIM.devices(constraints=[{"requests": ["nic"]}]).obj(),
         ("metadata.name", "Bad"),
         (f"{EXACTLY}.allocationMode", "Foo"),
     )
@@ -473,7 +473,7 @@ def test_a_claim_reports_all_of_its_problems_at_once() -> None:
 
 
 def _allocated(results: list[Doc], **status: Any) -> Doc:
-    doc = claim()
+    doc = CLAIM.obj()
     doc["status"] = {"allocation": {"devices": {"results": results}}, **status}
     return doc
 
@@ -548,7 +548,7 @@ STATUS_CASES: list[tuple[str, Doc, list[str]]] = [
     (
         "reserved-without-allocation",
         changed(
-            claim(),
+            CLAIM.obj(),
             lambda d: d.update(
                 status={"reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}]}
             ),
@@ -1399,7 +1399,7 @@ def _fake_cel(expression: str) -> str | None:
     ],
 )
 def test_selectors_are_compiled_by_the_given_check(expression: str, expected: list[str]) -> None:
-    doc = edit(claim(), (f"{EXACTLY}.selectors", [{"cel": {"expression": expression}}]))
+    doc = edit(CLAIM.obj(), (f"{EXACTLY}.selectors", [{"cel": {"expression": expression}}]))
     assert _errors(doc, check=_fake_cel) == expected
 
 
@@ -1413,7 +1413,7 @@ def test_validate_objects_compiles_each_expression_once_and_reports_every_object
     bad = edit(device_class(), ("spec.selectors", [{"cel": {"expression": "undeclared"}}] * 2))
     objs = [
         decode_object(bad),
-        decode_object(edit(claim(), (f"{EXACTLY}.count", 0))),
+        decode_object(edit(CLAIM.obj(), (f"{EXACTLY}.count", 0))),
         decode_object(resource_slice()),
     ]
     with pytest.raises(InvalidInputs) as info:
@@ -1426,7 +1426,7 @@ def test_validate_objects_compiles_each_expression_once_and_reports_every_object
         "ResourceClaim default/c1",
     ]
     validate_objects(
-        [decode_object(claim()), decode_object(resource_slice())], selector_check=check
+        [decode_object(CLAIM.obj()), decode_object(resource_slice())], selector_check=check
     )
 
 
@@ -1555,7 +1555,7 @@ KNOWN_BROKEN = {
 def _realworld_problems() -> dict[tuple[str, ...], list[str]]:
     problems: dict[tuple[str, ...], list[str]] = {}
     check = default_selector_check()  # real CEL compilation once model.cel exists
-    for path in sorted((shared_dir() / "realworld").glob("*.yaml")):
+    for path in sorted((DATA_DIR / "realworld").glob("*.yaml")):
         for doc in parse_documents(path.read_text(), source=path.name):
             name = doc["metadata"]["name"]
             key: tuple[str, ...] = (path.name, name)
@@ -1608,7 +1608,7 @@ CONFORMANCE_INVALID_INPUT = {
 
 
 def _conformance_cases() -> list[Path]:
-    return sorted((shared_dir() / "conformance" / "cases").glob("*.json"))
+    return sorted((DATA_DIR / "conformance" / "cases").glob("*.json"))
 
 
 def test_conformance_objects_decode_and_only_fail_validation_where_upstream_data_is_loose() -> None:
@@ -1650,7 +1650,7 @@ def test_conformance_cases_with_uncompilable_selectors_are_rejected(name: str) -
     check = default_selector_check()
     if check is None:
         pytest.skip("model.cel is not available yet")
-    case = json.loads((shared_dir() / "conformance" / "cases" / f"{name}.json").read_text())
+    case = json.loads((DATA_DIR / "conformance" / "cases" / f"{name}.json").read_text())
     errors = [
         str(err)
         for doc in [*case["classes"], *case["claims"]]

@@ -36,18 +36,6 @@ def workload() -> dict[str, dict[str, Any]]:
     return {c.name: c.to_api() for c in read_objects([str(DEMO / "workload.yaml")])}
 
 
-def gpu_claim(name: str, count: int = 1, *, namespace: str = "test", selectors: list[str] | None = None, cls: str = "gpu.example.com") -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": cls, "count": count}
-    if selectors:
-        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
-    }
-
-
 @functools.cache
 def cel() -> Any:
     """The CEL environment the service uses for the default gates (every feature on)."""

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from dra_solver.service.inventory import FileSource, KubeSource, StaticSource, decode_namespace
+from tests import builders as b
 from tests.realkube import KubeCluster
-from tests.service.conftest import Running, demo_objects, gpu_claim
+from tests.service.conftest import Running, demo_objects
 
 LABEL = "resource.kubernetes.io/admin-access"
 FORBIDDEN = f"Forbidden: admin access to devices requires the `{LABEL}: true` label on the containing namespace"
@@ -29,10 +30,8 @@ def _namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
 
 
-def _admin_claim(namespace: str) -> dict[str, Any]:
-    claim = gpu_claim("monitor", namespace=namespace)
-    claim["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
-    return claim
+MONITOR = b.SOLVER_TEST.named("monitor").request("gpu", adminAccess=True)
+"""A claim for admin access to a GPU (its namespace decides whether it may)."""
 
 
 @pytest.fixture
@@ -49,17 +48,17 @@ def _error(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
 
 
 def test_admin_namespace_gets_admin_access(served: Running) -> None:
-    a = served.client.allocate([_admin_claim("ops")], "node-a")
+    a = served.client.allocate([MONITOR.named("monitor", ns="ops").obj()], "node-a")
     assert a.allocated
-    assert served.client.schedule([_admin_claim("ops")]).node
+    assert served.client.schedule([MONITOR.named("monitor", ns="ops").obj()]).node
 
 
 @pytest.mark.parametrize("namespace", ["team", "test"])
 def test_other_namespaces_are_forbidden_like_the_api_server(served: Running, namespace: str) -> None:
     for call in (
-        lambda: served.client.allocate([_admin_claim(namespace)], "node-a"),
-        lambda: served.client.schedule([_admin_claim(namespace)]),
-        lambda: served.client.explain([_admin_claim(namespace)], "node-a"),
+        lambda: served.client.allocate([MONITOR.named("monitor", ns=namespace).obj()], "node-a"),
+        lambda: served.client.schedule([MONITOR.named("monitor", ns=namespace).obj()]),
+        lambda: served.client.explain([MONITOR.named("monitor", ns=namespace).obj()], "node-a"),
     ):
         code, message = _error(call)
         assert code == grpc.StatusCode.INVALID_ARGUMENT
@@ -67,18 +66,18 @@ def test_other_namespaces_are_forbidden_like_the_api_server(served: Running, nam
 
 
 def test_an_unknown_namespace_is_refused(served: Running) -> None:
-    code, message = _error(lambda: served.client.allocate([_admin_claim("ghost")], "node-a"))
+    code, message = _error(lambda: served.client.allocate([MONITOR.named("monitor", ns="ghost").obj()], "node-a"))
     assert code == grpc.StatusCode.FAILED_PRECONDITION
     assert 'could not retrieve namespace to verify admin access: namespaces "ghost" not found' in message
 
 
 def test_claims_without_admin_access_need_no_namespace(served: Running) -> None:
-    assert served.client.allocate([gpu_claim("plain", namespace="ghost")], "node-a").allocated
+    assert served.client.allocate([b.SOLVER_TEST.named("plain", ns="ghost").request("gpu").obj()], "node-a").allocated
 
 
 def test_reserving_an_admin_allocation_is_checked_too(served: Running) -> None:
-    ok = served.client.allocate([_admin_claim("ops")], "node-b")
-    claim = served.client.with_allocations([_admin_claim("ops")], ok)[0]
+    ok = served.client.allocate([MONITOR.named("monitor", ns="ops").obj()], "node-b")
+    claim = served.client.with_allocations([MONITOR.named("monitor", ns="ops").obj()], ok)[0]
     claim["metadata"]["namespace"] = "team"
     code, message = _error(lambda: served.client.reserve([claim], "node-b"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "adminAccess" in message and FORBIDDEN in message

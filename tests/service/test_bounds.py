@@ -17,7 +17,8 @@ from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
 from dra_solver.model.features import GATE_NAMES
 from dra_solver.service import engine as e
 from dra_solver.service.reservations import ReservationStore
-from tests.service.conftest import Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import Running
 
 
 def _exhausted(call: Callable[[], Any]) -> str:
@@ -29,26 +30,26 @@ def _exhausted(call: Callable[[], Any]) -> str:
 
 def test_reservations_per_caller_are_limited(fresh: Callable[..., Running]) -> None:
     r = fresh(reservations=ReservationStore(max_total=100, max_per_caller=2))
-    first = r.client.schedule([gpu_claim("a")], reserve=True)
-    second = r.client.schedule([gpu_claim("b")], reserve=True)
+    first = r.client.schedule([b.SOLVER_TEST.named("a").request("gpu").obj()], reserve=True)
+    second = r.client.schedule([b.SOLVER_TEST.named("b").request("gpu").obj()], reserve=True)
     assert first.reservation.id and second.reservation.id
-    message = _exhausted(lambda: r.client.schedule([gpu_claim("c")], reserve=True))
+    message = _exhausted(lambda: r.client.schedule([b.SOLVER_TEST.named("c").request("gpu").obj()], reserve=True))
     assert "for this caller: 2 held, at most 2" in message
-    _exhausted(lambda: r.client.allocate([gpu_claim("c")], "node-b", reserve=True))
+    _exhausted(lambda: r.client.allocate([b.SOLVER_TEST.named("c").request("gpu").obj()], "node-b", reserve=True))
     # Holding the same allocation again is a refresh, not a new reservation.
-    again = r.client.reserve(r.client.with_allocations([gpu_claim("a")], first), first.node)
+    again = r.client.reserve(r.client.with_allocations([b.SOLVER_TEST.named("a").request("gpu").obj()], first), first.node)
     assert again.id == first.reservation.id
     assert r.client.unreserve(first.reservation.id) == 1
-    assert r.client.schedule([gpu_claim("c")], reserve=True).reservation.id
+    assert r.client.schedule([b.SOLVER_TEST.named("c").request("gpu").obj()], reserve=True).reservation.id
     assert len(r.engine.reservations) == 2
 
 
 def test_reservations_in_total_are_limited(fresh: Callable[..., Running]) -> None:
     r = fresh(reservations=ReservationStore(max_total=1, max_per_caller=100))
-    assert r.client.schedule([gpu_claim("a")], reserve=True).reservation.id
-    assert "too many reservations in flight: 1 held, at most 1" in _exhausted(lambda: r.client.schedule([gpu_claim("b")], reserve=True))
+    assert r.client.schedule([b.SOLVER_TEST.named("a").request("gpu").obj()], reserve=True).reservation.id
+    assert "too many reservations in flight: 1 held, at most 1" in _exhausted(lambda: r.client.schedule([b.SOLVER_TEST.named("b").request("gpu").obj()], reserve=True))
     # Answers without reserving still work.
-    assert r.client.schedule([gpu_claim("b")]).node
+    assert r.client.schedule([b.SOLVER_TEST.named("b").request("gpu").obj()]).node
 
 
 def test_caches_stay_within_their_limits(fresh: Callable[..., Running]) -> None:
@@ -58,14 +59,14 @@ def test_caches_stay_within_their_limits(fresh: Callable[..., Running]) -> None:
     # Every combination of the gates a CEL environment depends on, and then some.
     for i in range(24):
         gates = ",".join(f"{n}={'true' if (i >> k) & 1 else 'false'}" for k, n in enumerate(names) if n != "AdminAccess")
-        r.client.schedule([gpu_claim(f"c{i}", count=1 + i % 2)], feature_gates=gates)
+        r.client.schedule([b.SOLVER_TEST.named(f"c{i}").request("gpu", count=1 + i % 2).obj()], feature_gates=gates)
         assert len(r.engine._cels) <= limits.cel_environments
         assert len(r.engine._cache) <= limits.cache_entries
         assert len(r.engine._devices) <= limits.parsed_devices
     # Inline inventories bring new Device objects on every call: parsed once each, bounded.
     for i in range(6):
         objects = [o.to_api() for o in r.objects]
-        assert r.client.allocate([gpu_claim(f"inline{i}")], "node-b", objects=objects).allocated
+        assert r.client.allocate([b.SOLVER_TEST.named(f"inline{i}").request("gpu").obj()], "node-b", objects=objects).allocated
         assert len(r.engine._devices) <= limits.parsed_devices
     assert len(r.engine._cels) == limits.cel_environments, "the limit was reached"
 
@@ -86,7 +87,7 @@ def test_shutdown_honours_grace_with_a_call_stuck(fresh: Callable[..., Running])
 
     def call() -> None:
         try:
-            r.client.allocate([gpu_claim("x")], "node-a", timeout=60)
+            r.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-a", timeout=60)
         except grpc.RpcError as err:
             errors.append(err)
 
@@ -121,6 +122,6 @@ def test_device_parse_cache_forgets_the_least_recently_used() -> None:
 
 def test_what_a_reservation_keeps_is_bounded(running: Running) -> None:
     with pytest.raises(grpc.RpcError) as info:
-        running.client.schedule([gpu_claim("p")], reserve=True, pod="p" * 100_000)
+        running.client.schedule([b.SOLVER_TEST.named("p").request("gpu").obj()], reserve=True, pod="p" * 100_000)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "pod: Too long" in (info.value.details() or "")

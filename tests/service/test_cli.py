@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from dra_solver.service.client import Client
-from tests.service.conftest import DEMO, ROOT, gpu_claim, workload
+from tests import builders as b
+from tests.service.conftest import DEMO, ROOT, workload
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -52,7 +53,7 @@ def test_serve_prints_the_bound_ports_first(served: tuple[str, str]) -> None:
 def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) -> None:
     grpc_addr, _ = served
     one = tmp_path / "one.yaml"
-    one.write_text(yaml.safe_dump(gpu_claim("cli-one")))
+    one.write_text(yaml.safe_dump(b.SOLVER_TEST.named("cli-one").request("gpu").obj()))
     r = _cli("schedule", "--server", grpc_addr, str(one))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("node: ")
@@ -74,7 +75,7 @@ def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) 
 
 def test_client_commands_report_an_unreachable_service(tmp_path: Path) -> None:
     one = tmp_path / "one.yaml"
-    one.write_text(yaml.safe_dump(gpu_claim("x")))
+    one.write_text(yaml.safe_dump(b.SOLVER_TEST.named("x").request("gpu").obj()))
     r = _cli("schedule", "--server", "127.0.0.1:1", "--timeout", "2", str(one))
     assert r.returncode == 4 and "UNAVAILABLE" in r.stderr
 

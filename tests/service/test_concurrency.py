@@ -12,7 +12,8 @@ import grpc
 
 from dra_solver.service.client import Client
 from dra_solver.service.reservations import ReservationStore
-from tests.service.conftest import Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import Running
 
 FREE_GPUS = 13
 """Demo cluster: node-a 4 (2 in use), node-b 4, node-c 8 (1 tainted)."""
@@ -26,7 +27,7 @@ def _race(r: Running, *, two_step: bool) -> list[str]:
     lock = threading.Lock()
 
     def caller(i: int) -> None:
-        claim = gpu_claim(f"racer-{i}")
+        claim = b.SOLVER_TEST.named(f"racer-{i}").request("gpu").obj()
         with Client(r.target, timeout=30) as client:
             barrier.wait()
             for _attempt in range(20):

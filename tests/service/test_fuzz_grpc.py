@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.server import SERVICE_NAME
-from tests.service.conftest import Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import Running
 from tests.service.test_status_codes import DOCUMENTED, STATUS_BYTES
 
 ALLOWED = {*DOCUMENTED, grpc.StatusCode.OK}
@@ -51,7 +52,7 @@ def claim_payloads(draw: st.DrawFn) -> bytes:
         return draw(st.binary(max_size=200))
     if kind == "text":
         return draw(st.text(max_size=200)).encode("utf-8", "surrogatepass")
-    claim = gpu_claim("c", count=draw(st.integers(min_value=1, max_value=3)))
+    claim = b.SOLVER_TEST.named("c").request("gpu", count=draw(st.integers(min_value=1, max_value=3))).obj()
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         paths = [p for p in _paths(claim) if p]
         path = draw(st.sampled_from(paths))

@@ -19,6 +19,7 @@ import yaml
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.inventory import FileSource, KubeSource, screen_objects
+from tests import builders as b
 from tests.realkube import KubeCluster
 from tests.service.conftest import Running
 
@@ -52,9 +53,7 @@ def _inventory(path: Path, *, poison: dict[str, Any]) -> Path:
     return path
 
 
-def _claim(name: str) -> dict[str, Any]:
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "t"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 2}}]}}}
+TWO_GPUS = b.claim("c", ns="t", cls="gpu").request("gpu", count=2)
 
 
 POISONS = {
@@ -71,20 +70,20 @@ def test_a_poisoned_slice_costs_only_its_pool(tmp_path: Path, fresh: Callable[..
     for node in NODES:
         if node == POISONED:
             continue
-        answer = r.client.schedule([_claim(f"c-{node}")], [node])
+        answer = r.client.schedule([TWO_GPUS.named(f"c-{node}").obj()], [node])
         assert answer.node == node, (node, answer.reason)
     # The whole cluster: answers, never on the poisoned node.
-    everywhere = r.client.schedule([_claim("c-all")], feasible_nodes_wanted=len(NODES))
+    everywhere = r.client.schedule([TWO_GPUS.named("c-all").obj()], feasible_nodes_wanted=len(NODES))
     assert everywhere.node and everywhere.node != POISONED
     verdicts = {v.node: v for v in everywhere.nodes}
     assert verdicts[POISONED].verdict == pb.VERDICT_UNSCHEDULABLE
     assert verdicts[POISONED].reason.startswith("invalid resource pools were encountered")
     assert sum(v.verdict == pb.VERDICT_FEASIBLE for v in everywhere.nodes) == len(NODES) - 1
 
-    alone = r.client.schedule([_claim("c-alone")], [POISONED])
+    alone = r.client.schedule([TWO_GPUS.named("c-alone").obj()], [POISONED])
     assert not alone.node and "invalid resource pools were encountered" in alone.nodes[0].reason
     with pytest.raises(grpc.RpcError) as info:
-        r.client.allocate([_claim("c-one")], POISONED)
+        r.client.allocate([TWO_GPUS.named("c-one").obj()], POISONED)
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "invalid resource pools were encountered" in (info.value.details() or "")
 
@@ -160,8 +159,7 @@ def _until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
 def test_screening_keeps_claims_that_fail_validation() -> None:
     from dra_solver.model.decode import decode_object
 
-    claim = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "Bad_Name", "namespace": "t"},
-                           "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+    claim = decode_object(b.claim("Bad_Name", ns="t", cls="gpu").request("gpu", count=None).obj())
     screened = screen_objects([claim], validate=True)
     assert screened.inventory.claims == (claim,), "its allocation (if any) still holds devices"
     assert screened.problem_count == 1 and not screened.invalid_pools

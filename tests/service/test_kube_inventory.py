@@ -19,6 +19,7 @@ from dra_solver.service.inventory import DEFAULT_KUBE_KINDS, KubeKind, KubeSourc
 from dra_solver.service.kubeapi.client import api_client
 from dra_solver.service.localcluster.cluster import create_node, node_object
 from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
+from tests import builders as b
 from tests.realkube import KubeCluster
 
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -47,13 +48,7 @@ def resource_slice(node: str, devices: int = 2) -> Obj:
     }
 
 
-def claim(name: str, namespace: str) -> Obj:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
-    }
+ONE_GPU = b.claim("c", cls="gpu").request("gpu", count=None)
 
 
 def allocate(request: Request, namespace: str, name: str, *, pool: str, device: str) -> Obj:
@@ -109,7 +104,7 @@ def test_lists_then_watches_every_kind(kube_cluster: KubeCluster, sources: list[
 
     before = source.snapshot()
     ns = kube_cluster.namespace()
-    created = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim("c1", ns))
+    created = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", ONE_GPU.named("c1", ns=ns).obj())
     kube_cluster.node("n3")
     kube_cluster.create(f"{RESOURCE}/resourceslices", resource_slice("n3", devices=4))
     kube_cluster.create(f"{RESOURCE}/devicetaintrules", {
@@ -165,8 +160,8 @@ def test_reservations_end_when_the_api_shows_the_allocation(kube_cluster: KubeCl
     kube_cluster.node("n1")
     kube_cluster.create(f"{RESOURCE}/resourceslices", resource_slice("n1", devices=2))
     ns = kube_cluster.namespace()
-    first = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim("first", ns))
-    second = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim("second", ns))
+    first = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", ONE_GPU.named("first", ns=ns).obj())
+    second = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", ONE_GPU.named("second", ns=ns).obj())
     service = _serve(kube_cluster.kubeconfig)
     try:
         engine = service.engine
@@ -223,7 +218,7 @@ def test_apiserver_restart_loses_nothing(kube_cluster: KubeCluster, sources: lis
     kube_cluster.node("n1")
     kube_cluster.create(f"{RESOURCE}/resourceslices", resource_slice("n1"))
     ns = kube_cluster.namespace()
-    created = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", claim("c1", ns))
+    created = kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", ONE_GPU.named("c1", ns=ns).obj())
     source = start_source(kube_cluster.kubeconfig)
     sources.append(source)
     assert source.wait_ready(30)

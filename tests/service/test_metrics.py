@@ -11,7 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dra_solver.service.metrics import Metrics
-from tests.service.conftest import ROOT, Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import ROOT, Running
 
 
 def _scrape(url: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
@@ -25,10 +26,10 @@ def _scrape(url: str) -> dict[str, list[tuple[str, dict[str, str], float]]]:
 
 def test_metrics_scraped_over_http(fresh: Callable[..., Running]) -> None:
     r = fresh()
-    r.client.allocate([gpu_claim("m1")], "node-b")
-    r.client.schedule([gpu_claim("m2")], reserve=True)
+    r.client.allocate([b.SOLVER_TEST.named("m1").request("gpu").obj()], "node-b")
+    r.client.schedule([b.SOLVER_TEST.named("m2").request("gpu").obj()], reserve=True)
     with pytest.raises(grpc.RpcError):
-        r.client.allocate([gpu_claim("m3", 0)], "node-b")
+        r.client.allocate([b.SOLVER_TEST.named("m3").request("gpu", count=0).obj()], "node-b")
     m = _scrape(r.metrics_url)
 
     codes = {(s[1]["grpc_method"], s[1]["grpc_status_code"]): s[2] for s in m["dra_solver_grpc_requests"] if s[0].endswith("_total")}
@@ -50,7 +51,7 @@ def test_metrics_scraped_over_http(fresh: Callable[..., Running]) -> None:
 
 def test_metrics_expose_no_request_contents(fresh: Callable[..., Running]) -> None:
     r = fresh()
-    r.client.allocate([gpu_claim("secret-claim-name", namespace="secret-namespace")], "node-b")
+    r.client.allocate([b.SOLVER_TEST.named("secret-claim-name", ns="secret-namespace").request("gpu").obj()], "node-b")
     with urllib.request.urlopen(r.metrics_url, timeout=10) as resp:
         text = resp.read().decode()
     assert "secret-claim-name" not in text and "secret-namespace" not in text

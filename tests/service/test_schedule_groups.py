@@ -15,7 +15,8 @@ from dra_solver.service.bench import gpu_node, mig_node, pod_claim
 from dra_solver.service.inventory import StaticSource, decode_documents
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.reservations import ReservationStore
-from tests.service.conftest import cel, gpu_claim
+from tests import builders as b
+from tests.service.conftest import cel
 
 
 def _cluster() -> list[dict[str, Any]]:
@@ -27,13 +28,8 @@ def _cluster() -> list[dict[str, Any]]:
     # Some nodes partly used, some identically so (same devices in use).
     for i, (node, devices) in enumerate([("n01", ["gpu-0"]), ("n02", ["gpu-0"]), ("n04", [f"gpu-{k}" for k in range(8)]),
                                          ("n05", ["gpu-3", "gpu-4"]), ("n03", ["gpu-0"]), ("n06", ["gpu-1-1g-10gb-0"])]):
-        docs.append({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": f"used-{i}", "namespace": "x", "uid": f"u{i}"},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": len(devices)}}]}},
-            "status": {"allocation": {"devices": {"results": [
-                {"request": "gpu", "driver": "gpu.example.com", "pool": node, "device": d} for d in devices]}}},
-        })
+        used = b.claim(f"used-{i}", ns="x", uid=f"u{i}", cls=b.CLASS, driver=b.DRIVER, pool=node)
+        docs.append(used.request("gpu", count=len(devices)).allocated(*devices).obj())
     return docs
 
 
@@ -46,7 +42,7 @@ def test_schedule_verdicts_equal_direct_allocation() -> None:
     import random
 
     rng = random.Random(3)
-    claims = [gpu_claim("one"), gpu_claim("seven", 7), gpu_claim("eight", 8), pod_claim(1, shape="mig", rng=rng),
+    claims = [b.SOLVER_TEST.named("one").request("gpu").obj(), b.SOLVER_TEST.named("seven").request("gpu", count=7).obj(), b.SOLVER_TEST.named("eight").request("gpu", count=8).obj(), pod_claim(1, shape="mig", rng=rng),
               pod_claim(2, shape="mig", rng=rng), pod_claim(3, shape="mig", rng=rng)]
     total_solves = 0
     for claim in claims:

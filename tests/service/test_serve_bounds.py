@@ -26,7 +26,8 @@ import pytest
 from dra_solver.model.features import GATE_NAMES
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
-from tests.service.conftest import DEMO, gpu_claim
+from tests import builders as b
+from tests.service.conftest import DEMO
 
 CALLS = int(os.environ.get("DRA_SOLVER_BOUND_CALLS", "10000"))
 BATCH = 48
@@ -86,7 +87,7 @@ def stub(served: Served) -> Iterator[Any]:
 
 
 def _claim_bytes(name: str = "x", cls: str = "gpu.example.com") -> bytes:
-    return json.dumps(gpu_claim(name, cls=cls)).encode()
+    return json.dumps(b.SOLVER_TEST.named(name).request("gpu", cls=cls).obj()).encode()
 
 
 def _codes(stub: Any, requests: list[pb.AllocateRequest]) -> list[grpc.StatusCode]:

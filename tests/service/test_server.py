@@ -17,7 +17,8 @@ from dra_solver.service.client import Client
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.inventory import InventorySource
 from dra_solver.service.server import SERVICE_NAME
-from tests.service.conftest import Running, gpu_claim, workload
+from tests import builders as b
+from tests.service.conftest import Running, workload
 
 
 def _code(call: Callable[[], Any]) -> tuple[grpc.StatusCode, str]:
@@ -63,7 +64,7 @@ def test_allocate_with_backtracking(running: Running) -> None:
 
 def test_allocate_against_an_inline_inventory(running: Running) -> None:
     objects = [x.to_api() for x in running.objects if x.kind != "ResourceClaim"]
-    claim = gpu_claim("inline", 4)
+    claim = b.SOLVER_TEST.named("inline").request("gpu", count=4).obj()
     a = running.client.allocate([claim], "node-a", objects=objects)
     assert a.allocated, "inline inventory has no claims in use: all four GPUs of node-a are free"
     code, details = _code(lambda: running.client.allocate([claim], "node-a", objects=objects, reserve=True))
@@ -71,10 +72,10 @@ def test_allocate_against_an_inline_inventory(running: Running) -> None:
 
 
 def test_allocated_devices_skip_devices_in_use_and_tainted(running: Running) -> None:
-    a = running.client.allocate([gpu_claim("two", 2)], "node-a")
+    a = running.client.allocate([b.SOLVER_TEST.named("two").request("gpu", count=2).obj()], "node-a")
     devices = {r["device"] for r in json.loads(a.claims[0].allocation)["devices"]["results"]}
     assert devices == {"gpu-2", "gpu-3"}, "gpu-0 and gpu-1 are held by team-a/existing-training"
-    c = running.client.allocate([gpu_claim("eight", 8)], "node-c")
+    c = running.client.allocate([b.SOLVER_TEST.named("eight").request("gpu", count=8).obj()], "node-c")
     assert not c.allocated, "gpu-7 of node-c carries an untolerated NoSchedule taint"
 
 
@@ -93,7 +94,7 @@ def test_schedule_picks_a_node_and_reports_verdicts(running: Running) -> None:
 
 
 def test_schedule_candidates_and_unknown_nodes(running: Running) -> None:
-    s = running.client.schedule([gpu_claim("one")], ["node-b", "no-such-node"])
+    s = running.client.schedule([b.SOLVER_TEST.named("one").request("gpu").obj()], ["node-b", "no-such-node"])
     assert s.node == "node-b"
     unknown = next(v for v in s.nodes if v.node == "no-such-node")
     assert unknown.verdict == pb.VERDICT_UNSCHEDULABLE and "not found" in unknown.reason
@@ -107,16 +108,16 @@ def test_schedule_stops_when_the_best_score_is_found(running: Running) -> None:
 
 def test_schedule_node_choice_follows_the_policy(running: Running) -> None:
     # node-a has two GPUs in use: pack (the default) fills it, spread avoids it.
-    packed = running.client.schedule([gpu_claim("one")])
-    spread = running.client.schedule([gpu_claim("one")], policy="spread")
-    first = running.client.schedule([gpu_claim("one")], policy="first-fit")
+    packed = running.client.schedule([b.SOLVER_TEST.named("one").request("gpu").obj()])
+    spread = running.client.schedule([b.SOLVER_TEST.named("one").request("gpu").obj()], policy="spread")
+    first = running.client.schedule([b.SOLVER_TEST.named("one").request("gpu").obj()], policy="first-fit")
     assert packed.node == "node-a" and packed.stats.policy == "pack"
     assert spread.node != "node-a" and spread.stats.policy == "spread"
     assert first.node == "node-a" and first.stats.policy == "first-fit"
     assert spread.nodes[0].node == spread.node, "verdicts come in visiting order"
     for answer in (packed, spread, first):
-        running.assert_valid([gpu_claim("one")], answer, answer.node)
-    code, details = _code(lambda: running.client.schedule([gpu_claim("one")], policy="tightest"))
+        running.assert_valid([b.SOLVER_TEST.named("one").request("gpu").obj()], answer, answer.node)
+    code, details = _code(lambda: running.client.schedule([b.SOLVER_TEST.named("one").request("gpu").obj()], policy="tightest"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "policy" in details
 
 
@@ -132,14 +133,14 @@ def test_schedule_nowhere_summarizes_like_the_scheduler(running: Running) -> Non
 
 def test_reserve_holds_devices_until_released(running: Running) -> None:
     client = running.client
-    claim = gpu_claim("held", 2)
+    claim = b.SOLVER_TEST.named("held").request("gpu", count=2).obj()
     a = client.allocate([claim], "node-a")
     held = Client.with_allocations([claim], a)
     r = client.reserve(held, "node-a", ttl=60)
     assert r.id and r.claims == ["test/held"] and 0 < r.expires_in_seconds <= 60
     assert client.reserve(held, "node-a", ttl=60).id == r.id, "reserving the same allocation again is idempotent"
     # Both free GPUs of node-a are now held: nobody else gets them.
-    other = client.allocate([gpu_claim("other")], "node-a")
+    other = client.allocate([b.SOLVER_TEST.named("other").request("gpu").obj()], "node-a")
     assert not other.allocated
     # Reserving the same devices for another claim conflicts.
     thief = dict(held[0], metadata={"name": "thief", "namespace": "test", "uid": "uid-thief"})
@@ -147,13 +148,13 @@ def test_reserve_holds_devices_until_released(running: Running) -> None:
     assert code == grpc.StatusCode.ABORTED and "reserved" in details
     assert client.inventory().reservations >= 1
     assert client.unreserve(r.id) == 1
-    assert client.allocate([gpu_claim("other")], "node-a").allocated
+    assert client.allocate([b.SOLVER_TEST.named("other").request("gpu").obj()], "node-a").allocated
     code, _ = _code(lambda: client.unreserve(r.id))
     assert code == grpc.StatusCode.NOT_FOUND
 
 
 def test_schedule_with_reserve_and_unreserve_by_claim(running: Running) -> None:
-    s = running.client.schedule([gpu_claim("sched-held")], reserve=True, ttl=30)
+    s = running.client.schedule([b.SOLVER_TEST.named("sched-held").request("gpu").obj()], reserve=True, ttl=30)
     assert s.reservation.id and s.reservation.node == s.node
     assert running.client.unreserve(claims=["test/sched-held"]) == 1
 
@@ -163,11 +164,11 @@ def test_reservations_expire(fresh: Callable[..., Running]) -> None:
 
     now = [1000.0]
     r = fresh(reservations=ReservationStore(clock=lambda: now[0]))
-    s = r.client.allocate([gpu_claim("a", 2)], "node-a", reserve=True, ttl=5)
+    s = r.client.allocate([b.SOLVER_TEST.named("a").request("gpu", count=2).obj()], "node-a", reserve=True, ttl=5)
     assert s.reservation.id
-    assert not r.client.allocate([gpu_claim("b")], "node-a").allocated
+    assert not r.client.allocate([b.SOLVER_TEST.named("b").request("gpu").obj()], "node-a").allocated
     now[0] += 6
-    assert r.client.allocate([gpu_claim("b")], "node-a").allocated, "the reservation expired"
+    assert r.client.allocate([b.SOLVER_TEST.named("b").request("gpu").obj()], "node-a").allocated, "the reservation expired"
     assert r.client.inventory().reservations == 0
 
 
@@ -175,7 +176,7 @@ def test_reservation_ends_when_the_inventory_shows_the_claim_allocated(fresh: Ca
     from dra_solver.model.decode import decode_object
 
     r = fresh()
-    claim = gpu_claim("soon-allocated")
+    claim = b.SOLVER_TEST.named("soon-allocated").request("gpu").obj()
     s = r.client.schedule([claim], reserve=True)
     assert r.client.inventory().reservations == 1
     written = decode_object(Client.with_allocations([claim], s)[0])
@@ -199,19 +200,19 @@ def test_explain_names_the_smallest_set_of_reasons(running: Running) -> None:
 
 
 def test_explain_in_use_devices(running: Running) -> None:
-    x = running.client.explain([gpu_claim("three-a", 3)], "node-a")
+    x = running.client.explain([b.SOLVER_TEST.named("three-a").request("gpu", count=3).obj()], "node-a")
     assert not x.allocatable
     in_use = [r for r in x.reasons if r.kind == "in-use"]
     assert in_use and all("team-a/existing-training" in r.message for r in in_use)
 
 
 def test_explain_taint(running: Running) -> None:
-    x = running.client.explain([gpu_claim("all-c", 8)], "node-c")
+    x = running.client.explain([b.SOLVER_TEST.named("all-c").request("gpu", count=8).obj()], "node-c")
     assert any(r.kind == "taint" and "example.com/maintenance" in r.message for r in x.reasons), x
 
 
 def test_explain_when_the_claims_fit(running: Running) -> None:
-    x = running.client.explain([gpu_claim("fits")], "node-b")
+    x = running.client.explain([b.SOLVER_TEST.named("fits").request("gpu").obj()], "node-b")
     assert x.allocatable and not x.reasons
 
 
@@ -246,7 +247,7 @@ def test_reflection_lists_the_service(running: Running) -> None:
 
 
 def test_invalid_argument_names_object_and_field(running: Running) -> None:
-    bad = gpu_claim("bad", 0)
+    bad = b.SOLVER_TEST.named("bad").request("gpu", count=0).obj()
     with pytest.raises(grpc.RpcError) as info:
         running.client.allocate([bad], "node-a")
     err = info.value
@@ -278,24 +279,24 @@ def test_invalid_argument_for_bad_claims(running: Running, claims: list[bytes], 
 
 
 def test_invalid_argument_for_unknown_allocator(running: Running) -> None:
-    code, details = _code(lambda: running.client.allocate([gpu_claim("x")], "node-a", allocator="greedy"))
+    code, details = _code(lambda: running.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-a", allocator="greedy"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "options.allocator" in details
 
 
 def test_too_many_claims(running: Running) -> None:
-    claims = [gpu_claim(f"c{i}") for i in range(33)]
+    claims = [b.SOLVER_TEST.named(f"c{i}").request("gpu").obj() for i in range(33)]
     code, details = _code(lambda: running.client.allocate(claims, "node-a"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "at most 32" in details
 
 
 def test_not_found_for_unknown_node(running: Running) -> None:
-    for call in (lambda: running.client.allocate([gpu_claim("x")], "node-z"), lambda: running.client.explain([gpu_claim("x")], "node-z")):
+    for call in (lambda: running.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-z"), lambda: running.client.explain([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-z")):
         code, details = _code(call)
         assert code == grpc.StatusCode.NOT_FOUND and "node-z" in details
 
 
 def test_failed_precondition_for_unknown_device_class(running: Running) -> None:
-    code, details = _code(lambda: running.client.allocate([gpu_claim("x", cls="no-such-class")], "node-a"))
+    code, details = _code(lambda: running.client.allocate([b.SOLVER_TEST.named("x").request("gpu", cls="no-such-class").obj()], "node-a"))
     assert code == grpc.StatusCode.FAILED_PRECONDITION and "no-such-class" in details
 
 
@@ -313,7 +314,7 @@ def _exploding_for_backtracking(partitions: int = 40) -> tuple[list[dict[str, An
         slice_("w-counters", {"sharedCounters": [{"name": "gpu", "counters": {"mem": {"value": "8"}}}]}),
         slice_("w-parts", {"devices": devices}),
     ]
-    return [gpu_claim("nine", 9)], objects
+    return [b.SOLVER_TEST.named("nine").request("gpu", count=9).obj()], objects
 
 
 def test_deadline_exceeded(running: Running) -> None:
@@ -342,10 +343,10 @@ def test_resource_exhausted_when_overloaded(fresh: Callable[..., Running]) -> No
     gate, entered = threading.Event(), threading.Event()
     r = fresh(allocate_fn=_blocking_allocator(gate, entered), max_concurrent=1)
     results: list[Any] = []
-    t = threading.Thread(target=lambda: results.append(r.client.allocate([gpu_claim("slow")], "node-b")))
+    t = threading.Thread(target=lambda: results.append(r.client.allocate([b.SOLVER_TEST.named("slow").request("gpu").obj()], "node-b")))
     t.start()
     assert entered.wait(10)
-    code, _ = _code(lambda: r.client.allocate([gpu_claim("second")], "node-b"))
+    code, _ = _code(lambda: r.client.allocate([b.SOLVER_TEST.named("second").request("gpu").obj()], "node-b"))
     gate.set()
     t.join(10)
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -354,10 +355,10 @@ def test_resource_exhausted_when_overloaded(fresh: Callable[..., Running]) -> No
 
 def test_resource_exhausted_for_oversized_messages(fresh: Callable[..., Running]) -> None:
     r = fresh(max_message_bytes=16 * 1024)
-    huge = gpu_claim("huge", selectors=["true" + " || true" * 3000])
+    huge = b.SOLVER_TEST.named("huge").request("gpu", selectors=[b.selector("true" + " || true" * 3000)]).obj()
     code, _ = _code(lambda: r.client.allocate([huge], "node-a"))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert r.client.allocate([gpu_claim("small")], "node-a").allocated
+    assert r.client.allocate([b.SOLVER_TEST.named("small").request("gpu").obj()], "node-a").allocated
 
 
 def test_unavailable_until_the_inventory_is_ready(fresh: Callable[..., Running]) -> None:
@@ -366,7 +367,7 @@ def test_unavailable_until_the_inventory_is_ready(fresh: Callable[..., Running])
 
     r = fresh(source=Never())
     assert r.client.health() == "NOT_SERVING"
-    code, details = _code(lambda: r.client.allocate([gpu_claim("x")], "node-a"))
+    code, details = _code(lambda: r.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-a"))
     assert code == grpc.StatusCode.UNAVAILABLE and "not loaded" in details
 
 
@@ -375,7 +376,7 @@ def test_internal_and_no_answer_when_validation_fails(fresh: Callable[..., Runni
         raise e.CheckFailed("device counted twice")
 
     r = fresh(check_fn=reject)
-    code, details = _code(lambda: r.client.allocate([gpu_claim("x")], "node-a"))
+    code, details = _code(lambda: r.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-a"))
     assert code == grpc.StatusCode.INTERNAL and "withheld" in details
 
 
@@ -383,7 +384,7 @@ def test_graceful_shutdown_drains_in_flight_calls(fresh: Callable[..., Running])
     gate, entered = threading.Event(), threading.Event()
     r = fresh(allocate_fn=_blocking_allocator(gate, entered))
     results: list[Any] = []
-    t = threading.Thread(target=lambda: results.append(r.client.allocate([gpu_claim("draining")], "node-b")))
+    t = threading.Thread(target=lambda: results.append(r.client.allocate([b.SOLVER_TEST.named("draining").request("gpu").obj()], "node-b")))
     t.start()
     assert entered.wait(10)
     stopper = threading.Thread(target=lambda: r.service.stop(10))
@@ -397,9 +398,9 @@ def test_graceful_shutdown_drains_in_flight_calls(fresh: Callable[..., Running])
 
 def test_explain_names_reservations_in_flight(fresh: Callable[..., Running]) -> None:
     r = fresh()
-    held = r.client.allocate([gpu_claim("holder", 4)], "node-b", reserve=True)
+    held = r.client.allocate([b.SOLVER_TEST.named("holder").request("gpu", count=4).obj()], "node-b", reserve=True)
     assert held.reservation.id
-    x = r.client.explain([gpu_claim("late")], "node-b")
+    x = r.client.explain([b.SOLVER_TEST.named("late").request("gpu").obj()], "node-b")
     assert not x.allocatable
     reserved = [f for f in x.fixes if f.kind == "reserved"]
     assert len(reserved) == 1 and "test/holder" in reserved[0].message, "freeing one reserved GPU is the smallest fix"
@@ -410,7 +411,7 @@ def test_reservation_ends_when_its_claim_is_deleted(fresh: Callable[..., Running
     from dra_solver.model.decode import decode_object
 
     r = fresh()
-    claim = gpu_claim("deleted-soon")
+    claim = b.SOLVER_TEST.named("deleted-soon").request("gpu").obj()
     pending = decode_object(claim)
     r.engine.source.publish(Inventory.from_objects([*r.objects, pending]))
     r.client.schedule([claim], reserve=True)

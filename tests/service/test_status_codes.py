@@ -16,7 +16,8 @@ import pytest
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.server import MAX_STATUS_MESSAGE, SERVICE_NAME
-from tests.service.conftest import Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import Running
 
 DOCUMENTED = {
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -84,7 +85,7 @@ def test_empty_claim_payloads_are_invalid(raw: Callable[[str, bytes], Any], payl
 
 @pytest.mark.parametrize("validate", ["", "ignore"])
 def test_a_lone_surrogate_in_a_name_is_invalid_argument(raw: Callable[[str, bytes], Any], validate: str) -> None:
-    claim = gpu_claim("x")
+    claim = b.SOLVER_TEST.named("x").request("gpu").obj()
     text = json.dumps(claim).replace('"name": "x"', '"name": "x\\ud800"')
     # Without validation the name gets as far as the answer, which cannot carry it.
     err = raw("Allocate", _allocate([text.encode()], validate=validate))
@@ -94,14 +95,14 @@ def test_a_lone_surrogate_in_a_name_is_invalid_argument(raw: Callable[[str, byte
 
 def test_huge_values_are_quoted_by_a_short_prefix(raw: Callable[[str, bytes], Any]) -> None:
     mib = "n" * (1 << 20)
-    claim = gpu_claim("x")
+    claim = b.SOLVER_TEST.named("x").request("gpu").obj()
     claim["metadata"]["name"] = mib
     cases = {
         "name": _allocate([json.dumps(claim).encode()]),
-        "node": _allocate([json.dumps(gpu_claim("x")).encode()], node=mib),
-        "allocator": _allocate([json.dumps(gpu_claim("x")).encode()], allocator=mib),
-        "feature_gates": _allocate([json.dumps(gpu_claim("x")).encode()], feature_gates=mib),
-        "policy": _allocate([json.dumps(gpu_claim("x")).encode()], policy=mib),
+        "node": _allocate([json.dumps(b.SOLVER_TEST.named("x").request("gpu").obj()).encode()], node=mib),
+        "allocator": _allocate([json.dumps(b.SOLVER_TEST.named("x").request("gpu").obj()).encode()], allocator=mib),
+        "feature_gates": _allocate([json.dumps(b.SOLVER_TEST.named("x").request("gpu").obj()).encode()], feature_gates=mib),
+        "policy": _allocate([json.dumps(b.SOLVER_TEST.named("x").request("gpu").obj()).encode()], policy=mib),
     }
     for what, body in cases.items():
         err = raw("Allocate", body)
@@ -111,7 +112,7 @@ def test_huge_values_are_quoted_by_a_short_prefix(raw: Callable[[str, bytes], An
 
 
 def test_many_field_errors_are_summarised(running: Running) -> None:
-    claim = gpu_claim("x")
+    claim = b.SOLVER_TEST.named("x").request("gpu").obj()
     claim["spec"]["devices"]["requests"] = [{"name": f"BAD_{i}" * 50, "exactly": {"deviceClassName": "gpu.example.com", "count": -1}} for i in range(32)]
     err = _fails(lambda: running.client.allocate([claim], "node-a"))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -133,7 +134,7 @@ def test_odd_types_are_invalid_argument(raw: Callable[[str, bytes], Any]) -> Non
 
 
 def test_unknown_node_is_not_found_and_unknown_reservation_too(running: Running) -> None:
-    assert _fails(lambda: running.client.allocate([gpu_claim("x")], "node-zz")).code() == grpc.StatusCode.NOT_FOUND
+    assert _fails(lambda: running.client.allocate([b.SOLVER_TEST.named("x").request("gpu").obj()], "node-zz")).code() == grpc.StatusCode.NOT_FOUND
     assert _fails(lambda: running.client.unreserve("r-none")).code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -141,7 +142,7 @@ def test_allocator_metric_label_comes_from_a_fixed_set(running: Running) -> None
     import urllib.request
 
     for allocator in (f"bogus-{i}" for i in range(5)):
-        err = _fails(functools.partial(running.client.allocate, [gpu_claim("x")], "node-a", allocator=allocator))
+        err = _fails(functools.partial(running.client.allocate, [b.SOLVER_TEST.named("x").request("gpu").obj()], "node-a", allocator=allocator))
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     text = urllib.request.urlopen(running.metrics_url, timeout=10).read().decode()
     assert "bogus" not in text

@@ -12,7 +12,8 @@ import pytest
 
 from dra_solver.service.client import Client
 from dra_solver.service.tls import is_loopback, server_credentials
-from tests.service.conftest import Running, gpu_claim
+from tests import builders as b
+from tests.service.conftest import Running
 
 if TYPE_CHECKING:
     from tests.service.pki import Pki
@@ -31,7 +32,7 @@ def test_unix_socket_listener(fresh: Callable[..., Running], tmp_path: Path) -> 
     assert sock.exists()
     with Client(f"unix:{sock}", timeout=10) as client:
         assert client.health() == "SERVING"
-        assert client.allocate([gpu_claim("over-unix")], "node-b").allocated
+        assert client.allocate([b.SOLVER_TEST.named("over-unix").request("gpu").obj()], "node-b").allocated
 
 
 def test_tls(fresh: Callable[..., Running], tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_tls(fresh: Callable[..., Running], tmp_path: Path) -> None:
     r = fresh(credentials=server_credentials(cert=str(pki.server_cert), key=str(pki.server_key)))
     target = f"localhost:{r.service.port}"
     with Client(target, tls_ca=str(pki.ca), timeout=10) as client:
-        assert client.allocate([gpu_claim("tls")], "node-b").allocated
+        assert client.allocate([b.SOLVER_TEST.named("tls").request("gpu").obj()], "node-b").allocated
     with Client(target, timeout=3) as plain, pytest.raises(grpc.RpcError) as info:
         plain.inventory()
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -16,6 +16,7 @@ from dra_solver.model.decode import decode_all
 from dra_solver.model.features import FeatureGates
 from dra_solver.service import deviations, upstream
 from dra_solver.service.compare import chosen_devices
+from tests import builders as b
 
 GPU = "gpu.example.com"
 NODE = "node-1"
@@ -31,23 +32,6 @@ def _slice(name: str, pool: str, *, devices: list[dict[str, Any]] | None = None,
     if counters is not None:
         spec["sharedCounters"] = counters
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
-
-
-def _claim(name: str, requests: list[dict[str, Any]], constraints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    devices: dict[str, Any] = {"requests": requests}
-    if constraints:
-        devices["constraints"] = constraints
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": {"devices": devices}}
-
-
-def _request(name: str, count: int = 1, *, admin: bool = False, selector: str = "") -> dict[str, Any]:
-    body: dict[str, Any] = {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": count}
-    if admin:
-        body["adminAccess"] = True
-    if selector:
-        body["selectors"] = [{"cel": {"expression": selector}}]
-    return {"name": name, "exactly": body}
 
 
 def _uses(counter_set: str, amount: str) -> list[dict[str, Any]]:
@@ -76,24 +60,24 @@ FIXED_INPUTS: dict[int, AllocationRequest] = {
     # (the old behaviour compared a device of a request only with the request's last one).
     1: _make([_slice("gpus", "gpus", devices=[{"name": f"gpu-{i}", "attributes": {"model": {"string": m}}}
                                                for i, m in enumerate("abac")]),
-              _claim("c", [_request("three", 3)], [{"distinctAttribute": f"{GPU}/model"}])]),
+              b.claim("c", b.request("three", cls="gpu", count=3, allocationMode="ExactCount"), uid="uid-c", constraints=[{"distinctAttribute": f"{GPU}/model"}]).obj()]),
     # 2: the whole GPU is tainted; a half is free once its counters are given back.
-    2: _make([*_partitioned(taint_full=True), _claim("c", [_request("one")])]),
+    2: _make([*_partitioned(taint_full=True), b.claim("c", b.request("one", cls="gpu", count=1, allocationMode="ExactCount"), uid="uid-c").obj()]),
 }
 
 INPUTS: dict[int, AllocationRequest] = {
     # 5: an admin claim before an ordinary one, one GPU.
     5: _make([_slice("gpus", "gpus", devices=[{"name": "gpu-0"}]),
-              _claim("a-admin", [_request("watch", admin=True)]), _claim("b", [_request("use")])]),
+              b.claim("a-admin", b.request("watch", cls="gpu", count=1, allocationMode="ExactCount", adminAccess=True), uid="uid-a-admin").obj(), b.claim("b", b.request("use", cls="gpu", count=1, allocationMode="ExactCount"), uid="uid-b").obj()]),
     # 6: admin access while the whole GPU is allocated.
-    6: _make([*_partitioned(), _claim("c", [_request("watch", admin=True)])], ("gpu-0",)),
+    6: _make([*_partitioned(), b.claim("c", b.request("watch", cls="gpu", count=1, allocationMode="ExactCount", adminAccess=True), uid="uid-c").obj()], ("gpu-0",)),
     # 7: set A holds 8Gi but devices in use draw 12Gi from it; set B is untouched.
     7: _make([_slice("devices", "gpus", count=2, devices=[
                   {"name": "a-full", "consumesCounters": _uses("a", "8Gi")},
                   {"name": "a-half", "consumesCounters": _uses("a", "4Gi")},
                   {"name": "b-full", "consumesCounters": _uses("b", "8Gi")}]),
               _slice("counters", "gpus", count=2, counters=[{"name": s, "counters": {"memory": {"value": "8Gi"}}} for s in "ab"]),
-              _claim("c", [_request("one", selector='device.attributes["gpu.example.com"].size == "x" || true')])],
+              b.claim("c", b.request("one", cls="gpu", count=1, allocationMode="ExactCount", selectors=[b.selector('device.attributes["gpu.example.com"].size == "x" || true')]), uid="uid-c").obj()],
              ("a-full", "a-half")),
 }
 
@@ -119,7 +103,7 @@ def test_the_classifier_sees_each_trigger(number: int) -> None:
 
 
 def test_a_plain_input_has_no_deviation() -> None:
-    plain = _make([_slice("gpus", "gpus", devices=[{"name": "gpu-0"}, {"name": "gpu-1"}]), _claim("c", [_request("two", 2)])])
+    plain = _make([_slice("gpus", "gpus", devices=[{"name": "gpu-0"}, {"name": "gpu-1"}]), b.claim("c", b.request("two", cls="gpu", count=2, allocationMode="ExactCount"), uid="uid-c").obj()])
     assert deviations.present_in(plain) == ()
     assert deviations.explain(plain, ours="allocated", theirs="unsatisfiable") == ()
 
