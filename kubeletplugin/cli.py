@@ -47,6 +47,7 @@ from dra_solver.kubeletplugin.state import DeviceState, FaultInjection
 from dra_solver.model.errors import InvalidInput
 from dra_solver.model.validation import dns1123_subdomain_errors
 from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
 
 log = logging.getLogger("kubeletplugin")
 
@@ -120,6 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " or ~/.kube/config)",
     )
     api.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    add_logging_arguments(parser)
 
 
 class _UsageError(Exception):
@@ -148,18 +150,8 @@ def _kube_client(args: argparse.Namespace) -> Any:
     )
 
 
-def _setup_logging() -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(
-            level=logging.INFO,
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-
-
 def run(args: argparse.Namespace) -> int:
-    _setup_logging()
+    setup_from_args(args)
     try:
         return _run(args)
     except (

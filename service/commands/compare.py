@@ -25,6 +25,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.errors import DraSolverError, InvalidInput
 from dra_solver.model.features import FeatureGates
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
@@ -46,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default pack); first-fit returns upstream's devices where the score allows")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="time limit per allocation attempt and allocator (default 10)")
-    parser.add_argument("--feature-gates", default="", metavar="Name=bool,...")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_feature_gates_argument(parser)
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sched = parser.add_argument_group("whole schedulers (kube-scheduler vs dra-solver on a real API server)")

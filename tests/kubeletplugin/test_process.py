@@ -119,7 +119,7 @@ def test_without_rollback_the_invariant_breaks(dirs: PluginDirs, step: str) -> N
 
 def test_ready_line_and_clean_shutdown(dirs: PluginDirs) -> None:
     proc = PluginProcess(dirs).start()
-    assert sum(1 for line in proc.lines if line.endswith(": ready")) == 1
+    assert sum(1 for line in proc.lines if line.endswith("] ready")) == 1
     for sock in (dirs.dra_socket, dirs.registration_socket):
         assert stat.S_IMODE(sock.stat().st_mode) == 0o600
     assert proc.terminate() == 0
