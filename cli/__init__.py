@@ -61,9 +61,15 @@ def build_parser(argv: Sequence[str], *, prog: str = "dra-solver") -> argparse.A
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl dra-solver ...``: kubectl runs the ``kubectl-dra_solver`` executable on PATH
+    with the words after ``dra-solver``; the subcommands are dra-solver's own."""
+    return main(argv, prog="kubectl dra-solver")
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "dra-solver") -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list)
+    parser = build_parser(args_list, prog=prog)
     args = parser.parse_args(args_list)
     if not args.command:
         parser.print_help()
