@@ -93,6 +93,15 @@ def solver_client(args: argparse.Namespace) -> Any:
     )
 
 
+def readiness(manager: Any) -> str | None:
+    """/readyz: ready once the informers' caches are synced (a standby replica too: it takes
+    over at once); not ready after a failure."""
+    if manager.failure:
+        return str(manager.failure)
+    pending = sorted(name for name, informer in manager.cluster.informers.items() if not informer.has_synced())
+    return f"caches not synced: {', '.join(pending)}" if pending else None
+
+
 def run(args: argparse.Namespace) -> int:
     setup_from_args(args)
     from dra_solver.controllers.manager import Manager
@@ -122,14 +131,16 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)  # before the metrics= line that says we are up
     metrics_server = None
     if args.metrics_port >= 0:
-        from prometheus_client import start_http_server
+        from dra_solver.service.httpendpoint import HttpEndpoint
 
         try:
-            metrics_server, _ = start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
+            metrics_server = HttpEndpoint(
+                metrics.registry, address=args.metrics_address, port=args.metrics_port, readiness=lambda: readiness(manager)
+            )
         except OSError as err:
             print(f"error: metrics endpoint {args.metrics_address}:{args.metrics_port}: {err}", file=sys.stderr)
             return 2
-        print(f"metrics={args.metrics_address}:{metrics_server.server_port}", flush=True)
+        print(f"metrics={args.metrics_address}:{metrics_server.port}", flush=True)
     else:
         print("metrics=off", flush=True)
     manager.start()
@@ -141,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     if client is not None:
         client.close()
     if metrics_server is not None:
-        metrics_server.shutdown()
+        metrics_server.stop()
     if lost:
         print("error: leadership lost; exiting so that a fresh start rebuilds all state", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ echo "==> installing dra-solver[test]"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 if [ -x scripts/install-prometheus.sh ]; then
-  echo "==> ensuring Prometheus (for tests/integration)"
+  echo "==> ensuring Prometheus and promtool (for tests/integration)"
   scripts/install-prometheus.sh || echo "    (Prometheus could not be installed; its test will say so)"
 fi
 echo "==> building or reusing upstream Kubernetes v1.37 binaries (scripts/build-upstream.sh)"

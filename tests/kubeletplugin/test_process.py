@@ -128,7 +128,7 @@ def test_ready_line_and_clean_shutdown(dirs: PluginDirs) -> None:
     log = proc.log()
     assert "received SIGTERM" in log and "stopped; sockets removed" in log
     # What it is doing, in order.
-    order = ["recovered", "serving the DRA API", "serving registration", ": ready"]
+    order = ["recovered", "serving the DRA API", "serving registration", "] ready"]
     positions = [next(i for i, line in enumerate(proc.lines) if word in line) for word in order]
     assert positions == sorted(positions)
 
