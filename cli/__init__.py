@@ -16,6 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
+from dra_solver import __version__
+from dra_solver.cli.helpformat import DefaultsHelpFormatter
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
     "compare": ("dra_solver.service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
@@ -27,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "local-cluster": ("dra_solver.service.localcluster.cluster", "start or stop a local Kubernetes with dra-solver in it"),
     "controllers": ("dra_solver.controllers.cli", "run the companion controllers"),
     "kubelet-plugin": ("dra_solver.kubeletplugin.cli", "run the DRA kubelet plugin"),
+    "version": ("dra_solver.cli.version", "print the version of dra-solver and its engines"),
 }
 
 
@@ -40,23 +44,32 @@ def _load(module: str) -> _Command:
     return cast(_Command, importlib.import_module(module))
 
 
-def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str], *, prog: str = "dra-solver") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="dra-solver",
+        prog=prog,
         description="Exact, fast, optimal Kubernetes DRA device allocation.",
+        formatter_class=DefaultsHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"dra-solver {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
     for name, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsHelpFormatter)
         if name == wanted:
             _load(module).add_arguments(p)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def kubectl_main(argv: Sequence[str] | None = None) -> int:
+    """``kubectl dra-solver ...``: kubectl runs the ``kubectl-dra_solver`` executable on PATH
+    with the words after ``dra-solver``; the subcommands are dra-solver's own."""
+    return main(argv, prog="kubectl dra-solver")
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "dra-solver") -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list)
+    parser = build_parser(args_list, prog=prog)
     args = parser.parse_args(args_list)
     if not args.command:
         parser.print_help()

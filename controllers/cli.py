@@ -12,7 +12,6 @@ never synced (API server unreachable, RBAC missing), 2 for bad arguments or conf
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
@@ -22,13 +21,14 @@ from typing import Any
 from dra_solver.controllers import features
 from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
 from dra_solver.model.cpsat.problem import POLICIES
+from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
     src.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
-    parser.add_argument("--solver", metavar="ADDRESS", default="", help="the solver service's gRPC address HOST:PORT (needed by the scheduler)")
+    parser.add_argument("--solver", metavar="ADDRESS", default="", help="the solver service's gRPC address HOST:PORT (needed by the scheduler; no default)")
     parser.add_argument("--solver-ca", metavar="FILE", help="CA certificate to verify the solver (enables TLS)")
     parser.add_argument("--solver-cert", metavar="FILE", help="client certificate for mTLS")
     parser.add_argument("--solver-key", metavar="FILE", help="client key for mTLS")
@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--enable", default=",".join(CONTROLLERS), help=f"controllers to run, comma-separated (default {','.join(CONTROLLERS)})")
     parser.add_argument("--scheduler-name", default="dra-solver", help="spec.schedulerName of the pods to schedule")
     parser.add_argument("--scheduler-workers", type=int, default=4, help="pods scheduled concurrently")
-    parser.add_argument("--claim-workers", type=int, default=2)
-    parser.add_argument("--eviction-workers", type=int, default=2)
+    parser.add_argument("--claim-workers", type=int, default=2, help="ResourceClaims reconciled concurrently")
+    parser.add_argument("--eviction-workers", type=int, default=2, help="pods checked for device taints concurrently")
     parser.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds the solver holds devices for an attempt")
-    parser.add_argument("--policy", default="", choices=("", *POLICIES), metavar="NAME",
+    parser.add_argument("--policy", default="", choices=POLICIES, metavar="NAME",
                         help="placement policy for the solver: pack (default), spread, first-fit, score")
     parser.add_argument("--no-explain", action="store_true", help="do not ask the solver why a pod does not fit")
     parser.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
@@ -52,16 +52,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-taint-rule-version", default="v1", choices=["v1", "v1beta2", "v1alpha3"], help="resource.k8s.io version serving DeviceTaintRules")
     parser.add_argument("--no-admin-access", action="store_true", help="refuse templates that request admin access (DRAAdminAccess off)")
     parser.add_argument("--leader-elect", action="store_true", help="hold a coordination.k8s.io Lease; only the holder acts")
-    parser.add_argument("--lease-namespace", default="kube-system")
-    parser.add_argument("--lease-name", default="dra-solver-controllers")
+    parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the leader-election Lease")
+    parser.add_argument("--lease-name", default="dra-solver-controllers", help="name of the leader-election Lease")
     parser.add_argument("--identity", default="", help="this replica's name in the Lease (default: hostname + random suffix)")
-    parser.add_argument("--lease-duration", type=float, default=15.0)
-    parser.add_argument("--renew-deadline", type=float, default=10.0)
-    parser.add_argument("--retry-period", type=float, default=2.0)
-    parser.add_argument("--metrics-address", default="0.0.0.0")
+    parser.add_argument("--lease-duration", type=float, default=15.0, help="seconds a Lease holds without renewal before others may take it")
+    parser.add_argument("--renew-deadline", type=float, default=10.0, help="seconds the leader keeps trying to renew before it gives up leading")
+    parser.add_argument("--retry-period", type=float, default=2.0, help="seconds between attempts to acquire or renew the Lease")
+    parser.add_argument("--metrics-address", default="0.0.0.0", help="address the metrics endpoint listens on")
     parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
     parser.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_logging_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -104,8 +104,17 @@ def solver_client(args: argparse.Namespace) -> Any:
     )
 
 
+def readiness(manager: Any) -> str | None:
+    """/readyz: ready once the informers' caches are synced (a standby replica too: it takes
+    over at once); not ready after a failure."""
+    if manager.failure:
+        return str(manager.failure)
+    pending = sorted(name for name, informer in manager.cluster.informers.items() if not informer.has_synced())
+    return f"caches not synced: {', '.join(pending)}" if pending else None
+
+
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_from_args(args)
     from dra_solver.controllers.manager import Manager
     from dra_solver.controllers.metrics import ControllerMetrics
     from dra_solver.service.kubeapi import client as kube
@@ -124,25 +133,27 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:  # bad flags, unreadable kubeconfig: one line, no traceback
         print(f"error: {err}", file=sys.stderr)
         return 2
-    metrics_server = None
-    if args.metrics_port >= 0:
-        from prometheus_client import start_http_server
-
-        try:
-            metrics_server, _ = start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)
-        except OSError as err:
-            print(f"error: metrics endpoint {args.metrics_address}:{args.metrics_port}: {err}", file=sys.stderr)
-            return 2
-        print(f"metrics={args.metrics_address}:{metrics_server.server_port}", flush=True)
-    else:
-        print("metrics=off", flush=True)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGINT, on_signal)  # before the metrics= line that says we are up
+    metrics_server = None
+    if args.metrics_port >= 0:
+        from dra_solver.service.httpendpoint import HttpEndpoint
+
+        try:
+            metrics_server = HttpEndpoint(
+                metrics.registry, address=args.metrics_address, port=args.metrics_port, readiness=lambda: readiness(manager)
+            )
+        except OSError as err:
+            print(f"error: metrics endpoint {args.metrics_address}:{args.metrics_port}: {err}", file=sys.stderr)
+            return 2
+        print(f"metrics={args.metrics_address}:{metrics_server.port}", flush=True)
+    else:
+        print("metrics=off", flush=True)
     manager.start()
     while not stop.is_set() and not manager.wait(0.5):
         pass
@@ -152,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     if client is not None:
         client.close()
     if metrics_server is not None:
-        metrics_server.shutdown()
+        metrics_server.stop()
     if lost:
         print("error: leadership lost; exiting so that a fresh start rebuilds all state", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,8 @@ class CheckpointStore:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.path = directory / FILE_NAME
+        self.on_write: Callable[[bool], None] | None = None
+        """Told after every write whether it succeeded (the plugin's metrics)."""
 
     def read(self) -> Checkpoint:
         try:
@@ -206,4 +208,15 @@ class CheckpointStore:
         return decode(text, source=str(self.path))
 
     def write(self, checkpoint: Checkpoint) -> None:
-        fsutil.write_atomic(self.path, encode(checkpoint))
+        try:
+            fsutil.write_atomic(self.path, encode(checkpoint))
+        except BaseException:
+            if self.on_write is not None:
+                self.on_write(False)
+            raise
+        if self.on_write is not None:
+            self.on_write(True)
+
+    def prepared_claims(self) -> int:
+        """Claims whose preparation completed, as the checkpoint on disk says."""
+        return len(self.read().in_state(ClaimState.PREPARE_COMPLETED))

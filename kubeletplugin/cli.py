@@ -37,6 +37,7 @@ from dra_solver.kubeletplugin.claims import ClaimSource, DirectoryClaimSource, K
 from dra_solver.kubeletplugin.devicestatus import DeviceStatusWriter
 from dra_solver.kubeletplugin.driver import PluginCore, PluginServer, SocketError
 from dra_solver.kubeletplugin.health import HealthMonitor
+from dra_solver.kubeletplugin.metrics import Metrics
 from dra_solver.kubeletplugin.publish import (
     DirectorySink,
     KubeSliceSink,
@@ -47,7 +48,9 @@ from dra_solver.kubeletplugin.publish import (
 from dra_solver.kubeletplugin.state import DeviceState, FaultInjection
 from dra_solver.model.errors import InvalidInput
 from dra_solver.model.validation import dns1123_subdomain_errors
+from dra_solver.service.httpendpoint import HttpEndpoint
 from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
 
 log = logging.getLogger("kubeletplugin")
 
@@ -121,6 +124,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " or ~/.kube/config)",
     )
     api.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
+    parser.add_argument(
+        "--metrics-address",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address of the /metrics, /healthz and /readyz endpoint (a DaemonSet uses 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=-1,
+        metavar="PORT",
+        help="port of that endpoint (0 = any free port; default -1: off)",
+    )
+    add_logging_arguments(parser)
 
 
 class _UsageError(Exception):
@@ -149,18 +166,8 @@ def _kube_client(args: argparse.Namespace) -> Any:
     )
 
 
-def _setup_logging() -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(
-            level=logging.INFO,
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-
-
 def run(args: argparse.Namespace) -> int:
-    _setup_logging()
+    setup_from_args(args)
     try:
         return _run(args)
     except (
@@ -186,11 +193,28 @@ class Plugin:
     monitor: HealthMonitor
     loop: PublishLoop
     profile: discovery.SimulatedProfile
+    metrics: Metrics = field(default_factory=Metrics)
+    metrics_address: str = "127.0.0.1"
+    metrics_port: int = -1
+    endpoint: HttpEndpoint | None = None
     stop_event: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    _serving: threading.Event = field(default_factory=threading.Event)
+
+    def readiness(self) -> str | None:
+        """/readyz: ready while both sockets serve (after checkpoint recovery, before shutdown)."""
+        if not self._serving.is_set():
+            return "the plugin's sockets are not serving"
+        return None
 
     def start(self) -> None:
+        if self.metrics_port >= 0:
+            self.endpoint = HttpEndpoint(
+                self.metrics.registry, address=self.metrics_address, port=self.metrics_port, readiness=self.readiness
+            )
+            log.info("metrics on %s:%d", self.metrics_address, self.endpoint.port)
         self.server.start()
+        self._serving.set()
         self.threads = [
             threading.Thread(
                 target=self.monitor.run, args=(self.stop_event,), name="health", daemon=True
@@ -203,12 +227,15 @@ class Plugin:
             t.start()
 
     def shutdown(self) -> None:
+        self._serving.clear()
         self.monitor.stop()
         self.stop_event.set()
         self.loop.kick()
         self.server.stop(SHUTDOWN_GRACE_SECONDS)
         for t in self.threads:
             t.join(timeout=2)
+        if self.endpoint is not None:
+            self.endpoint.stop()
 
 
 def build(args: argparse.Namespace) -> Plugin:
@@ -245,17 +272,21 @@ def build(args: argparse.Namespace) -> Plugin:
         len(devices.counter_sets),
     )
     cdi = CdiHandler(cdi_dir, driver=driver, cdi_class=config.cdi_class)
+    metrics = Metrics()
+    store = CheckpointStore(checkpoint_dir)
+    store.on_write = metrics.checkpoint_written
     state = DeviceState(
         driver=driver,
         node=node,
         profile=profile,
         cdi=cdi,
-        store=CheckpointStore(checkpoint_dir),
+        store=store,
         lock_path=checkpoint_dir / "plugin.lock",
         faults=faults,
     )
     recovered = state.recover()
     log.info("checkpoint %s: %d claim(s) recovered", state.store.path, len(recovered))
+    metrics.prepared_claims.set(store.prepared_claims())
 
     claims: ClaimSource
     status: DeviceStatusWriter | None = None
@@ -275,6 +306,7 @@ def build(args: argparse.Namespace) -> Plugin:
         log.info("publishing ResourceSlices to %s", args.publish)
 
     monitor = HealthMonitor(profile, driver=driver, node=node, config=config.health)
+    monitor.on_event = metrics.health_changed
     monitor.poll()
     log.info(
         "health from %s (polled every %.1fs, SIGUSR1 re-reads)",
@@ -293,10 +325,19 @@ def build(args: argparse.Namespace) -> Plugin:
         plugin_dir=plugin_dir,
         registry_dir=registry_dir,
         core=PluginCore(driver=driver, state=state, claims=claims, status=status,
-                        devices=lambda: profile.enumerate_devices().by_name()),
+                        devices=lambda: profile.enumerate_devices().by_name(), metrics=metrics),
         health=monitor,
     )
-    return Plugin(server=server, state=state, monitor=monitor, loop=loop, profile=profile)
+    return Plugin(
+        server=server,
+        state=state,
+        monitor=monitor,
+        loop=loop,
+        profile=profile,
+        metrics=metrics,
+        metrics_address=args.metrics_address,
+        metrics_port=args.metrics_port,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -40,10 +41,12 @@ from typing import Any
 import grpc
 
 from dra_solver.kubeletplugin import fsutil, protos
+from dra_solver.kubeletplugin.checkpoint import CheckpointError
 from dra_solver.kubeletplugin.claims import ClaimLookupError, ClaimSource
 from dra_solver.kubeletplugin.devicestatus import DeviceStatusWriter
 from dra_solver.kubeletplugin.discovery import DeviceInfo
 from dra_solver.kubeletplugin.health import HealthMonitor, add_health_servicers
+from dra_solver.kubeletplugin.metrics import Metrics
 from dra_solver.kubeletplugin.state import ClaimRef, DeviceState, PrepareResult, claim_ref_problem
 from dra_solver.model import objects as o
 
@@ -69,8 +72,33 @@ class PluginCore:
     """Writes the prepared NICs' entries in the claims' ``status.devices`` (with the API)."""
     devices: Callable[[], Mapping[str, DeviceInfo]] | None = None
     """The node's devices by name (which ones are NICs, their interface names)."""
+    metrics: Metrics | None = None
 
     def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        start = time.perf_counter()
+        results = self._prepare(refs)
+        if self.metrics is not None:
+            errors = sum(1 for ref in refs if results.get(ref.uid, PrepareResult(error="not processed")).error)
+            self._observe("prepare", errors=errors, total=len(refs), start=start)
+        return results
+
+    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+        start = time.perf_counter()
+        errors = self._unprepare(refs)
+        if self.metrics is not None:
+            failed = sum(1 for ref in refs if errors.get(ref.uid, "not processed"))
+            self._observe("unprepare", errors=failed, total=len(refs), start=start)
+        return errors
+
+    def _observe(self, operation: str, *, errors: int, total: int, start: float) -> None:
+        assert self.metrics is not None
+        self.metrics.observe_operation(operation, errors=errors, total=total, seconds=time.perf_counter() - start)
+        try:
+            self.metrics.prepared_claims.set(self.state.store.prepared_claims())
+        except CheckpointError as err:  # the operation itself reported it; the gauge keeps its value
+            log.debug("prepared claims gauge: %s", err)
+
+    def _prepare(self, refs: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         results: dict[str, PrepareResult] = {}
         found: list[o.ResourceClaim] = []
         for ref in refs:
@@ -94,7 +122,7 @@ class PluginCore:
                         self.status.write(claim, result.devices, known)
         return results
 
-    def unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
+    def _unprepare(self, refs: Sequence[ClaimRef]) -> dict[str, str]:
         errors: dict[str, str] = {}
         valid: list[ClaimRef] = []
         for ref in refs:

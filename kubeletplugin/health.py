@@ -99,6 +99,8 @@ class HealthMonitor:
         self._refresh = threading.Event()
         self._stopping = False
         self._last_error = ""
+        self.on_event: Callable[[str], None] | None = None
+        """Told the new health of each device whose health changed (the plugin's metrics)."""
 
     # -- state --------------------------------------------------------------------------
 
@@ -134,6 +136,8 @@ class HealthMonitor:
                 states[name] = DeviceHealthState(r.health, r.severity, r.message, now)
                 changed.append(name)
                 if old is not None or r.health != HEALTHY:
+                    if self.on_event is not None:
+                        self.on_event(r.health)
                     log.info(
                         "health: device %s is %s%s%s",
                         name,

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Install the Prometheus server binary for tests/integration/test_prometheus.py.
-# Idempotent: does nothing when `prometheus` is already on PATH. Uses Debian/Ubuntu's
+# Install the Prometheus server and promtool for tests/integration (test_prometheus.py scrapes
+# with the server; test_metrics_conventions.py runs `promtool check metrics`).
+# Idempotent: does nothing when `prometheus` and `promtool` are already on PATH. Uses Debian/Ubuntu's
 # `prometheus` package; needs root (CI runs as root) or passwordless sudo. The package's
 # service is not started here: the test runs the binary itself on loopback.
 set -euo pipefail
 
-if command -v prometheus >/dev/null 2>&1; then
+if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
   echo "prometheus already installed: $(prometheus --version 2>&1 | head -n1)"
   exit 0
 fi

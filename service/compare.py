@@ -63,6 +63,9 @@ class SideResult:
     """``claim/request=driver/pool/device`` per allocated device, sorted."""
     message: str = ""
     outcome: AllocationOutcome | None = field(default=None, compare=False, repr=False)
+    warmup: bool = field(default=False, compare=False)
+    """The measurement paid for one-time start-up work (imports, first model of the process):
+    the report leaves it out of the time plot and says so."""
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -5,7 +5,10 @@ Names start with ``dra_solver_``; label names follow upstream Kubernetes where o
 allocator, outcome, status, kind, driver), never request contents such as claim names: a label
 value a caller could choose (an unknown allocator, the driver of an inline inventory) is mapped
 to a fixed value first (``invalid``, ``other``), so /metrics stays bounded whatever callers send.
-``docs/metrics.md`` lists every series; a test keeps the two in step.
+``docs/metrics.md`` lists every series; a test keeps the two in step, and another runs
+``promtool check metrics`` on the endpoint. Each RPC is timed by exactly one histogram:
+``dra_solver_allocation_duration_seconds`` for the ones that solve (:data:`SOLVING_RPCS`),
+``dra_solver_request_duration_seconds`` for the others.
 """
 
 from __future__ import annotations
@@ -13,10 +16,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from dra_solver.service.httpendpoint import HttpEndpoint, Readiness, always_ready, no_created_series
 
 PROBLEM_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "Node", "Namespace")
 """Kinds an inventory problem is counted under; anything else counts as ``other``."""
+
+SOLVING_RPCS = frozenset({"Allocate", "Schedule", "Explain"})
+"""The RPCs that run an allocator; Reserve, Unreserve and GetInventory only keep books."""
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (0, 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144)
@@ -28,17 +36,25 @@ class Metrics:
     """Every series the service exports. One instance per server (its own registry)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        no_created_series()
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.allocation_duration = Histogram(
             "dra_solver_allocation_duration_seconds",
-            "Wall time of an allocation question (one RPC), by RPC, allocator and outcome.",
+            "Wall time of an allocation question (one Allocate, Schedule or Explain call), by RPC, allocator and outcome.",
             ["rpc", "allocator", "outcome"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.request_duration = Histogram(
+            "dra_solver_request_duration_seconds",
+            "Wall time of the calls that do not solve (Reserve, Unreserve, GetInventory), by RPC and outcome.",
+            ["rpc", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.solver_status = Counter(
-            "dra_solver_solver_status_total",
+            "dra_solver_solves_total",
             "Solver runs by allocator and final status (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, FOUND, EXHAUSTED, ...).",
             ["allocator", "status"],
             registry=r,
@@ -65,7 +81,7 @@ class Metrics:
             registry=r,
         )
         self.optimality_gap = Histogram(
-            "dra_solver_optimality_gap",
+            "dra_solver_optimality_gap_ratio",
             "Relative optimality gap of anytime answers (0 = proven optimal).",
             ["allocator"],
             buckets=(0.0, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0),
@@ -193,14 +209,13 @@ class Metrics:
 
 
 class MetricsServer:
-    """The ``/metrics`` HTTP endpoint (prometheus-client's own server, in a thread)."""
+    """The service's HTTP endpoint: ``/metrics``, ``/healthz``, ``/readyz`` (ready once the
+    inventory is loaded, as the gRPC health status)."""
 
-    def __init__(self, metrics: Metrics, *, address: str, port: int) -> None:
-        self._server, self._thread = start_http_server(port, addr=address, registry=metrics.registry)
+    def __init__(self, metrics: Metrics, *, address: str, port: int, readiness: Readiness = always_ready) -> None:
+        self._endpoint = HttpEndpoint(metrics.registry, address=address, port=port, readiness=readiness)
         self.address = address
-        self.port = int(self._server.server_port)
+        self.port = self._endpoint.port
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._endpoint.stop()

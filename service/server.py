@@ -36,6 +36,7 @@ from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inventory import Snapshot
 from dra_solver.service.messages import clip
+from dra_solver.service.metrics import SOLVING_RPCS
 from dra_solver.service.reservations import ReservationConflict, ReservationLimit
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def caller_identity(context: grpc.ServicerContext) -> str:
 
 def allocator_label(rpc: str, allocator: str) -> str:
     """The ``allocator`` metric label: only known allocator names, never what a caller typed."""
-    if rpc not in ("Allocate", "Schedule", "Explain"):
+    if rpc not in SOLVING_RPCS:
         return "none"
     if not allocator:
         return "cpsat"
@@ -299,7 +300,10 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def _record(self, rpc: str, allocator: str, code: grpc.StatusCode, outcome: str, seconds: float) -> None:
         self.metrics.grpc_requests.labels(grpc_method=rpc, grpc_status_code=code.name).inc()
-        self.metrics.allocation_duration.labels(rpc=rpc, allocator=allocator_label(rpc, allocator), outcome=outcome).observe(seconds)
+        if rpc in SOLVING_RPCS:
+            self.metrics.allocation_duration.labels(rpc=rpc, allocator=allocator_label(rpc, allocator), outcome=outcome).observe(seconds)
+        else:
+            self.metrics.request_duration.labels(rpc=rpc, outcome=outcome).observe(seconds)
 
 
 def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
@@ -368,7 +372,9 @@ class Service:
         self.engine.reservations.on_change = self._reservation_event
         self.server, self.port = create_server(self._address, self.deps)
         if self._metrics_port is not None:
-            self.metrics_server = MetricsServer(self.engine.metrics, address=self._metrics_address or "127.0.0.1", port=self._metrics_port)
+            self.metrics_server = MetricsServer(
+                self.engine.metrics, address=self._metrics_address or "127.0.0.1", port=self._metrics_port, readiness=self._readiness
+            )
         self.engine.source.start()
         snap = self.engine.source.snapshot()
         if snap.ready:
@@ -379,6 +385,11 @@ class Service:
         gc.collect()
         gc.freeze()
         return self
+
+    def _readiness(self) -> str | None:
+        if self._stopped.is_set():
+            return "shutting down"
+        return None if self.engine.source.snapshot().ready else "the inventory is not loaded yet"
 
     def _reservation_event(self, event: str, count: int) -> None:
         m = self.engine.metrics

@@ -38,6 +38,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest, Inventory
 from dra_solver.model.errors import DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.model.features import FeatureGates
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_inputs
 
 EXIT_ALLOCATED = 0
@@ -55,8 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scripts/build-upstream.sh upstream-allocator)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="time limit for the search (default 10)")
-    parser.add_argument("--feature-gates", default="", metavar="Name=bool,...",
-                        help="upstream allocator feature gates (default: all on)")
+    add_feature_gates_argument(parser)
     parser.add_argument("--policy", default="", metavar="NAME",
                         help="cpsat: quality objective after the FirstAvailable score: "
                              "pack (default), spread, first-fit (upstream's devices), score")

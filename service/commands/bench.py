@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", default="gpu,mig", help="gpu (8 GPUs/node) and/or mig (8 GPUs x partitions/node)")
     parser.add_argument("--pods", type=int, default=1000, help="one-claim pods to schedule per run")
     parser.add_argument("--concurrency", type=int, default=1, help="client threads calling Schedule at once")
-    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
 def run(args: argparse.Namespace) -> int:

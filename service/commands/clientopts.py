@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import sys
+from typing import Any
 
 import grpc
+from google.protobuf import json_format
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from dra_solver.service.client import Client
 from dra_solver.service.files import one_line
@@ -44,3 +50,32 @@ def rpc_error(err: grpc.RpcError) -> int:
     details = err.details() if hasattr(err, "details") else str(err)
     print(f"error: {code.name}: {one_line(details or '')}", file=sys.stderr)
     return EXIT_CODES.get(code, 4)
+
+
+def answer_json(message: Message) -> str:
+    """An answer as JSON for ``-o json``: protobuf's JSON mapping, except that the Kubernetes
+    objects that travel as JSON bytes (allocations, claims) are shown as the objects they are,
+    not as base64."""
+    return json.dumps(_as_objects(message), indent=2)
+
+
+def _as_objects(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = json_format.MessageToDict(message)
+    for field, value in message.ListFields():
+        key = field.json_name
+        if field.type == FieldDescriptor.TYPE_BYTES:
+            out[key] = [_decoded(v) for v in value] if _repeated(field) else _decoded(value)
+        elif field.message_type is not None and not field.message_type.GetOptions().map_entry:
+            out[key] = [_as_objects(v) for v in value] if _repeated(field) else _as_objects(value)
+    return out
+
+
+def _repeated(field: FieldDescriptor) -> bool:
+    return bool(field.is_repeated)
+
+
+def _decoded(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:  # not JSON: protobuf's own mapping (base64)
+        return base64.b64encode(raw).decode("ascii")

@@ -25,9 +25,10 @@ from dra_solver.model import objects as o
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.errors import DraSolverError, InvalidInput
 from dra_solver.model.features import FeatureGates
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
-from dra_solver.service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
+from dra_solver.service.replay import DEFAULT_CONFIGS, SMALLEST_FIRST, ReplayResult, replay
 
 if TYPE_CHECKING:
     from dra_solver.service.upstream import UpstreamAllocator
@@ -46,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default pack); first-fit returns upstream's devices where the score allows")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="time limit per allocation attempt and allocator (default 10)")
-    parser.add_argument("--feature-gates", default="", metavar="Name=bool,...")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    add_feature_gates_argument(parser)
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sched = parser.add_argument_group("whole schedulers (kube-scheduler vs dra-solver on a real API server)")
@@ -86,6 +87,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def scenario_names(paths: list[str]) -> list[str]:
+    """A scenario's name is its file's stem (``agree`` for examples/compare/agree.yaml); files
+    that share a stem are named by as much of their path as tells them apart
+    (``gpu/cluster`` and ``mig/cluster``), so no two scenarios read as one."""
+    def name(path: str, depth: int) -> str:
+        if path == "-":
+            return "stdin"
+        parts = Path(path).with_suffix("").parts
+        return "/".join(parts[-depth:])
+
+    depth = {path: 1 for path in paths}
+    for _ in range(64):  # path depth bound: each round lengthens the names that still clash
+        names = [name(p, depth[p]) for p in paths]
+        clashing = {p for p, n in zip(paths, names, strict=True) if names.count(n) > 1}
+        longer = {p for p in clashing if depth[p] < len(Path(p).with_suffix("").parts)}
+        if not longer:
+            return names
+        for p in longer:
+            depth[p] += 1
+    return [name(p, depth[p]) for p in paths]
+
+
 def _progress(args: argparse.Namespace, text: str) -> None:
     if not args.quiet:
         print(text, file=sys.stderr, flush=True)
@@ -99,11 +122,12 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
     rows: list[CompareRow] = []
     scenarios = [(path, read_objects([path], validate=args.validate)) for path in args.files]
     _check_nodes(args.node or [], scenarios)
+    names = scenario_names([path for path, _ in scenarios])
     with _upstream_runner(args) as upstream:
-        for path, objects in scenarios:
+        for (path, objects), name in zip(scenarios, names, strict=True):
             _progress(args, f"comparing {path} ...")
             rows.extend(
-                compare_scenario(Path(path).stem if path != "-" else "stdin", objects, nodes=args.node,
+                compare_scenario(name, objects, nodes=args.node,
                                  gates=gates, time_limit=args.timeout, cel=cel, policy=args.policy,
                                  validate=args.validate != "ignore", upstream=upstream)
             )
@@ -160,7 +184,7 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
         if done % step == 0 or done == total:
             _progress(args, f"replay {name}: {done}/{total} claims")
 
-    for config in (*DEFAULT_CONFIGS, BEST_FIT):
+    for config in (*DEFAULT_CONFIGS, SMALLEST_FIRST):
         results.append(
             replay(cluster, workload, config, cel=cel, gates=gates, node_choice=args.node_choice,
                    time_limit=args.timeout, progress=progress, validate=args.validate != "ignore")
@@ -169,7 +193,8 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     if args.output == "json":
         doc: dict[str, Any] = {
             "replay": {r.name: r.to_json() for r in runs},
-            "bestFit": {"placed": best.placed},
+            "bestFit": {"placed": best.placed},  # the old name of the next key: kept for scripts
+            "smallestFirstBacktracking": best.to_json(),
             "nodeChoice": args.node_choice,
         }
         json.dump(doc, sys.stdout, indent=2)
@@ -181,13 +206,12 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
              " ".join(f"{k}:{v['placed']}/{v['claims']}" for k, v in r.placed_by_size().items()),
              str(r.free_whole_devices),
              ", ".join(f"{k}={v}" for k, v in r.stranded_counters.items()) or "-"]
-            for r in runs
+            for r in results
         ]
-        body.append(["bestFit (bound)", str(best.claims), str(best.placed), "", "", "", "", ""])
         print(render_table(["ALLOCATOR", "CLAIMS", "PLACED", "FIRST FAILURE", "TIME/CLAIM",
                             "PLACED BY SIZE", "FREE WHOLE DEVICES", "STRANDED COUNTERS"], body))
     if args.report:
-        _write_report(args.report, replays=runs, best_fit=best.placed)
+        _write_report(args.report, replays=results)
     return 0
 
 
@@ -219,11 +243,11 @@ def _check_writable(path: str) -> None:
 
 
 def _write_report(path: str, *, rows: list[CompareRow] | None = None,
-                  replays: list[ReplayResult] | None = None, best_fit: int | None = None) -> None:
+                  replays: list[ReplayResult] | None = None) -> None:
     from dra_solver.service.report import render_report
 
     try:
-        Path(path).write_text(render_report(rows=rows or [], replays=replays or [], best_fit=best_fit),
+        Path(path).write_text(render_report(rows=rows or [], replays=replays or []),
                               encoding="utf-8")
     except OSError as err:  # checked before the run; the filesystem may still change
         raise InvalidInput("", ("--report",), f"cannot write {json.dumps(path)}: {err.strerror or err}") from None

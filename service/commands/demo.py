@@ -301,9 +301,9 @@ def _metrics_summary(address: str) -> list[str]:
                 acc[0 if s.name.endswith("_sum") else 1] += s.value
         out.append("dra_solver_allocation_duration_seconds (mean): " + ", ".join(
             f"{rpc}={total / n * 1000:.1f}ms over {int(n)}" for rpc, (total, n) in sorted(by_rpc.items()) if n))
-    status = families.get("dra_solver_solver_status")
+    status = families.get("dra_solver_solves")
     if status:
-        out.append("dra_solver_solver_status_total: " + ", ".join(
+        out.append("dra_solver_solves_total: " + ", ".join(
             f"{s.labels['allocator']}/{s.labels['status']}={int(s.value)}" for s in status.samples if s.name.endswith("_total")))
     for name in ("dra_solver_reservations_in_flight", "dra_solver_inventory_generation"):
         fam = families.get(name)

@@ -10,14 +10,18 @@ node, 3 deadline passed, 4 other errors.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import grpc
-from google.protobuf import json_format
 
 from dra_solver.model.errors import DraSolverError
-from dra_solver.service.commands.clientopts import add_client_arguments, connect, rpc_error
+from dra_solver.service.commands.clientopts import (
+    add_client_arguments,
+    answer_json,
+    connect,
+    rpc_error,
+)
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
@@ -25,8 +29,8 @@ from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="ResourceClaims (YAML/JSON; - for stdin)")
     parser.add_argument("--node", required=True, help="the node to explain")
-    parser.add_argument("--feature-gates", default="")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_feature_gates_argument(parser, what="this call")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
     add_validate_argument(parser, what="the claims (checked here, and by the service)")
     add_client_arguments(parser)
 
@@ -43,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as err:
         return rpc_error(err)
     if args.output == "json":
-        print(json.dumps(json_format.MessageToDict(answer), indent=2))
+        print(answer_json(answer))
     else:
         print(render(answer))
     return 0

@@ -11,14 +11,18 @@ per-node verdicts (``-o json`` for the whole answer). Exit status: 0 placed, 1 n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 import grpc
-from google.protobuf import json_format
 
 from dra_solver.model.errors import DraSolverError
-from dra_solver.service.commands.clientopts import add_client_arguments, connect, rpc_error
+from dra_solver.service.commands.clientopts import (
+    add_client_arguments,
+    answer_json,
+    connect,
+    rpc_error,
+)
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
@@ -30,11 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", action="append", default=[], help="candidate node (repeat; default: every node)")
     parser.add_argument("--reserve", action="store_true", help="hold the chosen devices until released or expired")
     parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds")
-    parser.add_argument("--allocator", default="", choices=["", "cpsat", "backtracking"])
-    parser.add_argument("--policy", default="")
-    parser.add_argument("--feature-gates", default="")
+    parser.add_argument("--allocator", default="", choices=["cpsat", "backtracking"],
+                        help="cpsat or backtracking (our port of upstream's search) (default: the service's, cpsat)")
+    parser.add_argument("--policy", default="", metavar="NAME",
+                        help="placement policy: pack, spread, first-fit or score (default: the service's, pack)")
+    add_feature_gates_argument(parser, what="this call (on top of the service's)")
     parser.add_argument("--feasible-nodes", type=int, default=0, help="evaluate until this many nodes fit (0 = until the best score)")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                        help="output format: text for people, json for the whole answer (allocations as objects)")
     add_validate_argument(parser, what="the claims (checked here, and by the service)")
     add_client_arguments(parser)
 
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as err:
         return rpc_error(err)
     if args.output == "json":
-        print(json.dumps(json_format.MessageToDict(answer), indent=2))
+        print(answer_json(answer))
     else:
         print(render(answer))
     return 0 if answer.node else 1

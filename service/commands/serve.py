@@ -23,7 +23,9 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from dra_solver.model.errors import DraSolverError
+from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument
+from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
 
 if TYPE_CHECKING:
     from dra_solver.service.server import Service
@@ -42,13 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-key", metavar="FILE", help="server private key (PEM)")
     parser.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA (mTLS)")
     parser.add_argument("--insecure", action="store_true", help="allow plaintext on a non-loopback address")
-    parser.add_argument("--feature-gates", default="", help="Name=bool,... (upstream gate names)")
+    add_feature_gates_argument(parser, what="every request (a request's own gates apply on top)")
     parser.add_argument("--max-concurrent", type=int, default=64, help="calls in flight before RESOURCE_EXHAUSTED")
     parser.add_argument("--workers", type=int, default=16, help="threads serving calls")
-    parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024, help="largest gRPC message accepted or sent, in bytes")
     parser.add_argument("--max-claims", type=int, default=32, help="claims per call")
     parser.add_argument("--solve-timeout", type=float, default=10.0, help="solver seconds when the caller sets no deadline")
-    parser.add_argument("--max-solve-seconds", type=float, default=60.0)
+    parser.add_argument("--max-solve-seconds", type=float, default=60.0, help="solver seconds a caller's deadline may ask for at most")
     parser.add_argument("--reservation-ttl", type=float, default=30.0, help="default reservation lifetime (seconds)")
     parser.add_argument("--max-reservations", type=int, default=10_000, help="reservations held at once before RESOURCE_EXHAUSTED (default 10000)")
     parser.add_argument("--max-reservations-per-caller", type=int, default=2_000,
@@ -57,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_validate_argument(parser, what="--inventory files")
     parser.add_argument("--no-validate", action="store_true", help="the same as --validate=ignore (kept for old scripts)")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_logging_arguments(parser)
 
 
 def _hostport(host: str, port: int) -> str:
@@ -67,7 +69,7 @@ def _hostport(host: str, port: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_from_args(args)
     from dra_solver.service.kubeapi.client import ConfigError
 
     try:
@@ -84,14 +86,17 @@ def run(args: argparse.Namespace) -> int:
     metrics = "off"
     if service.metrics_server is not None:
         metrics = _hostport(service.metrics_server.address, service.metrics_server.port)
-    print(f"grpc={_hostport(args.address, service.port)} metrics={metrics}", flush=True)
     done = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
 
+    # Before the line that tells a caller we are up: a SIGTERM right after it must drain.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    grpc_address = _hostport(args.address, service.port)
+    print(f"grpc={grpc_address} metrics={metrics}", flush=True)
+    logging.getLogger(__name__).info("serving gRPC on %s, metrics on %s", grpc_address, metrics)
     done.wait()
     logging.getLogger(__name__).info("shutting down: draining in-flight calls (grace %.1fs)", args.grace)
     if not service.stop(args.grace):

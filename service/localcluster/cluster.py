@@ -33,6 +33,7 @@ from dra_solver.service.localcluster.controlplane import (
     binaries,
     spawn,
 )
+from dra_solver.service.logsetup import LOG_FORMATS
 
 DRIVER = "gpu.sim.dra-solver.dev"
 DEVICE_CLASSES = REPO_ROOT / "deploy" / "base" / "deviceclasses.yaml"
@@ -124,7 +125,7 @@ class LocalCluster:
         except (OSError, ValueError):
             return {}
 
-    def up(self, *, nodes: int = 2, bins: Binaries | None = None, timeout: float = 180.0) -> Path:
+    def up(self, *, nodes: int = 2, bins: Binaries | None = None, timeout: float = 180.0, log_format: str = "text") -> Path:
         running = [n for n, pid in self._state().get("pids", {}).items() if _group_alive(pid)]
         if running:
             raise ControlPlaneError(f"a local cluster is already up (state in {self.dir}): run 'down' first")
@@ -153,11 +154,12 @@ class LocalCluster:
             cp.kubectl("apply", "-f", str(DEVICE_CLASSES))
             env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), "PYTHONUNBUFFERED": "1"}
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+            logging_flag = f"--log-format={log_format}"
 
             _say("starting the solver service")
             solver_log = logs / "solver.log"
             solver = spawn([*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
-                             "--port=0", "--metrics-port=0"], solver_log, env)
+                             "--port=0", "--metrics-port=0", logging_flag], solver_log, env)
             pids["solver"] = solver.pid
             save()
             line = _wait_line(solver_log, "grpc=", solver, timeout)
@@ -173,13 +175,13 @@ class LocalCluster:
                 proc = spawn([*dra_solver_command(), "kubelet-plugin", f"--driver={DRIVER}", f"--node={name}",
                                f"--config={devices}", f"--plugin-dir={node_dir / 'plugins'}",
                                f"--registry-dir={node_dir / 'plugins_registry'}", f"--cdi-dir={node_dir / 'cdi'}",
-                               "--publish=kube", "--claim-source=kube"], logs / f"kubelet-plugin-{name}.log", env)
+                               "--publish=kube", "--claim-source=kube", logging_flag], logs / f"kubelet-plugin-{name}.log", env)
                 pids[f"kubelet-plugin-{name}"] = proc.pid
             save()
 
             _say("starting the controllers")
             ctl = spawn([*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}",
-                          f"--solver={grpc_addr}", "--metrics-port=0"], logs / "controllers.log", env)
+                          f"--solver={grpc_addr}", "--metrics-port=0", logging_flag], logs / "controllers.log", env)
             pids["controllers"] = ctl.pid
             save()
             _wait_line(logs / "controllers.log", "metrics=", ctl, timeout)
@@ -286,6 +288,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=2, help="simulated nodes, each with the bundled devices (default 2)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="where certificates, data and logs live (default ~/.cache/dra-solver/local-cluster)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                        help="up: the log format of the dra-solver processes it starts (their logs are in "
+                             "STATE_DIR/logs): text, klog's (default), or json")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
         print("local-cluster: --nodes: must be at least 1", file=sys.stderr)
         return 2
     try:
-        kubeconfig = cluster.up(nodes=args.nodes)
+        kubeconfig = cluster.up(nodes=args.nodes, log_format=args.log_format)
     except (ControlPlaneError, OSError, subprocess.SubprocessError) as err:
         print(f"local-cluster: {err}", file=sys.stderr)
         return 1

@@ -115,6 +115,10 @@ def test_replay_contract_json(tmp_path: Path) -> None:
         assert entry["firstFailure"] is None or isinstance(entry["firstFailure"], int)
         assert entry["secondsPerClaim"] >= 0
     assert isinstance(doc["bestFit"]["placed"], int)
+    # The row is what it is, smallest-first backtracking; bestFit stays for scripts.
+    assert doc["smallestFirstBacktracking"]["placed"] == doc["bestFit"]["placed"]
+    assert doc["smallestFirstBacktracking"]["claims"] == 12
     assert "replay backtracking: 12/12 claims" in result.stderr  # progress
     page = report.read_text()
-    assert "Claims placed over the replay" in page or "Replay" in page
+    assert "Claims placed over the replay" in page and "Placed by size" in page
+    assert "smallest-first backtracking" in page and "bestFit" not in page

@@ -16,13 +16,13 @@ import pytest
 from dra_solver.model import objects as o
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.decode import decode_all
-from dra_solver.service.replay import BEST_FIT, DEFAULT_CONFIGS, ReplayResult, replay
+from dra_solver.service.replay import DEFAULT_CONFIGS, SMALLEST_FIRST, ReplayResult, replay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import generate
 
 CEL = CelEnvironment()
-CONFIGS = {c.name: c for c in (*DEFAULT_CONFIGS, BEST_FIT)}
+CONFIGS = {c.name: c for c in (*DEFAULT_CONFIGS, SMALLEST_FIRST)}
 
 
 def _claims(docs: list[dict[str, object]]) -> list[o.ResourceClaim]:
@@ -40,7 +40,7 @@ def test_pack_places_at_least_as_many_as_first_fit_in_every_device_order(order: 
     first_fit = _run(cluster, workload, "cpsat-first-fit")
     upstream = _run(cluster, workload, "backtracking")
     pack = _run(cluster, workload, "cpsat-pack")
-    best_fit = _run(cluster, workload, "bestFit")
+    best_fit = _run(cluster, workload, SMALLEST_FIRST.name)
     assert first_fit.placed == upstream.placed  # the drop-in mode behaves like upstream
     assert pack.placed >= first_fit.placed
     assert pack.placed >= 0.95 * best_fit.placed

@@ -208,6 +208,11 @@ def test_python_m_controllers_runs_and_stops_on_sigterm(kube_cluster: KubeCluste
 
         wait_for(lambda: 'resourceclaim_controller_creates_total{admin_access="false",status="success"} 1.0' in metrics(), timeout=30,
                  what="the metric")
+        # The endpoint follows the same conventions as the solver's and the kubelet plugin's.
+        from tests import promlint
+        from tests.integration.test_metrics_conventions import check_paths
+
+        assert promlint.problems(check_paths(f"http://{first.strip().split('=', 1)[1]}")) == []
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
     finally:

@@ -111,6 +111,7 @@ def test_solver_flags_ports_probes_and_service_agree(name: str) -> None:
     for probe in ("livenessProbe", "startupProbe"):
         http = container[probe]["httpGet"]
         assert http["port"] in ports or http["port"] in ports.values()
+        assert http["path"] == "/healthz", "/metrics answers scrapes only"
     service = find(objects, "Service", "dra-solver")
     by_name = {p["name"]: p for p in service["spec"]["ports"]}
     assert by_name["grpc"]["targetPort"] == "grpc"
@@ -143,6 +144,8 @@ def test_controllers_call_the_solver_service(name: str) -> None:
     metrics_port = getattr(args, "metrics_port", None)
     if metrics_port is not None:
         assert _ports(container).get("metrics") == metrics_port
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 @pytest.mark.parametrize("name", OVERLAYS)
@@ -194,6 +197,9 @@ def test_kubelet_plugin_paths_and_config(name: str) -> None:
     for probe in ("readinessProbe", "livenessProbe"):
         script = " ".join(container[probe]["exec"]["command"])
         assert set(re.findall(r"test -S (\S+)", script)) == sockets, probe
+    # Its metrics endpoint listens on the pod's IP, on the container port Prometheus scrapes.
+    assert args.metrics_port == _ports(container)["metrics"]
+    assert args.metrics_address == "0.0.0.0"
 
 
 @pytest.mark.parametrize("name", OVERLAYS)

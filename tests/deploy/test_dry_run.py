@@ -4,7 +4,8 @@ Each kustomization (both overlays, deploy/base, deploy/examples, deploy/monitori
 component in deploy/components on top of deploy/base) is rendered with upstream's
 ``kubectl kustomize`` and sent to kube-apiserver v1.37.2 as a server-side dry run with strict
 field validation: defaulting, validation, admission (ValidatingAdmissionPolicy CEL included)
-and unknown or duplicate fields are the server's verdict, not ours.
+and unknown or duplicate fields are the server's verdict, not ours. The Helm chart's output
+(deploy/helm/dra-solver, rendered by the real helm) goes through the same dry run.
 deploy/monitoring needs prometheus-operator's CRDs and the cert-manager component
 cert-manager's: tests/deploy/operator_crds.py generates CRDs of our own for them (what they
 check and do not check is said there).
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from dra_solver.service.localcluster.controlplane import ControlPlane
-from tests.deploy import operator_crds, realkubectl
+from tests.deploy import operator_crds, realhelm, realkubectl
 from tests.deploy.manifests import KUSTOMIZATIONS
 from tests.realkube import KubeCluster
 
@@ -84,6 +85,23 @@ def test_server_accepts_every_object(directory: str, cluster: KubeCluster) -> No
     assert objects
     out = dry_run(cluster, objects)
     # One line per object, each "(server dry run)": nothing skipped, nothing applied for real.
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == len(objects), out
+    assert all(line.endswith("(server dry run)") for line in lines), out
+
+
+HELM_VALUES = {
+    "defaults": (),
+    "everything-on": ("--set", "monitoring.enabled=true", "--set", "tls.certManager.enabled=true",
+                      "--set", "logFormat=json", "--set", "policy=spread", "--set", "solver.replicas=3"),
+}
+
+
+@pytest.mark.parametrize("values", sorted(HELM_VALUES))
+def test_server_accepts_the_helm_chart(values: str, cluster: KubeCluster) -> None:
+    """deploy/helm/dra-solver as the real helm renders it (tests/deploy/test_helm.py)."""
+    objects = realhelm.objects(*HELM_VALUES[values])
+    out = dry_run(cluster, objects)
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == len(objects), out
     assert all(line.endswith("(server dry run)") for line in lines), out

@@ -137,10 +137,17 @@ def test_dashboard_covers_what_operators_ask_for() -> None:
         "histogram_quantile(0.5, sum by (le, rpc) (rate(dra_solver_allocation_duration_seconds_bucket",
         "histogram_quantile(0.99, sum by (le, rpc) (rate(dra_solver_allocation_duration_seconds_bucket",
         "dra_solver_allocation_duration_seconds_count",
-        "dra_solver_solver_status_total",
+        "dra_solver_solves_total",
         "dra_solver_first_available_score_sum",
         "dra_solver_inventory_objects",
         "dra_solver_reservations_in_flight",
+        # Every RPC's latency, and the kubelet plugin's work (issue 18).
+        "dra_solver_request_duration_seconds_bucket",
+        "dra_solver_kubelet_plugin_claims_total",
+        "dra_solver_kubelet_plugin_operation_duration_seconds_bucket",
+        "dra_solver_kubelet_plugin_prepared_claims",
+        "dra_solver_kubelet_plugin_checkpoint_writes_total",
+        "dra_solver_kubelet_plugin_device_health_events_total",
     ):
         assert needle in exprs, f"no panel uses {needle}"
 

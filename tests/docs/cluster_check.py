@@ -80,9 +80,55 @@ def check(command: str) -> str | None:
         return _docker(argv[1:])
     if tool == "kind":
         return _kind(argv[1:])
-    if tool in {"helm", "minikube"}:
+    if tool == "helm":
+        return _helm(argv[1:])
+    if tool == "minikube":
         return f"{tool} commands are not part of the documented install"
     return f"no offline check knows {tool!r} commands; teach tests/docs/cluster_check.py"
+
+
+HELM_RELEASE = "dra-solver"
+
+
+def _helm(args: list[str]) -> str | None:
+    """``helm install|upgrade --install|template RELEASE CHART [--set ...]`` renders our chart
+    with those values (the real helm); ``helm uninstall RELEASE`` names our release."""
+    from tests.deploy import realhelm
+
+    positional: list[str] = []
+    values: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in {"--set", "--set-string", "-f", "--values"}:
+            values += [arg, args[i + 1] if arg in {"--set", "--set-string"} else str(ROOT / args[i + 1])]
+            i += 2
+            continue
+        if arg in {"-n", "--namespace", "--version", "--timeout"}:
+            i += 2
+            continue
+        if not arg.startswith("-"):
+            positional.append(arg)
+        i += 1
+    if not positional:
+        return "helm without a command"
+    verb, rest = positional[0], positional[1:]
+    if verb == "uninstall":
+        return None if rest == [HELM_RELEASE] else f"helm uninstall {rest}: the release is {HELM_RELEASE}"
+    if verb not in {"install", "upgrade", "template"}:
+        return f"helm {verb}: no offline check for this command"
+    if len(rest) != 2:
+        return f"helm {verb}: expected RELEASE CHART, got {rest}"
+    release, chart = rest
+    if (ROOT / chart).resolve() != realhelm.CHART.resolve():
+        return f"{chart} is not the chart in deploy/helm/dra-solver"
+    if release != HELM_RELEASE:
+        return f"helm {verb} {release}: the docs name the release {HELM_RELEASE}"
+    try:
+        realhelm.render(*values)
+    except AssertionError as err:
+        return str(err)
+    return None
 
 
 def _kubectl(args: list[str]) -> str | None:

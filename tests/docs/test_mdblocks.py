@@ -64,3 +64,12 @@ def test_cluster_commands_are_checked_against_the_manifests() -> None:
     assert cluster_check.check(f"kind load docker-image {cluster_check.dev_image()}") is None
     assert "dev overlay" in (cluster_check.check("kind load docker-image other:1") or "")
     assert "no offline check" in (cluster_check.check("terraform apply") or "")
+
+
+def test_helm_commands_render_the_chart_with_their_values() -> None:
+    assert cluster_check.check("helm install dra-solver deploy/helm/dra-solver --set policy=spread") is None
+    assert "logFormat: Unsupported value" in (
+        cluster_check.check("helm install dra-solver deploy/helm/dra-solver --set logFormat=xml") or ""
+    )
+    assert "not the chart" in (cluster_check.check("helm install dra-solver deploy/base") or "")
+    assert cluster_check.check("helm uninstall dra-solver") is None

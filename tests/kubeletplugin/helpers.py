@@ -162,6 +162,7 @@ class PluginProcess:
     dirs: PluginDirs
     env: dict[str, str] = field(default_factory=dict)
     umask: int = -1  # the child's umask; -1 inherits ours
+    extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[str] | None = None
     lines: list[str] = field(default_factory=list)
     _ready: threading.Event = field(default_factory=threading.Event)
@@ -170,7 +171,7 @@ class PluginProcess:
     def start(self, *, timeout: float = 30) -> PluginProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kubeletplugin", *self.dirs.args()],
+            [sys.executable, "-m", "kubeletplugin", *self.dirs.args(), *self.extra_args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -190,7 +191,7 @@ class PluginProcess:
         assert self.proc is not None and self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
-            if line.rstrip().endswith(": ready"):
+            if line.rstrip().endswith("] ready") or '"msg": "ready"' in line:
                 self._ready.set()
 
     def log(self) -> str:

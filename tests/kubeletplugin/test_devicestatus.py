@@ -5,13 +5,22 @@ other writers and through both schedulers' updates: tests/controllers/test_parit
 from __future__ import annotations
 
 from dra_solver.kubeletplugin import devicestatus as ds
-from dra_solver.kubeletplugin import discovery
+from dra_solver.kubeletplugin import discovery, simconfig
 from dra_solver.kubeletplugin.checkpoint import PreparedDevice
 from dra_solver.model import objects as o
 from dra_solver.model.decode import decode_object
-from tests.kubeletplugin.helpers import DRIVER, NODE, claim, result
+from tests import builders as b
+from tests.kubeletplugin.helpers import DRIVER, NODE
 
-DEVICES = discovery.build_devices(discovery.parse_config({"gpus": 1, "nics": 2}), node=NODE).by_name()
+
+def claim(name: str, results: list[dict[str, object]]) -> dict[str, object]:
+    return b.SIM_GPU.named(name).request("r", count=None).allocated(*results).obj()
+
+
+def result(request: str, device: str, *, share_id: str | None = None) -> dict[str, object]:
+    return b.result(request, device, driver=DRIVER, pool=NODE, share_id=share_id)
+
+DEVICES = discovery.build_devices(simconfig.parse_config({"gpus": 1, "nics": 2}), node=NODE).by_name()
 
 
 def prepared(device: str, share: str | None = None) -> PreparedDevice:

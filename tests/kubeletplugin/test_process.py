@@ -118,7 +118,7 @@ def test_without_rollback_the_invariant_breaks(dirs: PluginDirs, step: str) -> N
 
 def test_ready_line_and_clean_shutdown(dirs: PluginDirs) -> None:
     proc = PluginProcess(dirs).start()
-    assert sum(1 for line in proc.lines if line.endswith(": ready")) == 1
+    assert sum(1 for line in proc.lines if line.endswith("] ready")) == 1
     for sock in (dirs.dra_socket, dirs.registration_socket):
         assert stat.S_IMODE(sock.stat().st_mode) == 0o600
     assert proc.terminate() == 0
@@ -127,7 +127,7 @@ def test_ready_line_and_clean_shutdown(dirs: PluginDirs) -> None:
     log = proc.log()
     assert "received SIGTERM" in log and "stopped; sockets removed" in log
     # What it is doing, in order.
-    order = ["recovered", "serving the DRA API", "serving registration", ": ready"]
+    order = ["recovered", "serving the DRA API", "serving registration", "] ready"]
     positions = [next(i for i, line in enumerate(proc.lines) if word in line) for word in order]
     assert positions == sorted(positions)
 

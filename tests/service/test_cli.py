@@ -61,7 +61,11 @@ def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) 
     r = _cli("schedule", "--server", grpc_addr, "--policy", "spread", str(one))
     assert "policy spread, " in r.stdout.splitlines()[0], r.stdout
     r = _cli("schedule", "--server", grpc_addr, "-o", "json", str(one))
-    assert json.loads(r.stdout)["node"]
+    answer = json.loads(r.stdout)
+    assert answer["node"]
+    # Allocations are shown as the objects they are, never as base64.
+    (claim,) = answer["claims"]
+    assert claim["allocation"]["devices"]["results"][0]["driver"] == "gpu.example.com", claim
     big = tmp_path / "big.yaml"
     big.write_text(yaml.safe_dump(workload()["big-training"]))
     r = _cli("schedule", "--server", grpc_addr, str(big))
