@@ -19,8 +19,18 @@ import threading
 from types import FrameType
 from typing import Any
 
-from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
-from dra_solver.model.cpsat.problem import POLICIES
+from prometheus_client import start_http_server
+
+from dra_solver.controllers.manager import (
+    CONTROLLERS,
+    Manager,
+    Options,
+    default_identity,
+    parse_enable,
+)
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.model import POLICIES
+from dra_solver.service.api import Client, kube
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +91,6 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def solver_client(args: argparse.Namespace) -> Any:
-    from dra_solver.service.client import Client
 
     return Client(
         args.solver,
@@ -95,9 +104,6 @@ def solver_client(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from dra_solver.controllers.manager import Manager
-    from dra_solver.controllers.metrics import ControllerMetrics
-    from dra_solver.service.kubeapi import client as kube
 
     try:
         options = options_from(args)
@@ -115,7 +121,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     metrics_server = None
     if args.metrics_port >= 0:
-        from prometheus_client import start_http_server
 
         try:
             metrics_server, _ = start_http_server(args.metrics_port, addr=args.metrics_address, registry=metrics.registry)

@@ -26,7 +26,7 @@ from typing import Any
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

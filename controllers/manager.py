@@ -24,7 +24,7 @@ from dra_solver.controllers.leaderelection import ElectionConfig, LeaderElector
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import Events
 from dra_solver.controllers.scheduler import Scheduler, Solver
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling as logic
 from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
@@ -43,7 +45,7 @@ from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
 from dra_solver.controllers.schedqueue import Move, PendingPods
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube, pb
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,6 @@ class Solver:
         self.policy = policy
 
     def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
-        import grpc
 
         start = time.perf_counter()
         code = "OK"
@@ -97,7 +98,6 @@ class Solver:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
     def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
-        from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
         resp = self._timed(
             "Schedule",

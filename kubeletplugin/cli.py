@@ -44,9 +44,8 @@ from dra_solver.kubeletplugin.publish import (
     SliceSink,
 )
 from dra_solver.kubeletplugin.state import DeviceState, FaultInjection
-from dra_solver.model.errors import InvalidInput
-from dra_solver.model.validation import dns1123_subdomain_errors
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.model import InvalidInput, dns1123_subdomain_errors
+from dra_solver.service.api import kube
 
 log = logging.getLogger("kubeletplugin")
 

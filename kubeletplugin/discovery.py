@@ -40,8 +40,7 @@ from typing import Any, Protocol
 import yaml
 
 from dra_solver.kubeletplugin import fsutil
-from dra_solver.model.errors import FieldPath, InvalidInput
-from dra_solver.model.quantity import Format, QuantityError, parse_quantity_field
+from dra_solver.model import FieldPath, Format, InvalidInput, QuantityError, parse_quantity_field
 
 # --- device description (API vocabulary) -----------------------------------------------------
 

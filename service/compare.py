@@ -18,23 +18,21 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
-from dra_solver.model.allocation import (
+from dra_solver.model import (
+    AllocationError,
     AllocationOutcome,
     AllocationRequest,
     AllocatorName,
-    Inventory,
-)
-from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.errors import (
-    AllocationError,
+    CelEnvironment,
     DraSolverError,
+    FeatureGates,
     InvalidInput,
     InvalidInputs,
+    Inventory,
     SolveTimeout,
+    allocate,
 )
-from dra_solver.model.features import FeatureGates
+from dra_solver.model import objects as o
 from dra_solver.service import deviations
 from dra_solver.service.upstream import (
     UpstreamAllocator,

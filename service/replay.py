@@ -21,21 +21,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
-from dra_solver.model.allocation import (
+from dra_solver.model import (
     AllocatedState,
+    AllocationError,
     AllocationRequest,
     AllocatorName,
+    CelEnvironment,
     DeviceID,
+    DeviceParseCache,
+    FeatureGates,
     Inventory,
+    NodeUnits,
+    Quantity,
+    SolveTimeout,
+    allocate,
+    node_key,
+    parse_quantity,
 )
-from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.errors import AllocationError, SolveTimeout
-from dra_solver.model.features import FeatureGates
-from dra_solver.model.node_load import NodeUnits, node_key
-from dra_solver.model.pools import DeviceParseCache
-from dra_solver.model.quantity import Quantity, parse_quantity
+from dra_solver.model import objects as o
 
 Progress = Callable[[str, int, int], None]
 

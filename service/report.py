@@ -21,18 +21,18 @@ from dra_solver.service.replay import ReplayResult
 def _svg(fig: object) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")  # type: ignore[attr-defined]
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)  # type: ignore[arg-type]
+    _plt().close(fig)  # type: ignore[attr-defined]
     text = buf.getvalue()
     return text[text.find("<svg") :]
 
 
 def _plt() -> object:
+    """matplotlib's pyplot on the file-only Agg backend."""
+    # lazy import: matplotlib (~1 s), only for ``compare --report``
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy import: matplotlib, as above
 
     return plt
 

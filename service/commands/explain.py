@@ -16,7 +16,7 @@ import sys
 import grpc
 from google.protobuf import json_format
 
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model import DraSolverError
 from dra_solver.service.commands.clientopts import add_client_arguments, connect, rpc_error
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb

@@ -22,8 +22,15 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model import DraSolverError, FeatureGates, check_mode
+from dra_solver.service import engine as e
 from dra_solver.service.files import add_validate_argument
+from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
+from dra_solver.service.kubeapi.client import ConfigError, api_client
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
+from dra_solver.service.server import ServerDeps, Service
+from dra_solver.service.tls import is_loopback, server_credentials
 
 if TYPE_CHECKING:
     from dra_solver.service.server import Service
@@ -68,7 +75,6 @@ def _hostport(host: str, port: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from dra_solver.service.kubeapi.client import ConfigError
 
     try:
         service = build(args)
@@ -105,15 +111,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> Service:
-    from dra_solver.model.decode import check_mode
-    from dra_solver.model.features import FeatureGates
-    from dra_solver.service import engine as e
-    from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
-    from dra_solver.service.kubeapi.client import api_client
-    from dra_solver.service.metrics import Metrics
-    from dra_solver.service.reservations import ReservationStore
-    from dra_solver.service.server import ServerDeps, Service
-    from dra_solver.service.tls import is_loopback, server_credentials
 
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")

@@ -24,6 +24,7 @@ server, from its audit log (tests/deploy/test_rbac_as_shipped.py).
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
@@ -32,6 +33,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from kubernetes import client
+from kubernetes import config as kconfig
+from kubernetes.client.exceptions import ApiException
 
 from dra_solver.service.kubeapi.meta import Obj
 
@@ -80,8 +85,6 @@ class Transient(ApiError):
 
 def wrap(err: BaseException, what: str) -> ApiError:
     """Map a client exception to our hierarchy; ``what`` names the request ("update claim ns/x")."""
-    from kubernetes.client.exceptions import ApiException
-
     if isinstance(err, ApiError):
         return err
     if isinstance(err, ApiException):
@@ -145,8 +148,6 @@ class Kube:
     """The requests the controllers make, each returning the API's JSON."""
 
     def __init__(self, api_client: Any, *, taint_rule_version: str = "v1") -> None:
-        from kubernetes import client
-
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
@@ -176,8 +177,6 @@ class Kube:
         newer field) could then never be written back. The request builder still supplies the
         path, query, headers and authentication of ``method``.
         """
-        from kubernetes.client.exceptions import ApiException
-
         serialize = getattr(api, f"_{method}_serialize")
         args = {name: params.get(name) for name in inspect.signature(serialize).parameters}
         args["_host_index"] = 0
@@ -310,8 +309,6 @@ def api_client(
     request every authenticated user may make). ``host`` alone: plain HTTP without credentials
     or probe, for tests.
     """
-    from kubernetes import client
-
     cfg = client.Configuration()
     if host is not None:
         cfg.host = host
@@ -342,8 +339,6 @@ def _kubeconfig_path(kubeconfig: str | None) -> str:
 
 
 def _load_kubeconfig(cfg: Any, kubeconfig: str | None) -> None:
-    from kubernetes import config as kconfig
-
     config: Any = kconfig  # untyped module
     path = _kubeconfig_path(kubeconfig)
     if os.pathsep not in path:  # a single file: say precisely what is wrong with it
@@ -362,8 +357,6 @@ def _load_kubeconfig(cfg: Any, kubeconfig: str | None) -> None:
 
 
 def _load_in_cluster(cfg: Any) -> None:
-    from kubernetes import config as kconfig
-
     config: Any = kconfig  # untyped module
     if not (os.environ.get("KUBERNETES_SERVICE_HOST") and os.environ.get("KUBERNETES_SERVICE_PORT")):
         raise ConfigError(
@@ -378,10 +371,6 @@ def _load_in_cluster(cfg: Any) -> None:
 
 def _probe(api: Any, host: str, origin: str) -> None:
     """Ask for resource.k8s.io/v1 discovery: reachable, credentials accepted, DRA served."""
-    import copy
-
-    from kubernetes import client
-
     # Its own client without urllib3's retries: one attempt, no "Retrying ..." warnings.
     cfg = copy.deepcopy(api.configuration)
     cfg.retries = False
@@ -407,8 +396,6 @@ def _probe(api: Any, host: str, origin: str) -> None:
 
 
 def _probe_once(api: Any) -> tuple[BaseException, ApiError] | None:
-    from kubernetes import client
-
     try:
         client.ResourceV1Api(api).get_api_resources(_preload_content=False, _request_timeout=(5.0, 10.0))
         return None

@@ -51,7 +51,7 @@ def gpu_claim(name: str, count: int = 1, *, namespace: str = "test", selectors: 
 @functools.cache
 def cel() -> Any:
     """The CEL environment the service uses for the default gates (every feature on)."""
-    from dra_solver.model.allocate import default_cel
+    from dra_solver.model import default_cel
     from dra_solver.model.allocation import Inventory
 
     return default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory()))
