@@ -91,7 +91,6 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def solver_client(args: argparse.Namespace) -> Any:
-
     return Client(
         args.solver,
         timeout=args.solver_timeout,

@@ -216,7 +216,6 @@ class Runner:
 
 
 def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.005, cap: float = 1000.0) -> WorkQueue[str]:
-
     def depth(n: int) -> None:
         if metrics is not None:
             metrics.queue_depth.labels(name=name).set(n)

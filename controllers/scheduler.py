@@ -84,7 +84,6 @@ class Solver:
         self.policy = policy
 
     def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
-
         start = time.perf_counter()
         code = "OK"
         try:
@@ -98,7 +97,6 @@ class Solver:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
     def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
-
         resp = self._timed(
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,

@@ -43,6 +43,7 @@ from dra_solver.model import (
     AllocationOutcome,
     AllocationRequest,
     DraSolverError,
+    NodeLocalError,
     SolveStats,
     SolveTimeout,
     first_available_score,
@@ -303,9 +304,7 @@ def outcome_from_answer(request: AllocationRequest, answer: UpstreamAnswer) -> A
     if answer.verdict == "timeout":
         raise SolveTimeout(f"upstream allocator: {answer.error}")
     if answer.verdict == "error":
-        err = AllocationError(answer.error)
-        err.node_local = answer.node_local  # type: ignore[attr-defined]
-        raise err
+        raise (NodeLocalError if answer.node_local else AllocationError)(answer.error)
     stats = SolveStats(
         allocator="upstream",
         status=answer.tier,

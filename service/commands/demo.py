@@ -90,7 +90,6 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 @contextmanager
 def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
-
     engine = e.Engine(source=FileSource(cluster), reservations=ReservationStore(), metrics=Metrics())
     service = Service("127.0.0.1:0", ServerDeps(engine=engine), metrics_address="127.0.0.1", metrics_port=0).start()
     try:
@@ -103,7 +102,6 @@ def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     start = time.perf_counter()
     try:
         workload = [c.to_api() for c in read_objects([args.workload])]
@@ -127,7 +125,6 @@ def _by_step(workload: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
 
 
 def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-
     with Client(grpc_addr, timeout=30) as solver:
         solver.wait_ready(timeout=30)
         _wait_serving(solver)
@@ -223,7 +220,6 @@ def _name(claim: dict[str, Any]) -> str:
 
 
 def _report_allocation(label: str, a: Any) -> None:
-
     if not a.allocated:
         _say(f"{label}: not allocatable: {a.reason}")
         return
@@ -244,7 +240,6 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float, str]:
 
 
 def _compare(solver: Any, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-
     rows: list[tuple[str, str, str, str]] = []
     questions: list[tuple[str, list[Any], list[Any], str]] = []
     for claim in _by_step(workload, "allocate"):
@@ -278,7 +273,6 @@ def _compare(solver: Any, workload: list[dict[str, Any]], *, backtracking_timeou
 
 
 def _metrics_summary(address: str) -> list[str]:
-
     with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     out: list[str] = []

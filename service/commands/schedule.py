@@ -62,7 +62,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(answer: pb.ScheduleResponse) -> str:
-
     lines = []
     if answer.node:
         st = answer.stats

@@ -111,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> Service:
-
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
     if args.client_ca and not args.tls_cert:
