@@ -25,22 +25,25 @@ attempt, in_flight, ...) -> NodeChoice`` over a ``NodeIndex`` (``model.node_inde
 snapshot, what each node reaches, fingerprints of equal nodes, pruning counts, node
 preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``ScheduleStats``,
 ``GroupVerdict``, ``InFlight`` and ``VerdictCache`` (what the caller provides), ``PoolKey``,
-``NodeView``, ``state_key``.
+``NodeView``, ``state_key``, ``invalid_pools_error``; node load (``NodeUnits``, ``node_key``).
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
-encoding of the rules, a switch per rule instance); ``summarize``.
+encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
 
-Objects (``model.objects``, ``model.decode``, ``model.validation``): ``decode_object``,
-``decode_all``, ``parse_documents``, ``check_fields``, ``check_mode``, ``ValidationMode``,
-``VALIDATION_MODES``, ``validate_object``, ``validate_objects``, ``default_selector_check``,
-``dns1123_label_errors``, ``dns1123_subdomain_errors``; quantities (``Quantity``,
-``parse_quantity``, ``parse_quantity_field``, ``QuantityError``); CEL (``CelEnvironment``,
-``CelFeatures``); taints (``tolerates``, ``BLOCKING_EFFECTS``); node selectors
-(``node_selector_matches``, ``NodeSelectorError``); capacities (``CapacitySpec``).
+Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
+``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
+``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
+``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
+``dns1123_subdomain_errors``); quantities (``Quantity``, ``Format``, ``parse_quantity``,
+``parse_quantity_field``, ``QuantityError``); CEL (``CelEnvironment``, ``CelFeatures``,
+``CelDevice``, ``CelCompileError``, ``CelRuntimeError``); taints (``tolerates``,
+``BLOCKING_EFFECTS``); node selectors (``node_selector_matches``, ``NodeSelectorError``);
+capacities (``CapacitySpec``).
 
 Errors (``model.errors``): ``DraSolverError`` ⊃ ``InvalidInput`` (⊃ ``StrictDecodingError``),
-``InvalidInputs``, ``AllocationError`` (⊃ ``NodeLocalError``), ``SolveTimeout``; ``FieldPath``.
+``InvalidInputs``, ``AllocationError`` (⊃ ``NodeLocalError``), ``SolveTimeout``;
+``FieldPath``, ``format_field_path``.
 """
 
 from dra_solver.model.allocation import (
@@ -51,7 +54,13 @@ from dra_solver.model.allocation import (
 )
 from dra_solver.model.allocators import allocate, allocate_cpsat, default_cel, warm_up
 from dra_solver.model.capacity import CapacitySpec
-from dra_solver.model.cel import CelEnvironment, CelFeatures
+from dra_solver.model.cel import (
+    CelCompileError,
+    CelDevice,
+    CelEnvironment,
+    CelFeatures,
+    CelRuntimeError,
+)
 from dra_solver.model.check import Violation, check_allocation
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.decode import (
@@ -134,8 +143,11 @@ __all__ = [
     "AllocationRequest",
     "AllocatorName",
     "CapacitySpec",
+    "CelCompileError",
+    "CelDevice",
     "CelEnvironment",
     "CelFeatures",
+    "CelRuntimeError",
     "DecodeLimits",
     "DeviceID",
     "DeviceParseCache",
