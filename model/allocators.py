@@ -132,9 +132,10 @@ def default_cel(request: AllocationRequest) -> CelEnvironment:
 
 
 def warm_up() -> None:
-    """Import OR-Tools and run its one-time set-up now rather than in the first solve (servers
-    call it before they report ready, ``compare`` before it times the allocators). Reported
-    solve times never include either (``model.cpsat``); this moves the wait, too."""
+    """Import OR-Tools and run its one-time set-up now rather than in the first solve
+    (``compare`` and the benchmarks call it before they time anything). Reported solve times
+    never include either (``model.cpsat``); this moves the wait itself. The service does not
+    call it: a server whose answers never leave the fast path never loads OR-Tools (~80 MiB)."""
     cpsat.warm_up()
 
 

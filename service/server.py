@@ -30,7 +30,6 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from grpc_status import rpc_status
 
-from dra_solver import model
 from dra_solver.model import ALLOCATORS, AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.service import engine as e
 from dra_solver.service import messages
@@ -356,8 +355,6 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> Service:
-        # Imports and one-time set-up before the first call, not in it (and before "ready").
-        model.warm_up()
         health_update = track_health(self.deps)
         health_update(self.engine.source.snapshot())
         self.engine.source.add_listener(health_update)
