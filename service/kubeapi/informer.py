@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import watch
-
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as ob
 from dra_solver.service.kubeapi.meta import Obj
@@ -318,7 +316,7 @@ class Informer:
         return item
 
     def _events(self) -> Iterator[dict[str, Any]]:
-        watch_module: Any = watch  # untyped module
+        watch_module = kube.k8s().watch
         # "object" keeps events as JSON; without it the client guesses a model class from the
         # list method's annotation (which fails for some) and builds models we do not use.
         w = watch_module.Watch(return_type="object")
