@@ -174,8 +174,29 @@ class _Wording:
     def of(self, rule: Rule) -> Restriction:
         done = self._done.get(rule)
         if done is None:
-            done = self._done[rule] = getattr(self, "_" + rule.kind.replace("-", "_"))(*rule.subject)
+            done = self._done[rule] = self._word(rule)
         return done
+
+    def _word(self, rule: Rule) -> Restriction:
+        subject = rule.subject
+        match rule.kind:
+            case "request":
+                return self._request(subject[0])
+            case "selector":
+                return self._selector(subject[0], subject[1])
+            case "class-selector":
+                return self._class_selector(subject[0], subject[1])
+            case "in-use":
+                return self._in_use(subject[0])
+            case "taint":
+                return self._taint(subject[0], subject[1])
+            case "constraint":
+                return self._constraint(subject[0], subject[1])
+            case "counter":
+                return self._counter(subject[0], subject[1], subject[2])
+            case "capacity":
+                return self._capacity(subject[0], subject[1])
+        raise AssertionError(f"no wording for rule {rule.kind}")
 
     def in_tier(self, kinds: frozenset[str]) -> Callable[[Rule], bool]:
         return lambda rule: self.of(rule).kind in kinds

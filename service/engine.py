@@ -2,14 +2,14 @@
 
 The servicer (``service.server``) only converts messages and maps the exceptions below to
 status codes. Every allocation the engine returns has passed the independent validator
-(``model.check``) against the same inventory the solver saw; a failure there is an internal
-error and nothing is returned (fail closed).
+(``model.check_allocation``) against the same inventory the solver saw; a failure there is an
+internal error and nothing is returned (fail closed).
 
-Whole-cluster ``schedule`` avoids solving 5,000 times: nodes are visited in name order; a node
-with too few free devices is pruned without a solve; nodes whose devices and in-use state are
-identical up to the node's own name share one solve (and answers are cached across calls by
-content, never by generation); the visit stops once enough is known (a node with the best
-possible FirstAvailable score, or the requested number of feasible nodes).
+The decisions are the core's (``dra_solver.model``): ``allocate`` on one node, ``choose_node``
+for whole-cluster ``schedule`` (pruning, equal nodes sharing one solve, the stop rule, the
+policy's node preference) and ``explain_node``. The engine supplies what they need from the
+world: the inventory snapshot and its ``NodeIndex``, reservations in flight, the caller's
+deadline, a verdict cache kept across calls, per-thread CEL environments and metrics.
 """
 
 from __future__ import annotations
