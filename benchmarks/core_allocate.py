@@ -11,7 +11,7 @@ Scenarios:
 Each row times ``allocate_cpsat`` (selectors are compiled and the CEL match cache is warm
 after the first call, as in a running service) in three ways: ``fast`` is the default path
 (first-fit when that is provably enough), ``model`` forces the CP-SAT model, and ``front``
-is ``model.allocate.allocate`` including API validation of every object. Printed: p50 and p99
+is ``model.allocate`` including API validation of every object. Printed: p50 and p99
 in milliseconds, the status and the model size (variables/constraints of the forced model).
 
 Placement policy cost (issue 8): the forced model with the default ``pack`` objective against
@@ -33,12 +33,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dra_solver.model import allocate, allocate_cpsat
 from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, Inventory
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import assert_valid
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.decode import decode_all
 
 DRIVER = "gpu.example.com"

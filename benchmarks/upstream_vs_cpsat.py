@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.compare_families import FAMILIES
-from dra_solver.model.allocate import allocate
+from dra_solver.model import allocate
 from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.decode import decode_all

@@ -19,9 +19,16 @@ from types import FrameType
 from typing import Any
 
 from dra_solver.controllers import features
-from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
-from dra_solver.model.cpsat.problem import POLICIES
-from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
+from dra_solver.controllers.manager import (
+    CONTROLLERS,
+    Manager,
+    Options,
+    default_identity,
+    parse_enable,
+)
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.model import POLICIES
+from dra_solver.service.api import Client, HttpEndpoint, kube, logsetup
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics-address", default="0.0.0.0", help="address the metrics endpoint listens on")
     parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
     parser.add_argument("--no-events", action="store_true", help="do not record core/v1 Events")
-    add_logging_arguments(parser)
+    logsetup.add_logging_arguments(parser)
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -92,8 +99,6 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def solver_client(args: argparse.Namespace) -> Any:
-    from dra_solver.service.client import Client
-
     return Client(
         args.solver,
         timeout=args.solver_timeout,
@@ -114,10 +119,7 @@ def readiness(manager: Any) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    setup_from_args(args)
-    from dra_solver.controllers.manager import Manager
-    from dra_solver.controllers.metrics import ControllerMetrics
-    from dra_solver.service.kubeapi import client as kube
+    logsetup.setup_from_args(args)
 
     try:
         options = options_from(args)
@@ -142,8 +144,6 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)  # before the metrics= line that says we are up
     metrics_server = None
     if args.metrics_port >= 0:
-        from dra_solver.service.httpendpoint import HttpEndpoint
-
         try:
             metrics_server = HttpEndpoint(
                 metrics.registry, address=args.metrics_address, port=args.metrics_port, readiness=lambda: readiness(manager)

@@ -14,8 +14,7 @@ from dra_solver.controllers import claims as claim_logic
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.runtime import StoreView
-from dra_solver.service.kubeapi import client as kube
-from dra_solver.service.kubeapi.informer import Informer, wait_for_sync
+from dra_solver.service.api import Informer, kube, wait_for_sync
 
 POD_CLAIMS_INDEX = "claims"
 """Pods by ``namespace/name`` of every ResourceClaim they reference."""

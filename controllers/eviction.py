@@ -24,7 +24,7 @@ from typing import Any
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
 from dra_solver.model import objects as mo
-from dra_solver.model.taints import tolerates
+from dra_solver.model import tolerates
 
 NO_EXECUTE = "NoExecute"
 CONDITION_TYPE = "DisruptionTarget"

@@ -30,7 +30,7 @@ from dra_solver.controllers.cluster import POD_CLAIMS_INDEX, Cluster
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.runtime import Events, Requeue, Runner, UIDCache, new_queue
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ from typing import Any
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling
 from dra_solver.controllers.objects import Obj
-from dra_solver.model.quantity import QuantityError, parse_quantity
-from dra_solver.model.validation import qualified_name_errors
+from dra_solver.model import QuantityError, parse_quantity, qualified_name_errors
 
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 """``resourceapi.ExtendedResourceClaimAnnotation``: ``"true"`` on the special claim."""

@@ -24,8 +24,7 @@ from dra_solver.controllers.features import KubeFeatures
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import Events
 from dra_solver.controllers.scheduler import Scheduler, Solver
-from dra_solver.service.kubeapi import client as kube
-from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
+from dra_solver.service.api import ElectionConfig, LeaderElector, kube
 
 log = logging.getLogger(__name__)
 

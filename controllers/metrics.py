@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dra_solver.service.httpendpoint import no_created_series
+from dra_solver.service.api import no_created_series
 
 LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240)
 """Upstream's buckets for the eviction latency (5 ms to 4 min)."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dra_solver.service.kubeapi import meta as _meta
+from dra_solver.service.api import meta as _meta
 
 # Metadata helpers live in the shared client layer; the controllers read objects through here.
 Obj = _meta.Obj

@@ -19,9 +19,8 @@ from typing import Any
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
-from dra_solver.controllers.workqueue import WorkQueue
-from dra_solver.service.kubeapi import client as kube
-from dra_solver.service.kubeapi.informer import Store
+from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
+from dra_solver.service.api import Store, kube
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +216,6 @@ class Runner:
 
 
 def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.005, cap: float = 1000.0) -> WorkQueue[str]:
-    from dra_solver.controllers.workqueue import ExponentialBackoff
-
     def depth(n: int) -> None:
         if metrics is not None:
             metrics.queue_depth.labels(name=name).set(n)

@@ -41,6 +41,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+import grpc
+
 from dra_solver.controllers import bindingconditions as bc
 from dra_solver.controllers import extended
 from dra_solver.controllers import objects as ob
@@ -52,7 +54,7 @@ from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.prebind import BindingWaiter
 from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
 from dra_solver.controllers.schedqueue import Move, PendingPods
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube, pb
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +98,6 @@ class Solver:
         """The solver's gates for what it may allocate (devices with binding conditions)."""
 
     def _timed(self, rpc: str, call: Callable[[], Any]) -> Any:
-        import grpc
-
         start = time.perf_counter()
         code = "OK"
         try:
@@ -111,8 +111,6 @@ class Solver:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
     def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
-        from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
-
         resp = self._timed(
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,

@@ -26,9 +26,8 @@ from typing import Any
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
+from dra_solver.model import NodeSelectorError, QuantityError, node_selector_matches, parse_quantity
 from dra_solver.model import objects as mo
-from dra_solver.model.pools import NodeSelectorError, node_selector_matches
-from dra_solver.model.quantity import QuantityError, parse_quantity
 
 # --- which pods ---------------------------------------------------------------------------------
 

@@ -17,10 +17,9 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from dra_solver.model import InvalidInput, decode_object, parse_documents
 from dra_solver.model import objects as o
-from dra_solver.model.decode import decode_object, parse_documents
-from dra_solver.model.errors import InvalidInput
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

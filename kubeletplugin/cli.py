@@ -46,11 +46,8 @@ from dra_solver.kubeletplugin.publish import (
     SliceSink,
 )
 from dra_solver.kubeletplugin.state import DeviceState, FaultInjection
-from dra_solver.model.errors import InvalidInput
-from dra_solver.model.validation import dns1123_subdomain_errors
-from dra_solver.service.httpendpoint import HttpEndpoint
-from dra_solver.service.kubeapi import client as kube
-from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
+from dra_solver.model import InvalidInput, dns1123_subdomain_errors
+from dra_solver.service.api import HttpEndpoint, kube, logsetup
 
 log = logging.getLogger("kubeletplugin")
 
@@ -137,7 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="port of that endpoint (0 = any free port; default -1: off)",
     )
-    add_logging_arguments(parser)
+    logsetup.add_logging_arguments(parser)
 
 
 class _UsageError(Exception):
@@ -167,7 +164,7 @@ def _kube_client(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    setup_from_args(args)
+    logsetup.setup_from_args(args)
     try:
         return _run(args)
     except (

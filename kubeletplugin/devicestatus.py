@@ -25,7 +25,7 @@ from typing import Any
 from dra_solver.kubeletplugin.checkpoint import PreparedDevice
 from dra_solver.kubeletplugin.discovery import DeviceInfo
 from dra_solver.model import objects as o
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

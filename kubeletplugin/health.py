@@ -36,7 +36,7 @@ from dra_solver.kubeletplugin.discovery import (
     Profile,
 )
 from dra_solver.kubeletplugin.simconfig import HealthConfig
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model import InvalidInput
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dra_solver.service.httpendpoint import no_created_series
+from dra_solver.service.api import no_created_series
 
 OPERATIONS = ("prepare", "unprepare")
 OUTCOMES = ("success", "error")

@@ -37,7 +37,8 @@ def proto_files() -> list[Path]:
 
 def generate(out: Path) -> list[Path]:
     """Run protoc (grpcio-tools) on every kubelet proto; returns the files written."""
-    from grpc_tools import protoc  # type: ignore[import-untyped]  # only needed when regenerating
+    # lazy import: grpcio-tools (a build-time tool from the test extra), only when regenerating
+    from grpc_tools import protoc  # type: ignore[import-untyped]
 
     out.mkdir(parents=True, exist_ok=True)
     files = [p.relative_to(PROTO_ROOT).as_posix() for p in proto_files()]

@@ -41,7 +41,7 @@ import yaml
 
 from dra_solver.kubeletplugin import fsutil
 from dra_solver.kubeletplugin.discovery import NodeDevices
-from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.api import kube
 
 log = logging.getLogger(__name__)
 

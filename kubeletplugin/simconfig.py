@@ -30,9 +30,16 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from dra_solver.model.decode import field_problems, parse_documents
-from dra_solver.model.errors import FieldPath, InvalidInput, StrictDecodingError
-from dra_solver.model.quantity import Format, QuantityError, parse_quantity_field
+from dra_solver.model import (
+    FieldPath,
+    Format,
+    InvalidInput,
+    QuantityError,
+    StrictDecodingError,
+    field_problems,
+    parse_documents,
+    parse_quantity_field,
+)
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"

@@ -57,8 +57,8 @@ from dra_solver.kubeletplugin.discovery import (
     DeviceInfo,
     Profile,
 )
+from dra_solver.model import dns1123_label_errors, dns1123_subdomain_errors
 from dra_solver.model import objects as o
-from dra_solver.model.validation import dns1123_label_errors, dns1123_subdomain_errors
 
 log = logging.getLogger(__name__)
 

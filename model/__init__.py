@@ -1,1 +1,219 @@
-"""The pure core of dra-solver: objects, CEL, pools, allocators, validator. No I/O."""
+"""The pure core of dra-solver: objects in, allocations out. No I/O, no clocks, no threads.
+
+This is the package's front door: code outside ``dra_solver.model`` imports these names (and
+the API types of ``dra_solver.model.objects``) and nothing else; every other module of the
+package is internal (an import-linter contract in pyproject.toml enforces it, and the layers
+inside the package; docs/architecture.md draws them).
+
+Allocate on one node (``model.allocators``; the contract of upstream's ``Allocator``):
+- ``allocate(request, *, cel=None, validate=True) -> AllocationOutcome``: allocated (one
+  result per claim), or not allocated (``reason``: the claims do not fit on this node); raises
+  ``InvalidInput(s)`` (an object fails API validation), ``NodeLocalError`` (fails on this node
+  only, other nodes may fit), ``AllocationError`` (stops the attempt on every node) or
+  ``SolveTimeout``.
+- ``allocate_cpsat(request, *, cel, fast_path=True)``: the CP-SAT allocator alone, without
+  API validation; ``default_cel(request)``; ``warm_up()``: import and set up OR-Tools now, so
+  the first solve does not wait for it (reported solve times never include it either way).
+- ``AllocationRequest``, ``AllocationOutcome``, ``SolveStats``, ``Inventory``,
+  ``AllocatedState``, ``DeviceID``, ``FeatureGates``, ``AllocatorName``/``ALLOCATORS``,
+  ``Policy``/``POLICIES``/``DEFAULT_POLICY``/``checked_policy``, ``DeviceParseCache``.
+- ``check_allocation(request, outcome, *, cel) -> list[Violation]``: the independent
+  validator; ``first_available_score(claims, results)``.
+
+Choose a node (``model.schedule``): ``choose_node(claims, candidates, *, index, options,
+attempt, in_flight, ...) -> NodeChoice`` over a ``NodeIndex`` (``model.node_index``: per
+snapshot, what each node reaches, fingerprints of equal nodes, pruning counts, node
+preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``ScheduleStats``,
+``GroupVerdict``, ``InFlight`` and ``VerdictCache`` (what the caller provides), ``PoolKey``,
+``NodeView``, ``state_key``, ``invalid_pools_error``; node load (``NodeUnits``, ``node_key``).
+
+Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
+ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
+encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
+
+Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
+``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
+``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
+``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
+``dns1123_subdomain_errors``); quantities (``Quantity``, ``Format``, ``parse_quantity``,
+``parse_quantity_field``, ``QuantityError``); CEL (``CelEnvironment``, ``CelFeatures``,
+``CelDevice``, ``CelCompileError``, ``CelRuntimeError``); taints (``tolerates``,
+``BLOCKING_EFFECTS``); node selectors (``node_selector_matches``, ``NodeSelectorError``);
+capacities (``CapacitySpec``).
+
+Errors (``model.errors``): ``DraSolverError`` ⊃ ``InvalidInput`` (⊃ ``StrictDecodingError``),
+``InvalidInputs``, ``AllocationError`` (⊃ ``NodeLocalError``), ``SolveTimeout``;
+``FieldPath``, ``format_field_path``.
+"""
+
+from dra_solver.model.allocation import (
+    ALLOCATORS,
+    AllocationOutcome,
+    AllocationRequest,
+    AllocatorName,
+)
+from dra_solver.model.allocators import allocate, allocate_cpsat, default_cel, warm_up
+from dra_solver.model.capacity import CapacitySpec
+from dra_solver.model.cel import (
+    CelCompileError,
+    CelDevice,
+    CelEnvironment,
+    CelFeatures,
+    CelRuntimeError,
+)
+from dra_solver.model.check import Violation, check_allocation
+from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
+from dra_solver.model.decode import (
+    DEFAULT_LIMITS,
+    VALIDATION_MODES,
+    DecodeLimits,
+    ValidationMode,
+    check_fields,
+    check_mode,
+    decode_all,
+    decode_object,
+    decode_text,
+    field_problems,
+    parse_documents,
+)
+from dra_solver.model.errors import (
+    AllocationError,
+    DraSolverError,
+    FieldPath,
+    InvalidInput,
+    InvalidInputs,
+    NodeLocalError,
+    SolveTimeout,
+    StrictDecodingError,
+    format_field_path,
+)
+from dra_solver.model.explain import (
+    RESERVED_HOLDER,
+    ExplainAnswer,
+    Restriction,
+    explain_node,
+    summarize,
+)
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
+from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.policy import DEFAULT_POLICY, POLICIES, Policy, checked_policy
+from dra_solver.model.pools import DeviceParseCache, NodeSelectorError, node_selector_matches
+from dra_solver.model.quantity import (
+    Format,
+    Quantity,
+    QuantityError,
+    parse_quantity,
+    parse_quantity_field,
+)
+from dra_solver.model.schedule import (
+    GroupVerdict,
+    InFlight,
+    NodeAttempt,
+    NodeChoice,
+    NodeChoiceOptions,
+    NodeVerdict,
+    ScheduleStats,
+    VerdictCache,
+    choose_node,
+    invalid_pools_error,
+)
+from dra_solver.model.score import first_available_score
+from dra_solver.model.stats import SolveStats
+from dra_solver.model.taints import BLOCKING_EFFECTS, tolerates
+from dra_solver.model.validation import (
+    SelectorCheck,
+    default_selector_check,
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    qualified_name_errors,
+    validate_object,
+    validate_objects,
+)
+
+__all__ = [
+    "ALLOCATORS",
+    "BLOCKING_EFFECTS",
+    "DEFAULT_LIMITS",
+    "DEFAULT_POLICY",
+    "POLICIES",
+    "RESERVED_HOLDER",
+    "VALIDATION_MODES",
+    "AllocatedState",
+    "AllocationError",
+    "AllocationOutcome",
+    "AllocationRequest",
+    "AllocatorName",
+    "CapacitySpec",
+    "CelCompileError",
+    "CelDevice",
+    "CelEnvironment",
+    "CelFeatures",
+    "CelRuntimeError",
+    "DecodeLimits",
+    "DeviceID",
+    "DeviceParseCache",
+    "DraSolverError",
+    "ExplainAnswer",
+    "FeatureGates",
+    "FieldPath",
+    "Format",
+    "GroupVerdict",
+    "InFlight",
+    "InvalidInput",
+    "InvalidInputs",
+    "Inventory",
+    "NodeAttempt",
+    "NodeChoice",
+    "NodeChoiceOptions",
+    "NodeIndex",
+    "NodeLocalError",
+    "NodeSelectorError",
+    "NodeUnits",
+    "NodeVerdict",
+    "NodeView",
+    "Policy",
+    "PoolKey",
+    "Quantity",
+    "QuantityError",
+    "Restriction",
+    "ScheduleStats",
+    "SelectorCheck",
+    "SolveStats",
+    "SolveTimeout",
+    "StrictDecodingError",
+    "ValidationMode",
+    "VerdictCache",
+    "Violation",
+    "allocate",
+    "allocate_cpsat",
+    "check_allocation",
+    "check_fields",
+    "check_mode",
+    "checked_policy",
+    "choose_node",
+    "decode_all",
+    "decode_object",
+    "decode_text",
+    "default_cel",
+    "default_selector_check",
+    "dns1123_label_errors",
+    "dns1123_subdomain_errors",
+    "explain_node",
+    "field_problems",
+    "first_available_score",
+    "format_field_path",
+    "invalid_pools_error",
+    "node_key",
+    "node_selector_matches",
+    "parse_documents",
+    "parse_quantity",
+    "parse_quantity_field",
+    "qualified_name_errors",
+    "state_key",
+    "summarize",
+    "tolerates",
+    "validate_object",
+    "validate_objects",
+    "warm_up",
+]

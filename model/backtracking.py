@@ -30,9 +30,9 @@ Outcomes: ``allocated=True`` (status FOUND) with results in claim order; ``alloc
 (status EXHAUSTED) when the search space is exhausted; ``AllocationError`` for fatal input
 problems. When no solution exists and some pool is invalid, upstream returns
 "invalid resource pools were encountered" as an error that only fails this node; we raise
-``AllocationError`` with that text and ``node_local = True`` on the exception. When the
-deadline (``request.time_limit`` seconds, measured with ``clock``) passes, ``SolveTimeout`` is
-raised; its ``stats`` attribute carries the steps so far (status DEADLINE).
+``NodeLocalError`` with that text. When the deadline (``request.time_limit`` seconds, measured
+with ``clock``) passes, ``SolveTimeout`` is raised; its ``stats`` carry the steps so far
+(status DEADLINE).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import (
@@ -52,7 +51,8 @@ from dra_solver.model.allocation import (
     SolveStats,
 )
 from dra_solver.model.capacity import all_zero, capacity_fits, consumed_capacity, zero
-from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
@@ -69,9 +69,6 @@ from dra_solver.model.quantity import Quantity
 from dra_solver.model.results import ChosenDevice, build_result
 from dra_solver.model.score import first_available_score
 from dra_solver.model.taints import taint_prevents_allocation
-
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelEnvironment
 
 ALLOCATOR_NAME = "backtracking"
 
@@ -134,17 +131,14 @@ def allocate_backtracking(
         with _recursion_room(plans):
             done = search.run()
     except _Deadline:
-        err = SolveTimeout(
-            f"backtracking allocator: time limit of {request.time_limit}s reached after {search.steps} search steps"
-        )
-        err.stats = stats("DEADLINE")  # type: ignore[attr-defined]
-        raise err from None
+        raise SolveTimeout(
+            f"backtracking allocator: time limit of {request.time_limit}s reached after {search.steps} search steps",
+            stats=stats("DEADLINE"),
+        ) from None
 
     if not done:
         if any(pool.invalid for pool in pools):
-            invalid = AllocationError("invalid resource pools were encountered")
-            invalid.node_local = True  # type: ignore[attr-defined]
-            raise invalid
+            raise NodeLocalError("invalid resource pools were encountered")
         return AllocationOutcome(
             allocated=False,
             results=(),

@@ -30,7 +30,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import (
@@ -39,17 +39,14 @@ from dra_solver.model.allocation import (
     AllocationRequest,
     DeviceID,
 )
+from dra_solver.model.cel import CelCompileError, CelDevice, CelEnvironment, CelRuntimeError
 from dra_solver.model.errors import DraSolverError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.quantity import Format, Quantity, QuantityError, parse_quantity
-
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.semver import parse_semver
 
 RESULTS_MAX = 32
 """``AllocationResultsMaxSize``: devices per claim."""
-SUBREQUEST_WEIGHT_BASE = 8
-"""``FirstAvailableDeviceRequestMaxSize``: the scheduler scores subrequest i with 8 - i."""
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -636,8 +633,6 @@ class _Checker:
         return True
 
     def _cel_match(self, dev: _Device, selector: o.DeviceSelector) -> bool | str:
-        from dra_solver.model.cel import CelCompileError, CelRuntimeError
-
         if selector.cel is None:
             return "selector without a CEL expression"
         expression = selector.cel.expression
@@ -659,9 +654,6 @@ class _Checker:
     def _cel_device(self, dev: _Device) -> Any:
         if dev.cel_device is not None or dev.cel_error:
             return dev.cel_device
-        from dra_solver.model.cel import CelDevice
-        from dra_solver.model.semver import parse_semver
-
         attributes: dict[str, Any] = {}
         for name, attr in sorted((dev.device.attributes or {}).items()):
             try:
@@ -1057,5 +1049,5 @@ def _score(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResu
         for req in claim.spec.devices.requests or []:
             for i, sub in enumerate(req.first_available or []):
                 if f"{req.name}/{sub.name}" in names:
-                    score += SUBREQUEST_WEIGHT_BASE - i
+                    score += o.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE - i
     return score

@@ -5,9 +5,23 @@ contract does: success, "does not fit on this node" (not an error at all, see
 ``AllocationOutcome``), and an error that stops the attempt (bad input, CEL runtime error,
 fatal pool problem). Everything raised by ``model`` derives from :class:`DraSolverError`, so
 shells can turn any of them into a clean message instead of a traceback.
+
+Hierarchy::
+
+    DraSolverError
+    ├── InvalidInput            an object fails decoding or API validation (field path)
+    │   └── StrictDecodingError unknown or duplicate fields
+    ├── InvalidInputs           several of them at once
+    ├── AllocationError         stops the attempt on every node (upstream's wording)
+    │   └── NodeLocalError      stops it on this node only (upstream's ErrFailedAllocationOnNode)
+    └── SolveTimeout            the time limit passed without an answer
+
+``AllocationError`` and ``SolveTimeout`` may carry the ``SolveStats`` of the attempt so far.
 """
 
 from __future__ import annotations
+
+from dra_solver.model.stats import SolveStats
 
 FieldPath = tuple[str | int, ...]
 
@@ -99,6 +113,23 @@ class AllocationError(DraSolverError):
     ``Allocate``: unknown DeviceClass, CEL runtime error, a fatal pool problem, a disabled
     feature being requested. The message follows upstream's wording."""
 
+    def __init__(self, message: str, *, stats: SolveStats | None = None) -> None:
+        super().__init__(message)
+        self.stats = stats
+        """How far the attempt got, when an allocator raised it after searching."""
+
+
+class NodeLocalError(AllocationError):
+    """An error for this node only: the claims cannot be allocated here and the reason is not
+    "they do not fit" (upstream: "invalid resource pools were encountered", wrapped in its
+    ``ErrFailedAllocationOnNode``). A caller choosing among nodes records it as this node's
+    verdict and goes on with the others; a caller asking about one node reports it."""
+
 
 class SolveTimeout(DraSolverError):
     """The deadline passed before any answer was found."""
+
+    def __init__(self, message: str, *, stats: SolveStats | None = None) -> None:
+        super().__init__(message)
+        self.stats = stats
+        """The attempt's statistics at the deadline (status UNKNOWN or DEADLINE)."""

@@ -1,28 +1,45 @@
-"""Why claims cannot be allocated on a node: a CP-SAT relaxation with one switch per restriction.
+"""Explain: why claims cannot be allocated on a node, in words, from the allocator's own model.
 
-The allocation problem of one node is rebuilt in a relaxed form where every restriction that
-can block a claim (a request's count, a selector, a taint, a device in use, a shared counter, a
-constraint, a device's consumable capacity) is guarded by an assumption literal: "this
-restriction holds". With every restriction on, the model is infeasible exactly when the claims
-do not fit. Then:
+API:
+- ``explain_node(request, *, cel, holders, solve=None, clock=time.perf_counter) ->
+  ExplainAnswer``: ``solve`` (the real allocator) decides first: when it allocates there is
+  nothing to explain. Otherwise the node's problem is prepared *relaxed* (``model.cpsat``:
+  pairs that a rule forbids stay in, and the CP-SAT model guards every rule instance with a
+  switch); the solver finds an irreducible set of rule instances that block the claims
+  (``reasons``) and the fewest fixable ones whose removal lets them fit (``fixes``).
+  ``holders`` names who holds each device in use ("claim ns/name", or "a reservation in flight
+  for claim ns/name").
+- ``ExplainAnswer``: node, ``allocatable``, ``reasons``, ``fixes`` (``Restriction``), a
+  one-paragraph ``summary``, ``minimal`` (proven irreducible and minimum), ``stats``.
+- ``Restriction``: one rule instance in words: ``kind`` (request, selector, class-selector,
+  taint, in-use, reserved, constraint, counter, capacity), ``message``, the claim, request and
+  devices concerned, and whether a user could lift it (``fixable``).
+- ``summarize(reasons, fixes) -> str``.
 
-- **reasons**: CP-SAT's ``sufficient_assumptions_for_infeasibility`` gives an infeasible subset
-  of the restrictions; deletion-based shrinking (drop one, solve again, keep it out if still
-  infeasible) makes it irreducible: every reason listed is needed for the claims to fail.
-- **fixes**: the fewest restrictions whose removal makes the claims fit (a minimum correction
-  set), found by optimisation over the same model; request counts are never "fixed" away.
-
-The input is a prepared :class:`Problem` (devices, requests, and which restrictions block which
-request/device pair); building it from API objects is the caller's job, so this module stays
-small and pure. Single worker, fixed seed: the same problem gives the same explanation.
+One encoding: the rules are the allocation model's (``model.cpsat.model``); this module only
+words the rule instances the model switched (a rule instance without wording fails loudly
+here, so a rule added to the model is explained as soon as it is named).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.model.capacity import integer_value
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.cluster import DeviceID
+from dra_solver.model.cpsat.problem import Problem, Rule, prepare_problem
+from dra_solver.model.errors import SolveTimeout
+from dra_solver.model.matching import RequestKey, RequestView, lookup_attribute
+from dra_solver.model.pools import PoolDevice, attribute_value
+from dra_solver.model.stats import SolveStats
+
+RESERVED_HOLDER = "a reservation in flight"
+"""How ``holders`` names a device held by a reservation (kind ``reserved``, not ``in-use``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +49,7 @@ class Restriction:
     key: str
     """Unique id, e.g. ``selector|claim|request|0``."""
     kind: str
-    """request, selector, class-selector, taint, in-use, reserved, counter, constraint, capacity, pool."""
+    """request, selector, class-selector, taint, in-use, reserved, counter, constraint, capacity."""
     message: str
     claim: str = ""
     request: str = ""
@@ -42,307 +59,257 @@ class Restriction:
 
 
 @dataclass(frozen=True, slots=True)
-class ExplainRequest:
-    """A request (or one subrequest of a FirstAvailable request) to allocate."""
-
-    key: str
-    """``claim|request`` or ``claim|request/subrequest``."""
-    claim: str
-    request: str
-    count: int
-    """Devices wanted (ExactCount); ignored when ``all_devices``."""
-    all_devices: bool = False
-    """allocationMode All: every device that passes the selectors, at least one."""
-    group: str = ""
-    """FirstAvailable: subrequests of one request share a group; exactly one is used."""
-    admin_access: bool = False
-    count_restriction: str = ""
-    """Key of the restriction enforcing the count (the request itself)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExplainDevice:
-    id: str
-    """``driver/pool/device``."""
-    multiple: bool = False
-    """allowMultipleAllocations: may be given to several requests."""
-    in_use: str = ""
-    """Key of the restriction saying the device is in use (exclusive), or ""."""
-
-
-@dataclass(frozen=True, slots=True)
-class CounterLimit:
-    restriction: str
-    available: int
-    """What is left after devices already in use (may be negative)."""
-    consumption: tuple[tuple[str, int], ...]
-    """(device id, amount) for each device drawing on the counter."""
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityLimit:
-    restriction: str
-    device: str
-    available: int
-    demand: tuple[tuple[str, int], ...]
-    """(request key, amount) the request would consume from the device."""
-
-
-@dataclass(frozen=True, slots=True)
-class AttributeConstraint:
-    restriction: str
-    match: bool
-    """True: matchAttribute (one common value); False: distinctAttribute."""
-    requests: tuple[str, ...]
-    values: tuple[tuple[str, str], ...]
-    """(device id, value as text); devices without the attribute are absent."""
-
-
-@dataclass
-class Problem:
-    restrictions: dict[str, Restriction] = field(default_factory=dict)
-    requests: list[ExplainRequest] = field(default_factory=list)
-    devices: list[ExplainDevice] = field(default_factory=list)
-    blocks: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-    """(request key, device id) -> restrictions that each forbid the pair. Pairs absent from
-    ``candidates`` are impossible whatever is relaxed (another driver, another node)."""
-    candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """request key -> device ids it could use at all."""
-    all_members: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """request key (allocationMode All) -> devices that pass its selectors (all must be taken)."""
-    counters: list[CounterLimit] = field(default_factory=list)
-    capacities: list[CapacityLimit] = field(default_factory=list)
-    constraints: list[AttributeConstraint] = field(default_factory=list)
-
-    def add(self, restriction: Restriction) -> str:
-        self.restrictions.setdefault(restriction.key, restriction)
-        return restriction.key
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
+class ExplainAnswer:
+    node: str
     allocatable: bool
     reasons: tuple[Restriction, ...]
     fixes: tuple[Restriction, ...]
+    summary: str
     minimal: bool
-    """Reasons proven irreducible and fixes proven minimum (no time ran out)."""
-    solves: int
-    status: str
+    stats: SolveStats
 
 
-class _Model:
-    """The relaxed model: constraints → variables per (request, device), guarded by literals."""
+def explain_node(
+    request: AllocationRequest,
+    *,
+    cel: CelEnvironment,
+    holders: Mapping[DeviceID, str],
+    solve: Callable[[AllocationRequest], AllocationOutcome] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ExplainAnswer:
+    """Why ``request`` cannot be allocated (or that it can); see the module docstring."""
+    # lazy import: OR-Tools (~0.4 s), only when something needs explaining (model.cpsat)
+    from dra_solver.model.cpsat.explain import find_reasons
 
-    def __init__(self, problem: Problem) -> None:
-        self.p = problem
-        m = self.model = cp_model.CpModel()
-        self.on = {key: m.new_bool_var(f"on[{key}]") for key in sorted(problem.restrictions)}
-        self.x: dict[tuple[str, str], cp_model.IntVar] = {}
-        for req in problem.requests:
-            for dev in problem.candidates.get(req.key, ()):
-                self.x[req.key, dev] = m.new_bool_var(f"x[{req.key},{dev}]")
-        self._add_blocks()
-        self._add_counts()
-        self._add_exclusivity()
-        self._add_counters()
-        self._add_capacity()
-        self._add_attribute_constraints()
-
-    def _add_blocks(self) -> None:
-        # A restriction that forbids a pair: when it holds, the request does not get the device.
-        for (req, dev), keys in sorted(self.p.blocks.items()):
-            var = self.x.get((req, dev))
-            if var is None:
-                continue
-            for key in keys:
-                self.model.add_implication(self.on[key], var.Not())
-
-    def _add_counts(self) -> None:
-        # Each request gets its count; of a FirstAvailable request exactly one subrequest is used.
-        m = self.model
-        groups: dict[str, list[ExplainRequest]] = {}
-        for req in self.p.requests:
-            groups.setdefault(req.group or req.key, []).append(req)
-        for members in groups.values():
-            active = {r.key: m.new_bool_var(f"active[{r.key}]") for r in members}
-            m.add_exactly_one(active.values())
-            for r in members:
-                chosen = [self.x[r.key, d] for d in self.p.candidates.get(r.key, ()) if (r.key, d) in self.x]
-                for var in chosen:
-                    m.add_implication(var, active[r.key])
-                guard = [active[r.key]] + ([self.on[r.count_restriction]] if r.count_restriction else [])
-                if r.all_devices:
-                    members_all = [self.x[r.key, d] for d in self.p.all_members.get(r.key, ()) if (r.key, d) in self.x]
-                    for var in members_all:
-                        m.add_bool_and([var]).only_enforce_if(guard)
-                    m.add(sum(chosen) >= 1).only_enforce_if(guard)
-                else:
-                    m.add(sum(chosen) == r.count).only_enforce_if(guard)
-
-    def _add_exclusivity(self) -> None:
-        # A device goes to one request at most, unless it allows multiple allocations; a device
-        # in use goes to none (admin access may still use it).
-        m = self.model
-        by_dev: dict[str, list[tuple[ExplainRequest, cp_model.IntVar]]] = {}
-        reqs = {r.key: r for r in self.p.requests}
-        for (rkey, dev), var in self.x.items():
-            by_dev.setdefault(dev, []).append((reqs[rkey], var))
-        for device in self.p.devices:
-            users = by_dev.get(device.id, [])
-            if not users:
-                continue
-            if not device.multiple:
-                m.add_at_most_one(var for _, var in users)
-            if device.in_use:
-                for req, var in users:
-                    if not req.admin_access:
-                        m.add_implication(self.on[device.in_use], var.Not())
-
-    def _used(self, dev: str) -> cp_model.IntVar | None:
-        vars_ = [v for (_, d), v in self.x.items() if d == dev]
-        if not vars_:
-            return None
-        used = self.model.new_bool_var(f"used[{dev}]")
-        self.model.add_max_equality(used, vars_)
-        return used
-
-    def _add_counters(self) -> None:
-        # Devices drawing on a shared counter stay within what is left of it.
-        used_cache: dict[str, cp_model.IntVar | None] = {}
-        for limit in self.p.counters:
-            terms = []
-            for dev, amount in limit.consumption:
-                if dev not in used_cache:
-                    used_cache[dev] = self._used(dev)
-                used = used_cache[dev]
-                if used is not None and amount:
-                    terms.append(amount * used)
-            if terms:
-                self.model.add(sum(terms) <= limit.available).only_enforce_if(self.on[limit.restriction])
-
-    def _add_capacity(self) -> None:
-        # Requests sharing a device stay within its remaining consumable capacity.
-        for limit in self.p.capacities:
-            terms = [amount * self.x[req, limit.device] for req, amount in limit.demand if (req, limit.device) in self.x]
-            if terms:
-                self.model.add(sum(terms) <= limit.available).only_enforce_if(self.on[limit.restriction])
-
-    def _add_attribute_constraints(self) -> None:
-        # matchAttribute: all chosen devices share one value; distinctAttribute: all differ.
-        # A device without the attribute cannot be chosen by a constrained request.
-        m = self.model
-        for c in self.p.constraints:
-            on = self.on[c.restriction]
-            value_of = dict(c.values)
-            pairs = [(req, dev, var) for (req, dev), var in self.x.items() if req in c.requests or req.split("/")[0] in c.requests]
-            for _, dev, var in pairs:
-                if dev not in value_of:
-                    m.add_implication(on, var.Not())
-            values = sorted({value_of[dev] for _, dev, _ in pairs if dev in value_of})
-            if c.match:
-                pick = {v: m.new_bool_var(f"value[{c.restriction},{v}]") for v in values}
-                if pick:
-                    m.add_at_most_one(pick.values())
-                for _, dev, var in pairs:
-                    if dev in value_of:
-                        m.add_bool_or([pick[value_of[dev]], var.Not(), on.Not()])
-            else:
-                for v in values:
-                    same = [var for _, dev, var in pairs if value_of.get(dev) == v]
-                    if len(same) > 1:
-                        m.add(sum(same) <= 1).only_enforce_if(on)
+    start = clock()
+    node = request.node.name
+    if solve is not None:
+        try:
+            outcome = solve(request)
+        except SolveTimeout:
+            outcome = None
+        if outcome is not None and outcome.allocated:
+            stats = SolveStats("explain", "FEASIBLE", clock() - start)
+            return ExplainAnswer(node, True, (), (), "the claims fit on this node", True, stats)
+    problem = prepare_problem(request, cel=cel, relaxed=True)
+    words = _Wording(problem, holders)
+    limit = max(0.05, min(request.time_limit or 5.0, 5.0))
+    result = find_reasons(
+        problem,
+        key_of=lambda rule: words.of(rule).key,
+        fixable=lambda rule: words.of(rule).fixable,
+        tiers=[words.in_tier(tier) for tier in _TIERS],
+        priority=lambda rule: _PRIORITY.get(rule.kind, 9),
+        time_limit=limit,
+    )
+    stats = SolveStats(
+        allocator="explain",
+        status=result.status,
+        wall_seconds=clock() - start,
+        parameters={"num_workers": "1", "random_seed": "0", "solves": str(result.solves)},
+    )
+    if result.allocatable:
+        # The relaxed model found room the allocator did not: say so rather than invent reasons.
+        return ExplainAnswer(node, False, (), (), "no single restriction explains it: the allocator found no allocation "
+                             "although each restriction on its own can be met (try a longer deadline)", False, stats)
+    reasons = _ordered([words.of(r) for r in result.reasons])
+    fixes = _ordered([words.of(r) for r in result.fixes])
+    return ExplainAnswer(node, False, reasons, fixes, summarize(reasons, fixes), result.minimal, stats)
 
 
-def _solver(seconds: float) -> cp_model.CpSolver:
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1  # assumptions and cores need the single-worker search
-    solver.parameters.random_seed = 0
-    solver.parameters.max_time_in_seconds = max(0.01, seconds)
-    return solver
+def summarize(reasons: Sequence[Restriction], fixes: Sequence[Restriction]) -> str:
+    text = "cannot allocate: " + "; ".join(r.message for r in reasons) + "."
+    if fixes:
+        text += " It would fit if: " + "; ".join(_fix_text(r) for r in fixes) + "."
+    return text
 
 
-def explain(problem: Problem, *, time_limit: float = 5.0, budget: int = 400) -> Explanation:
-    """Reasons (irreducible) and fixes (minimum) for ``problem``; see the module docstring.
-
-    ``time_limit`` bounds each solve; ``budget`` bounds the number of solves (large in-use sets
-    shrink one literal at a time). Exhausting either gives a correct but possibly non-minimal
-    answer with ``minimal=False``.
-    """
-    relaxed = _Model(problem)
-    keys = sorted(problem.restrictions)
-    solves = 0
-
-    def feasible_with(active: Sequence[str]) -> tuple[bool | None, list[str]]:
-        nonlocal solves
-        solves += 1
-        relaxed.model.clear_assumptions()
-        relaxed.model.add_assumptions([relaxed.on[k] for k in active])
-        solver = _solver(time_limit)
-        status = solver.solve(relaxed.model)
-        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return True, []
-        if status == cp_model.INFEASIBLE:
-            core_idx = set(solver.sufficient_assumptions_for_infeasibility())
-            core = [k for k in active if relaxed.on[k].index in core_idx]
-            return False, core or list(active)
-        return None, list(active)
-
-    ok, core = feasible_with(keys)
-    if ok:
-        return Explanation(True, (), (), True, solves, "FEASIBLE")
-    minimal = ok is False
-    # Prefer reasons about what the claims ask and what the node is over reasons about its
-    # current state: if the claims would not fit even on an empty, untainted node, say that.
-    for tier in _TIERS[:-1]:
-        subset = [k for k in keys if problem.restrictions[k].kind in tier]
-        ok_tier, core_tier = feasible_with(subset)
-        if ok_tier is False:
-            core = core_tier
-            break
-    # Shrink the core: a restriction stays only if the rest is no longer infeasible without it.
-    kept: list[str] = list(core)
-    i = 0
-    while i < len(kept):
-        if solves >= budget:
-            minimal = False
-            break
-        trial = kept[:i] + kept[i + 1 :]
-        ok, smaller = feasible_with(trial)
-        if ok is False:
-            kept = [k for k in trial if k in set(smaller)] if smaller else trial
-        else:
-            if ok is None:
-                minimal = False
-            i += 1
-    fixes, fixes_minimal = _minimum_fixes(relaxed, problem, time_limit=time_limit)
-    solves += 1
-    reasons = tuple(problem.restrictions[k] for k in _ordered(kept, problem))
-    return Explanation(False, reasons, tuple(problem.restrictions[k] for k in _ordered(fixes, problem)), minimal and fixes_minimal, solves, "INFEASIBLE")
-
-
-def _minimum_fixes(relaxed: _Model, problem: Problem, *, time_limit: float) -> tuple[list[str], bool]:
-    m = relaxed.model
-    m.clear_assumptions()
-    fixed = [relaxed.on[k] for k, r in problem.restrictions.items() if not r.fixable]
-    for var in fixed:
-        m.add_bool_and([var])
-    soft = [relaxed.on[k] for k in sorted(problem.restrictions) if problem.restrictions[k].fixable]
-    m.maximize(sum(soft))
-    solver = _solver(time_limit)
-    status = solver.solve(m)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return [], False
-    off = [k for k in sorted(problem.restrictions) if problem.restrictions[k].fixable and not solver.boolean_value(relaxed.on[k])]
-    return off, status == cp_model.OPTIMAL
+def _fix_text(r: Restriction) -> str:
+    if r.kind == "in-use":
+        return f"{r.devices[0] if r.devices else 'the device'} were free"
+    if r.kind == "reserved":
+        return f"the reservation of {r.devices[0] if r.devices else 'the device'} were released"
+    if r.kind == "taint":
+        return f"the taint were tolerated or removed ({r.message})"
+    return f"this were relaxed: {r.message}"
 
 
 _STRUCTURAL = frozenset({"request", "pool", "class-selector", "selector", "constraint", "counter", "capacity"})
-_TIERS = (_STRUCTURAL, _STRUCTURAL | {"taint"}, None)
-"""Restriction kinds tried in order when looking for reasons: the claims and the hardware,
-then taints, then devices in use or reserved (the last tier, everything, is the full model)."""
+_TIERS = (_STRUCTURAL, _STRUCTURAL | {"taint"})
+"""Restriction kinds tried on their own when looking for reasons: the claims and the hardware,
+then taints; then devices in use or reserved (everything: the full model)."""
+
+_PRIORITY = {"request": 0, "class-selector": 1, "selector": 2, "taint": 3, "constraint": 4, "counter": 5, "capacity": 6, "in-use": 7}
 
 _KIND_ORDER = {k: i for i, k in enumerate(("request", "pool", "class-selector", "selector", "taint", "constraint", "counter", "capacity", "in-use", "reserved"))}
 
 
-def _ordered(keys: Sequence[str], problem: Problem) -> list[str]:
-    return sorted(keys, key=lambda k: (_KIND_ORDER.get(problem.restrictions[k].kind, 99), k))
+def _ordered(restrictions: Sequence[Restriction]) -> tuple[Restriction, ...]:
+    return tuple(sorted(restrictions, key=lambda r: (_KIND_ORDER.get(r.kind, 99), r.key)))
+
+
+def _short(dev: DeviceID) -> str:
+    return f"{dev.pool}/{dev.device}"
+
+
+def _list(devs: Sequence[str], limit: int = 6) -> str:
+    if len(devs) <= limit:
+        return ", ".join(devs)
+    return ", ".join(devs[:limit]) + f" and {len(devs) - limit} more"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+class _Wording:
+    """Each rule instance of a relaxed problem as a ``Restriction`` (worded once, on demand)."""
+
+    def __init__(self, problem: Problem, holders: Mapping[DeviceID, str]) -> None:
+        self.problem = problem
+        self.holders = holders
+        self._done: dict[Rule, Restriction] = {}
+        self._devices: dict[DeviceID, PoolDevice] = {c.id: c.device for c in problem.candidates}
+
+    def of(self, rule: Rule) -> Restriction:
+        done = self._done.get(rule)
+        if done is None:
+            done = self._done[rule] = self._word(rule)
+        return done
+
+    def _word(self, rule: Rule) -> Restriction:
+        subject = rule.subject
+        match rule.kind:
+            case "request":
+                return self._request(subject[0])
+            case "selector":
+                return self._selector(subject[0], subject[1])
+            case "class-selector":
+                return self._class_selector(subject[0], subject[1])
+            case "in-use":
+                return self._in_use(subject[0])
+            case "taint":
+                return self._taint(subject[0], subject[1])
+            case "constraint":
+                return self._constraint(subject[0], subject[1])
+            case "counter":
+                return self._counter(subject[0], subject[1], subject[2])
+            case "capacity":
+                return self._capacity(subject[0], subject[1])
+        raise AssertionError(f"no wording for rule {rule.kind}")
+
+    def in_tier(self, kinds: frozenset[str]) -> Callable[[Rule], bool]:
+        return lambda rule: self.of(rule).kind in kinds
+
+    def _view(self, key: RequestKey) -> tuple[RequestView, str, str]:
+        view = self.problem.option(key).view
+        return view, view.claim.ref, view.ref
+
+    def _request(self, key: RequestKey) -> Restriction:
+        view, ref, name = self._view(key)
+        what = "every matching device" if view.is_all else _plural(view.count or 1, "device")
+        cls = view.device_class.name if view.device_class else view.device_class_name
+        return Restriction(f"request|{ref}|{name}", "request", f"claim {ref}, request {name} needs {what} of class {cls}",
+                           claim=ref, request=name, fixable=False)
+
+    def _rejected(self, rule: Rule, key: RequestKey) -> list[str]:
+        option = self.problem.option(key)
+        out = []
+        for candidate in option.candidates:
+            if rule in option.blocked.get(candidate.id, ()):
+                error = self.problem.selector_errors.get((rule, candidate.id), "")
+                out.append(_short(candidate.id) + (f" ({error})" if error else ""))
+        return out
+
+    def _selector(self, key: RequestKey, index: int) -> Restriction:
+        view, ref, name = self._view(key)
+        selector = view.selectors[index]
+        expression = selector.cel.expression if selector.cel else ""
+        bad = self._rejected(Rule("selector", (key, index)), key)
+        return Restriction(f"selector|{ref}|{name}|{index}", "selector",
+                           f"claim {ref}, request {name}, selector #{index} ({expression}) rejects {_plural(len(bad), 'device')}: {_list(bad)}",
+                           claim=ref, request=name)
+
+    def _class_selector(self, class_name: str, index: int) -> Restriction:
+        rule = Rule("class-selector", (class_name, index))
+        # Worded from the first request (in claim order) the class selector rejects devices for.
+        for option in self.problem.all_options():
+            view = option.view
+            if view.device_class is None or view.device_class.name != class_name:
+                continue
+            bad = self._rejected(rule, option.key)
+            if not bad:
+                continue
+            selector = (view.device_class.spec.selectors or [])[index]
+            expression = selector.cel.expression if selector.cel else ""
+            return Restriction(f"class-selector|{class_name}|{index}", "class-selector",
+                               f"device class {class_name}, selector #{index} ({expression}) rejects {_plural(len(bad), 'device')}: {_list(bad)}")
+        raise AssertionError(f"class selector {class_name} #{index} rejects nothing")
+
+    def _in_use(self, device: DeviceID) -> Restriction:
+        holder = self.holders.get(device, "another claim")
+        kind = "reserved" if holder.startswith(RESERVED_HOLDER) else "in-use"
+        verb = "is held by" if kind == "reserved" else "is in use by"
+        return Restriction(f"{kind}|{device}", kind, f"device {device} {verb} {holder}", devices=(str(device),))
+
+    def _taint(self, device: DeviceID, index: int) -> Restriction:
+        taint = self._devices[device].taints[index]
+        text = f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
+        return Restriction(f"taint|{device}|{text}", "taint",
+                           f"device {device} has taint {text}, which the requests do not tolerate", devices=(str(device),))
+
+    def _constraint(self, claim_index: int, index: int) -> Restriction:
+        plan = self.problem.plans[claim_index]
+        claim = plan.claim
+        ref = claim.ref
+        spec = (claim.spec.devices.constraints or [])[index]
+        attribute = spec.match_attribute or spec.distinct_attribute or ""
+        names = [r.name for r in claim.spec.devices.requests or []]
+        histogram: dict[str, int] = {}
+        for candidate in self.problem.candidates:
+            if not candidate.device.node_match:
+                continue
+            value = _attribute_text(candidate.device, attribute)
+            if value is not None:
+                histogram[value] = histogram.get(value, 0) + 1
+        seen = ", ".join(f"{v}: {n}" for v, n in sorted(histogram.items())) or "no device has it"
+        verb = "matchAttribute" if spec.match_attribute else "distinctAttribute"
+        over = ", ".join(spec.requests or names)
+        return Restriction(f"constraint|{ref}|{index}", "constraint",
+                           f"claim {ref}, constraint #{index}: {verb} {attribute} over requests {over} (devices per value on this node: {seen})",
+                           claim=ref)
+
+    def _counter(self, pool_id: str, counter_set: str, counter: str) -> Restriction:
+        pool = next(p for p in self.problem.pools if p.id == pool_id)
+        total = pool.counter_sets[counter_set][counter]
+        in_use = self.problem.allocated.devices
+        used = 0
+        for device in (*pool.devices, *pool.other_devices):
+            if device.id not in in_use:
+                continue
+            for consumption in device.counters:
+                if consumption.counter_set == counter_set and counter in consumption.counters:
+                    used += integer_value(consumption.counters[counter])
+        note = f", {used} of it consumed by devices in use" if used else ""
+        return Restriction(f"counter|{pool_id}|{counter_set}|{counter}", "counter",
+                           f"pool {pool_id}, counter set {counter_set}: counter {counter} is {total}{note}")
+
+    def _capacity(self, device: DeviceID, name: str) -> Restriction:
+        spec = self._devices[device].capacity.get(name)
+        if spec is None:
+            return Restriction(f"capacity|{device}|{name}", "capacity", f"device {device} has no capacity {name}",
+                               devices=(str(device),))
+        already = self.problem.allocated.capacity.get(device, {})
+        used = integer_value(already[name]) if name in already else 0
+        return Restriction(f"capacity|{device}|{name}", "capacity",
+                           f"device {device}: capacity {name} is {spec.value}" + (f", {already[name]} already consumed" if used else ""),
+                           devices=(str(device),))
+
+
+def _attribute_text(device: PoolDevice, qualified: str) -> str | None:
+    """The attribute's value as text (for the per-value histogram), None without it."""
+    attr: o.DeviceAttribute | None = lookup_attribute(device, qualified)
+    if attr is None:
+        return None
+    value, error = attribute_value(attr)
+    return None if error else str(value)

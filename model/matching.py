@@ -21,6 +21,8 @@ API:
   ``isSelectable`` (binding-condition gate, class selectors then request selectors through
   CEL, per-device node selection), cached per (request, device); CEL problems raise
   ``AllocationError`` (``class X: selector #i on device d/p/n: CEL runtime error: ...``).
+  ``rejecting_selectors(view, device) -> list[SelectorRejection]``: each selector that keeps
+  the device from the request, evaluated on its own (explain switches them off one by one).
 - ``device_eligible(view, device, *, matcher, gates, allocated) -> bool``: every check that does
   not depend on other choices of the same attempt (selectable, taints, counters gate, capacity
   given committed use, in use by committed allocations). For allocators that build a model.
@@ -36,24 +38,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
 from dra_solver.model.capacity import capacity_fits
+from dra_solver.model.cel import (
+    CelCompileError,
+    CelEnvironment,
+    CelRuntimeError,
+    enhance_runtime_error,
+)
+from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.pools import Pool, PoolDevice
 from dra_solver.model.quantity import Quantity, parse_quantity
 from dra_solver.model.taints import taint_prevents_allocation
 
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelEnvironment
-
 ALLOCATION_RESULTS_MAX_SIZE = 32
 """``resourceapi.AllocationResultsMaxSize``: devices per claim."""
-FIRST_AVAILABLE_MAX_SIZE = 8
-"""``resourceapi.FirstAvailableDeviceRequestMaxSize``: subrequests per request."""
 
 
 def claim_label(claim: o.ResourceClaim) -> str:
@@ -204,6 +207,17 @@ def _sub_view(
 # --- selector matching -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class SelectorRejection:
+    """A selector that rejects a device: the class's (``from_class``) or the request's, by index;
+    ``error`` is why it could not be evaluated ("" when it evaluated to false)."""
+
+    from_class: bool
+    index: int
+    expression: str
+    error: str = ""
+
+
 class Matcher:
     """Upstream ``isSelectable`` with its per-(request, device) cache.
 
@@ -228,6 +242,36 @@ class Matcher:
         result = self._evaluate(view, device)
         self._cache[cache_key] = result
         return result
+
+    def rejecting_selectors(self, view: RequestView, device: PoolDevice) -> list[SelectorRejection]:
+        """Every selector that keeps ``device`` from ``view``, each evaluated on its own (no
+        short cut, errors as text): what explain switches off one at a time. The class's
+        selectors first, then the request's, in order."""
+        out: list[SelectorRejection] = []
+        groups: list[tuple[bool, Sequence[o.DeviceSelector]]] = []
+        if view.device_class is not None:
+            groups.append((True, view.device_class.spec.selectors or ()))
+        groups.append((False, view.selectors))
+        for from_class, selectors in groups:
+            for i, selector in enumerate(selectors):
+                if selector.cel is None:
+                    continue
+                verdict = self._verdict(selector.cel.expression, device)
+                if verdict is not True:
+                    out.append(SelectorRejection(from_class, i, selector.cel.expression, verdict or ""))
+        return out
+
+    def _verdict(self, expression: str, device: PoolDevice) -> bool | str:
+        """True (matches), False (does not) or why it cannot be evaluated."""
+        if device.cel is None:
+            return f"device cannot be evaluated: {device.cel_error}"
+        try:
+            compiled = self._compiled.get(expression)
+            if compiled is None:
+                compiled = self._compiled[expression] = self._cel.compile(expression)
+            return bool(self._cel.matches(compiled, device.cel))
+        except Exception as err:  # any failure makes the device unusable for this request
+            return str(err)
 
     def _evaluate(self, view: RequestView, device: PoolDevice) -> bool:
         if view.device_class is not None and not self._selectors_match(
@@ -264,8 +308,6 @@ class Matcher:
                     raise AllocationError(
                         f"{owner()}: selector #{i}: CEL expression empty (unsupported selector type?)"
                     )
-                from dra_solver.model.cel import CelCompileError
-
                 try:
                     compiled = self._cel.compile(expression)
                 except CelCompileError as err:
@@ -278,15 +320,9 @@ class Matcher:
                 raise AllocationError(
                     f"{owner()}: selector #{i} on device {device.id}: CEL runtime error: {reason}"
                 )
-            # The CEL package is imported only on the error path: this loop runs per
-            # (selector, device) pair, and an import statement costs even when cached.
             try:
                 matched = self._cel.matches(compiled, device.cel)
-            except Exception as err:
-                from dra_solver.model.cel import CelRuntimeError, enhance_runtime_error
-
-                if not isinstance(err, CelRuntimeError):
-                    raise
+            except CelRuntimeError as err:
                 raise AllocationError(
                     f"{owner()}: selector #{i} on device {device.id}: CEL runtime error: "
                     f"{enhance_runtime_error(str(err))}"

@@ -21,12 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocatedState, DeviceID
+from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.quantity import parse_quantity
-
-NODE_POLICIES = ("pack", "spread")
-"""Policies with a node preference; the others keep node name order."""
-
 
 Slot = tuple[str, str, str]
 """(driver, pool, device or counter set name), the pool name as the caller's ``pool`` maps it."""

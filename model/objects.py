@@ -21,6 +21,10 @@ from pydantic_core import PydanticCustomError
 
 from dra_solver.model.quantity import QuantityError, parse_quantity, trim_quantity_field
 
+FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
+"""``resourceapi.FirstAvailableDeviceRequestMaxSize``: subrequests per request, and the base of
+the scheduler's FirstAvailable score (subrequest ``i`` scores ``8 - i``; ``model.score``)."""
+
 
 def _quantity_text(value: Any) -> Any:
     """A quantity field as the API server's decoder reads it: blanks trimmed the same way and

@@ -36,18 +36,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import DeviceID
 from dra_solver.model.capacity import CapacitySpec
+from dra_solver.model.cel import CelDevice
+from dra_solver.model.cluster import DeviceID
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.quantity import Quantity, parse_quantity
+from dra_solver.model.semver import parse_semver
 from dra_solver.model.taints import effective_taints
-
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelDevice
 
 
 class NodeSelectorError(ValueError):
@@ -613,8 +612,6 @@ def cel_device(
     attribute without any value, or a version that is not semver, makes every selector
     evaluation on the device fail with a runtime error (reported by ``model.matching``).
     """
-    from dra_solver.model.cel import CelDevice
-
     attributes: dict[str, Any] = {}
     for name in sorted(device.attributes or {}):
         value, error = attribute_value((device.attributes or {})[name])
@@ -634,8 +631,6 @@ def cel_device(
 
 def attribute_value(attr: o.DeviceAttribute) -> tuple[Any, str]:
     """(CEL value, "") or (None, reason) for one device attribute."""
-    from dra_solver.model.semver import parse_semver
-
     try:
         if attr.ints is not None:
             return tuple(attr.ints), ""

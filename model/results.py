@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import DeviceID
+from dra_solver.model.cluster import DeviceID
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.matching import ClaimPlan, RequestView

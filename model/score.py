@@ -3,6 +3,8 @@
 API:
 - ``first_available_score(claims, results) -> int``
 - ``subrequest_weight(index) -> int``: ``8 - index``.
+- ``best_possible_score(claims) -> int``: the highest score the claims can get (every
+  ``firstAvailable`` request on its first subrequest): node choice stops at a node that has it.
 
 Formula (``computeScore`` in kube-scheduler's DynamicResources plugin): for every claim and
 every request of it that uses ``firstAvailable``, add ``8 - i`` for each subrequest ``i`` that
@@ -18,12 +20,16 @@ from collections.abc import Sequence
 
 from dra_solver.model import objects as o
 
-FIRST_AVAILABLE_MAX_SIZE = 8
-
 
 def subrequest_weight(index: int) -> int:
     """Score contributed by choosing subrequest ``index`` (0 = most preferred)."""
-    return FIRST_AVAILABLE_MAX_SIZE - index
+    return o.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE - index
+
+
+def best_possible_score(claims: Sequence[o.ResourceClaim]) -> int:
+    """The score of every ``firstAvailable`` request getting its first subrequest."""
+    requests = sum(1 for c in claims for r in c.spec.devices.requests or [] if r.first_available)
+    return subrequest_weight(0) * requests
 
 
 def first_available_score(

@@ -12,14 +12,12 @@ and every size limit.
 
 The checks are structural and independent of feature gates (the allocator decides what a disabled
 feature means). Like the API server, all problems of one object are collected, not just the
-first. CEL selectors are compiled with ``model.cel`` when it is available, or with a caller-given
-check.
+first. CEL selectors are compiled with ``model.cel`` (``default_selector_check``,
+``selector_check_for``), or with a caller-given check.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import json
 import math
 import re
@@ -28,13 +26,18 @@ from fractions import Fraction
 from typing import Any
 
 from dra_solver.model import objects as o
+from dra_solver.model.cel import (
+    CEL_SELECTOR_EXPRESSION_MAX_COST,
+    CelCompileError,
+    CelEnvironment,
+    CelFeatures,
+)
 from dra_solver.model.errors import FieldPath, InvalidInput, InvalidInputs
 from dra_solver.model.quantity import QuantityError, parse_quantity_field
 
 # --- limits (k8s.io/api/resource/v1) ---------------------------------------------------------
 
 DEVICE_REQUESTS_MAX = 32
-FIRST_AVAILABLE_MAX = 8
 DEVICE_CONSTRAINTS_MAX = 32
 DEVICE_CONFIG_MAX = 32
 DEVICE_SELECTORS_MAX = 32
@@ -60,7 +63,7 @@ BINDING_CONDITIONS_MAX = 4
 BINDING_FAILURE_CONDITIONS_MAX = 4
 CAPACITY_VALID_VALUES_MAX = 10
 CEL_SELECTOR_MAX_LENGTH = 10 * 1024
-CEL_SELECTOR_MAX_COST = 1_000_000
+CEL_SELECTOR_MAX_COST = CEL_SELECTOR_EXPRESSION_MAX_COST
 OPAQUE_PARAMETERS_MAX_LENGTH = 10 * 1024
 ALLOCATED_DEVICE_STATUS_MAX_CONDITIONS = 8
 ANNOTATIONS_MAX_TOTAL_SIZE = 256 * 1024
@@ -332,45 +335,36 @@ class _Report:
 # --- CEL -------------------------------------------------------------------------------------
 
 
-def default_selector_check() -> SelectorCheck | None:
-    """A compile check backed by ``model.cel`` with every CEL feature on, or None while that
-    module is not available (selectors then only get the length and presence checks)."""
-    try:
-        cel = importlib.import_module("dra_solver.model.cel")
-    except ImportError:
-        return None
-    try:
-        env = cel.CelEnvironment(**_all_cel_features(cel))
-    except Exception:  # an engine that cannot start must not make validation crash
-        return None
-    compile_error = getattr(cel, "CelCompileError", Exception)
+ALL_CEL_FEATURES = CelFeatures(consumable_capacity=True, list_type_attributes=True)
+"""What structural validation compiles selectors with, whatever the gates."""
 
+
+def default_selector_check() -> SelectorCheck:
+    """A compile check with an environment of its own that has every CEL feature on:
+    structural validation is gate-independent (upstream's API server compiles with the
+    cluster's gates, normally all of these on)."""
+    return _compile_check(CelEnvironment(features=ALL_CEL_FEATURES))
+
+
+def selector_check_for(cel: CelEnvironment) -> SelectorCheck:
+    """Compile selectors for validation with ``cel`` when it has every CEL feature on and the
+    API server's cost limit, as the API server validates (its compile cache is then reused
+    across calls); otherwise with an environment of its own that has."""
+    if cel.features != ALL_CEL_FEATURES or cel.cost_limit != CEL_SELECTOR_EXPRESSION_MAX_COST:
+        return default_selector_check()
+    return _compile_check(cel)
+
+
+def _compile_check(cel: CelEnvironment) -> SelectorCheck:
     def check(expression: str) -> str | None:
         try:
-            compiled = env.compile(expression)
-        except compile_error as err:
+            compiled = cel.compile(expression)
+        except CelCompileError as err:
             message = str(err)
-            return (
-                message
-                if message.startswith("compilation failed")
-                else f"compilation failed: {message}"
-            )
-        cost = getattr(compiled, "max_cost", None)
-        if isinstance(cost, int) and cost > CEL_SELECTOR_MAX_COST:
-            return CEL_COST_EXCEEDED
-        return None
+            return message if message.startswith("compilation failed") else f"compilation failed: {message}"
+        return CEL_COST_EXCEEDED if compiled.max_cost > CEL_SELECTOR_MAX_COST else None
 
     return check
-
-
-def _all_cel_features(cel: Any) -> dict[str, Any]:
-    # Structural validation is gate-independent: compile with every optional CEL feature on
-    # (upstream's API server compiles with the cluster's gates, normally all of these on).
-    features: Any = getattr(cel, "CelFeatures", None)
-    if not isinstance(features, type) or not dataclasses.is_dataclass(features):
-        return {}
-    flags = {f.name: True for f in dataclasses.fields(features) if f.type in (bool, "bool")}
-    return {"features": features(**flags)}
 
 
 class _Validator:
@@ -614,9 +608,7 @@ class _Validator:
             self.r.too_long(path, CEL_SELECTOR_MAX_LENGTH)
             return  # upstream does not compile over-long expressions
         if self._selector_check is None:
-            # TODO(helper-1): until model.cel exists only length is checked here; the allocator
-            # still reports an uncompilable selector when it compiles it.
-            return
+            return  # the caller asked for structural checks only
         if expression not in self._compiled:
             self._compiled[expression] = self._selector_check(expression)
         problem = self._compiled[expression]
@@ -785,8 +777,8 @@ class _Validator:
         else:
             subs = request.first_available or []
             fpath = (*path, "firstAvailable")
-            if len(subs) > FIRST_AVAILABLE_MAX:
-                self.r.too_many(fpath, len(subs), FIRST_AVAILABLE_MAX)
+            if len(subs) > o.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE:
+                self.r.too_many(fpath, len(subs), o.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE)
                 return
             for i, sub in enumerate(subs):
                 spath = (*fpath, i)
@@ -1547,8 +1539,8 @@ def validate_object(
 ) -> list[InvalidInput]:
     """Every problem the API server would report when ``obj`` is created, in its words.
 
-    ``selector_check`` compiles CEL selectors; by default ``model.cel`` is used when present.
-    Pass None to skip compiling.
+    ``selector_check`` compiles CEL selectors; by default ``default_selector_check()``. Pass
+    None to skip compiling.
     """
     check = default_selector_check() if selector_check is _UNSET else selector_check
     if isinstance(obj, o.ResourceClaim):

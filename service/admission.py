@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dra_solver.model import objects as o
-from dra_solver.model.errors import (
+from dra_solver.model import (
     AllocationError,
     FieldPath,
     InvalidInput,
     InvalidInputs,
     format_field_path,
 )
+from dra_solver.model import objects as o
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 

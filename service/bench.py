@@ -25,6 +25,8 @@ from typing import Any
 
 import grpc
 
+from dra_solver.service.client import Client
+
 DRIVER = "gpu.example.com"
 PROFILES = (("1g.10gb", 1, 10, 7), ("2g.20gb", 2, 20, 3), ("3g.40gb", 3, 40, 2), ("4g.40gb", 4, 40, 1))
 NODES_PER_FILE = 250
@@ -146,8 +148,6 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir: Path | None = None, seed: int = 1) -> BenchResult:
-    from dra_solver.service.client import Client
-
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
         root = Path(__file__).resolve().parents[1]

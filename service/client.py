@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from dra_solver.service.tls import channel_credentials
 
 ObjectLike = bytes | str | Mapping[str, Any] | Any
 
@@ -71,8 +72,6 @@ class Client:
             options.append(("grpc.ssl_target_name_override", server_name))
         if channel is None:
             if tls_ca or tls_cert:
-                from dra_solver.service.tls import channel_credentials
-
                 creds = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
                 channel = grpc.secure_channel(target, creds, options=options)
             else:

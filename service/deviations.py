@@ -28,13 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from dra_solver.model import AllocationRequest, DeviceID, Quantity, parse_quantity
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocationRequest, DeviceID
-
-if TYPE_CHECKING:
-    from dra_solver.model.quantity import Quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +97,6 @@ def _admin_takes_counters(request: AllocationRequest) -> bool:
 
 
 def _overdrawn_counter_set(request: AllocationRequest) -> bool:
-    from dra_solver.model.quantity import parse_quantity
-
     in_use = request.inventory.allocated_state().devices
     available: dict[tuple[str, str, str, str], Quantity] = {}
     for slice_ in request.inventory.slices:

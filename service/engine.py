@@ -2,63 +2,64 @@
 
 The servicer (``service.server``) only converts messages and maps the exceptions below to
 status codes. Every allocation the engine returns has passed the independent validator
-(``model.check``) against the same inventory the solver saw; a failure there is an internal
-error and nothing is returned (fail closed).
+(``model.check_allocation``) against the same inventory the solver saw; a failure there is an
+internal error and nothing is returned (fail closed).
 
-Whole-cluster ``schedule`` avoids solving 5,000 times: nodes are visited in name order; a node
-with too few free devices is pruned without a solve; nodes whose devices and in-use state are
-identical up to the node's own name share one solve (and answers are cached across calls by
-content, never by generation); the visit stops once enough is known (a node with the best
-possible FirstAvailable score, or the requested number of feasible nodes).
+The decisions are the core's (``dra_solver.model``): ``allocate`` on one node, ``choose_node``
+for whole-cluster ``schedule`` (pruning, equal nodes sharing one solve, the stop rule, the
+policy's node preference) and ``explain_node``. The engine supplies what they need from the
+world: the inventory snapshot and its ``NodeIndex``, reservations in flight, the caller's
+deadline, a verdict cache kept across calls, per-thread CEL environments and metrics.
 """
 
 from __future__ import annotations
 
-import hashlib
-import heapq
-import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dra_solver.model import objects as o
-from dra_solver.model.allocation import (
+from dra_solver import model
+from dra_solver.model import (
     AllocatedState,
     AllocationOutcome,
     AllocationRequest,
     AllocatorName,
+    CelEnvironment,
+    CelFeatures,
     DeviceID,
-    SolveStats,
-)
-from dra_solver.model.cpsat.problem import DEFAULT_POLICY
-from dra_solver.model.decode import ValidationMode, parse_documents
-from dra_solver.model.errors import (
-    AllocationError,
+    DeviceParseCache,
     DraSolverError,
+    ExplainAnswer,
+    FeatureGates,
+    GroupVerdict,
     InvalidInput,
     InvalidInputs,
-    SolveTimeout,
-)
-from dra_solver.model.features import FeatureGates
-from dra_solver.model.node_load import NODE_POLICIES, node_key
-from dra_solver.model.pools import DeviceParseCache
-from dra_solver.service.admission import check_admin_access
-from dra_solver.service.inventory import (
-    InventorySource,
+    NodeAttempt,
+    NodeChoiceOptions,
     NodeIndex,
-    ObjectDecoder,
-    PoolKey,
-    Snapshot,
-    StaticSource,
+    NodeVerdict,
+    ScheduleStats,
+    SolveStats,
+    SolveTimeout,
+    ValidationMode,
+    parse_documents,
 )
-from dra_solver.service.messages import shown
+from dra_solver.model import objects as o
+from dra_solver.service.admission import check_admin_access
+from dra_solver.service.inventory import InventorySource, ObjectDecoder, Snapshot, StaticSource
 from dra_solver.service.metrics import Metrics
-from dra_solver.service.reservations import Reservation, ReservationConflict, ReservationStore
+from dra_solver.service.reservations import (
+    Reservation,
+    ReservationConflict,
+    ReservationStore,
+    UnknownReservation,
+)
+from dra_solver.service.text import clip, shown
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,6 @@ decode_warnings: ContextVar[list[str] | None] = ContextVar("decode_warnings", de
 trailing metadata, like the API server's Warning header); None outside a call."""
 
 MAX_DECODE_WARNINGS = 20
-
-FIRST_AVAILABLE_MAX = 8
-"""resourceapi.FirstAvailableDeviceRequestMaxSize: the weight of a request's first subrequest."""
 
 
 # --- errors the transport maps to status codes ----------------------------------------------
@@ -154,27 +152,6 @@ class AllocateAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeVerdict:
-    node: str
-    verdict: str
-    """feasible | unschedulable | not-evaluated"""
-    score: int = 0
-    reason: str = ""
-
-
-@dataclass
-class ScheduleStats:
-    nodes_total: int = 0
-    nodes_evaluated: int = 0
-    nodes_pruned: int = 0
-    nodes_feasible: int = 0
-    groups: int = 0
-    solves: int = 0
-    cache_hits: int = 0
-    wall_seconds: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class ScheduleAnswer:
     node: str
     claims: tuple[ClaimAnswer, ...]
@@ -187,11 +164,32 @@ class ScheduleAnswer:
     reservation: Reservation | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _GroupVerdict:
-    feasible: bool
-    score: int
-    reason: str
+class _VerdictCache:
+    """Schedule verdicts by content (``model.VerdictCache``): least recently used forgotten
+    first beyond ``size``; hits and misses counted in metrics."""
+
+    def __init__(self, size: int, metrics: Metrics) -> None:
+        self._entries: OrderedDict[tuple[bytes, ...], GroupVerdict] = OrderedDict()
+        self._size = size
+        self._metrics = metrics
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[bytes, ...]) -> GroupVerdict | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+        self._metrics.cache_requests.labels(cache="schedule", result="hit" if hit else "miss").inc()
+        return hit
+
+    def put(self, key: tuple[bytes, ...], verdict: GroupVerdict) -> None:
+        with self._lock:
+            self._entries[key] = verdict
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 AllocateFn = Callable[[AllocationRequest], AllocationOutcome]
@@ -199,24 +197,20 @@ CheckFn = Callable[[AllocationRequest, AllocationOutcome], None]
 """Raises (anything) when the outcome is not a valid allocation for the request."""
 
 
-def default_allocate_fn(cel_for: Callable[[FeatureGates], Any]) -> AllocateFn:
-    from dra_solver.model.allocate import allocate
-
+def default_allocate_fn(cel_for: Callable[[FeatureGates], CelEnvironment]) -> AllocateFn:
     def run(request: AllocationRequest) -> AllocationOutcome:
         # Objects were validated on the way in (claims per call, inventory when loaded).
-        return allocate(request, cel=cel_for(request.gates), validate=False)
+        return model.allocate(request, cel=cel_for(request.gates), validate=False)
 
     return run
 
 
-def default_check_fn(cel_for: Callable[[FeatureGates], Any]) -> CheckFn:
-    from dra_solver.model import check
-
+def default_check_fn(cel_for: Callable[[FeatureGates], CelEnvironment]) -> CheckFn:
     def run(request: AllocationRequest, outcome: AllocationOutcome) -> None:
         cel = cel_for(request.gates)
         # Allocations a caller brings (Reserve) carry no score to check: check the results only.
         given = outcome.results if outcome.stats.status == "GIVEN" else outcome
-        problems = check.check_allocation(request, given, cel=cel)
+        problems = model.check_allocation(request, given, cel=cel)
         if problems:
             raise CheckFailed("; ".join(str(p) for p in problems))
 
@@ -235,23 +229,21 @@ class Engine:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        self._cels: OrderedDict[tuple[tuple[bool, bool], int], Any] = OrderedDict()
-        self._solved_at = threading.local()
+        self._cels: OrderedDict[tuple[tuple[bool, bool], int], CelEnvironment] = OrderedDict()
         self._cel_lock = threading.Lock()
         if self.allocate_fn is None:
             self.allocate_fn = default_allocate_fn(self.cel_for)
         if self.check_fn is None:
             self.check_fn = default_check_fn(self.cel_for)
-        self._cache: OrderedDict[tuple[bytes, ...], _GroupVerdict] = OrderedDict()
-        self._cache_lock = threading.Lock()
-        self._selector_check: Any = None
+        self._cache = _VerdictCache(self.limits.cache_entries, self.metrics)
+        self._selector_check: model.SelectorCheck | None = None
         self._selector_lock = threading.Lock()
         # Device objects are shared between nodes and carried over between snapshots
         # (service.inventory.ObjectDecoder): parse each once for every solve.
         self._devices = DeviceParseCache(self.limits.parsed_devices)
         self._flight_free: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] = {}
 
-    def cel_for(self, gates: FeatureGates) -> Any:
+    def cel_for(self, gates: FeatureGates) -> CelEnvironment:
         """A CEL environment for these gates (its optional features follow them), one per
         serving thread, kept for the server's lifetime so compile and match caches stay warm.
 
@@ -266,8 +258,6 @@ class Engine:
             if env is not None:
                 self._cels.move_to_end(key)
                 return env
-        from dra_solver.model.cel import CelEnvironment, CelFeatures
-
         consumable, lists = key[0]
         env = CelEnvironment(
             features=CelFeatures(consumable_capacity=consumable, list_type_attributes=lists),
@@ -337,12 +327,10 @@ class Engine:
             raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
     def _validate(self, obj: o.TypedObject, *, source: str) -> None:
-        from dra_solver.model.validation import default_selector_check, validate_object
-
         with self._selector_lock:
             if self._selector_check is None:
-                self._selector_check = default_selector_check() or (lambda _e: None)
-        errors = validate_object(obj, selector_check=self._selector_check)
+                self._selector_check = model.default_selector_check()
+        errors = model.validate_object(obj, selector_check=self._selector_check)
         if errors:
             for err in errors:
                 err.source = source
@@ -425,16 +413,20 @@ class Engine:
         *,
         time_limit: float,
         use_reservations: bool,
-    ) -> AllocationRequest:
+    ) -> tuple[AllocationRequest, int | None]:
+        """The core's request for ``node`` and the reservation version it was built against
+        (None without reservations): a reservation made from the answer is refused if
+        allocations in flight changed since (``ReservationStore.reserve(solved_at=...)``)."""
         index = snap.index
         extra = None
+        version = None
         if use_reservations:
-            self._solved_at.version = self.reservations.version
+            version = self.reservations.version
             view = index.view(node)
             pools = list(view.pools) if view else []
             pools.extend(index.shared_pools)
             extra = self.reservations.state(pools)
-        return AllocationRequest(
+        request = AllocationRequest(
             claims=claims,
             node=index.nodes_by_name.get(node) or snap.inventory.node(node),
             inventory=index.node_inventory(node, extra),
@@ -444,6 +436,7 @@ class Engine:
             policy=opts.policy,
             device_cache=self._devices,
         )
+        return request, version
 
     # --- Allocate ---------------------------------------------------------------------------
 
@@ -470,12 +463,12 @@ class Engine:
             check_admin_access(claims, snap.namespaces)
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
                 raise NotFound(f"node {shown(node)} not found in the inventory")
-            request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
-            solved_at = getattr(self._solved_at, "version", None) if not inline else None
+            request, solved_at = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
             outcome = self._solve(request)
             if not outcome.allocated:
-                if not inline:
-                    _raise_invalid_pools(snap.index, node)
+                broken = None if inline else model.invalid_pools_error(snap.index, node)
+                if broken is not None:
+                    raise broken
                 return AllocateAnswer(node, False, tuple(ClaimAnswer(c, None) for c in claims), 0, outcome.reason or "cannot allocate all claims", outcome.stats, snap.generation)
             self._verify(request, outcome)
             reservation = None
@@ -553,7 +546,7 @@ class Engine:
             raise NotFound(f"node {shown(node)} not found in the inventory")
         results = tuple(c.status.allocation for c in claims if c.status and c.status.allocation)
         bare = tuple(c.model_copy(update={"status": None}) for c in claims)
-        request = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
+        request, _ = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
         stats = SolveStats(allocator="caller", status="GIVEN", wall_seconds=0.0)
         outcome = AllocationOutcome(True, results, 0, stats)
         try:
@@ -563,8 +556,6 @@ class Engine:
         return self._reserve(snap, request, outcome, ttl=ttl, pod=pod, caller=caller)
 
     def unreserve(self, reservation_id: str, claims: Sequence[str]) -> int:
-        from dra_solver.service.reservations import UnknownReservation
-
         if not reservation_id and not claims:
             raise InvalidInput("", ("reservationId",), "Required value: a reservation id or claims")
         try:
@@ -618,158 +609,50 @@ class Engine:
         wanted: int,
         deadline: float | None,
     ) -> tuple[ScheduleAnswer, AllocationRequest | None, AllocationOutcome | None, int | None]:
+        """Node choice (``model.choose_node``) on one snapshot: the engine supplies the solves
+        (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
-        index = snap.index
-        names = sorted(set(candidates)) if candidates else list(index.node_names)
-        stats = ScheduleStats(nodes_total=len(names))
-        node_policy = (opts.policy or DEFAULT_POLICY) if (opts.allocator or "cpsat") == "cpsat" else ""
-        rank: dict[str, int] = {}
-        need, exclusive = _min_devices(claims)
-        best_possible = FIRST_AVAILABLE_MAX * sum(1 for c in claims for r in c.spec.devices.requests or [] if r.first_available)
-        claims_key = _claims_key(claims, opts, self.gates_for(opts.feature_gates))
-        global_key = (index.global_key, index.shared_inuse_key, *self.reservations.pool_keys(index.shared_pools), claims_key)
-        groups: dict[tuple[bytes, ...], tuple[_GroupVerdict, str]] = {}
-        solved: dict[str, tuple[AllocationRequest, AllocationOutcome, int | None]] = {}
-        verdicts: list[NodeVerdict] = []
-        best: tuple[int, str] | None = None
-        stopped = False
-        for name in self._visit_order(snap, names, node_policy, explicit=bool(candidates)):
-            if stopped or (deadline is not None and self.clock() >= deadline - self.limits.deadline_margin):
-                break
-            rank[name] = len(rank)
-            stats.nodes_evaluated += 1
-            view = index.view(name)
-            if view is None:
-                stats.nodes_pruned += 1
-                known = name in index.nodes_by_name
-                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f"node {shown(name)} not found in the inventory"))
-                continue
-            if exclusive and not view.shared_devices:
-                free = index.free_devices(name, self.reservations.devices(view.pools))
-                if free < need:
-                    stats.nodes_pruned += 1
-                    broken = _invalid_pools_error(index, name)
-                    reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
-                    verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
-                    continue
-            key = (view.shape, index.inuse_key(name), *self.reservations.pool_keys(view.pools))
-            known_group = groups.get(key)
-            if known_group is not None:
-                verdict = known_group[0]
-            else:
-                cached = self._cache_get((*global_key, *key))
-                if cached is not None:
-                    stats.cache_hits += 1
-                    verdict = cached
-                else:
-                    try:
-                        request = self._node_request(snap, claims, name, opts, time_limit=self.time_limit(deadline), use_reservations=True)
-                    except DeadlineExceeded:
-                        break
-                    try:
-                        outcome = self._solve(request)
-                        if not outcome.allocated:
-                            _raise_invalid_pools(index, name)
-                    except SolveTimeout:
-                        verdicts.append(NodeVerdict(name, "not-evaluated", reason="the deadline passed while solving"))
-                        break
-                    except AllocationError as err:
-                        if not getattr(err, "node_local", False):
-                            raise AllocationError(f"node {name}: {err}") from err
-                        # Upstream: an error for this node only; other nodes may still fit.
-                        outcome = AllocationOutcome(False, (), 0, getattr(err, "stats", None) or SolveStats(opts.allocator, "ERROR", 0.0), str(err))
-                    stats.solves += 1
-                    verdict = _GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
-                    if outcome.allocated:
-                        solved[name] = (request, outcome, getattr(self._solved_at, "version", None))
-                    self._cache_put((*global_key, *key), verdict)
-                groups[key] = (verdict, name)
-            if verdict.feasible:
-                stats.nodes_feasible += 1
-                verdicts.append(NodeVerdict(name, "feasible", score=verdict.score))
-                if best is None or verdict.score > best[0]:
-                    best = (verdict.score, name)
-                stopped = stats.nodes_feasible >= wanted if wanted > 0 else best[0] >= best_possible
-            else:
-                verdicts.append(NodeVerdict(name, "unschedulable", reason=verdict.reason))
-        stats.groups = len(groups)
-        chosen_request: AllocationRequest | None = None
-        chosen_outcome: AllocationOutcome | None = None
-        chosen_at: int | None = None
-        chosen = ""
-        # The chosen node needs a real allocation: reuse its solve, else solve it now.
-        order = sorted((v for v in verdicts if v.verdict == "feasible"), key=lambda v: (-v.score, rank[v.node]))
-        for v in order:
-            if v.node in solved:
-                chosen_request, chosen_outcome, chosen_at = solved[v.node]
-            else:
-                try:
-                    chosen_request = self._node_request(snap, claims, v.node, opts, time_limit=self.time_limit(deadline), use_reservations=True)
-                    chosen_at = getattr(self._solved_at, "version", None)
-                    chosen_outcome = self._solve(chosen_request)
-                except (DeadlineExceeded, SolveTimeout):
-                    if chosen_outcome is None:
-                        raise DeadlineExceeded("the deadline passed before a node's allocation was computed") from None
-                    break
-                stats.solves += 1
-            if chosen_outcome.allocated:
-                chosen = v.node
-                break
+
+        def attempt(node: str) -> NodeAttempt | None:
+            try:
+                request, version = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=True)
+            except DeadlineExceeded:
+                return None
+            return NodeAttempt(request, self._solve(request), version)
+
+        def expired() -> bool:
+            assert deadline is not None
+            return self.clock() >= deadline - self.limits.deadline_margin
+
+        options = NodeChoiceOptions(allocator=opts.allocator, policy=opts.policy, gates=self.gates_for(opts.feature_gates), wanted=wanted)
+        try:
+            choice = model.choose_node(
+                claims,
+                candidates,
+                index=snap.index,
+                options=options,
+                attempt=attempt,
+                in_flight=self.reservations,
+                cache=self._cache,
+                expired=expired if deadline is not None else None,
+                memo=self._flight_free,
+                generation=snap.generation,
+                quote=shown,
+            )
+        except SolveTimeout as err:
+            raise DeadlineExceeded(str(err)) from None
+        stats = choice.stats
         stats.wall_seconds = self.clock() - start
         self._observe_schedule(stats)
-        if not chosen or chosen_request is None or chosen_outcome is None:
-            evaluated = {v.node for v in verdicts}
-            not_evaluated = [n for n in names if n not in evaluated]
-            reason = _summary(verdicts, len(names), not_evaluated=len(not_evaluated))
-            if not verdicts and names and deadline is not None:
-                raise DeadlineExceeded("the deadline passed before any node was evaluated")
-            return (
-                ScheduleAnswer("", tuple(ClaimAnswer(c, None) for c in claims), 0, tuple(verdicts), stats, None, reason, snap.generation),
-                None,
-                None,
-                None,
-            )
-        self._verify(chosen_request, chosen_outcome)
-        self._count_devices(chosen_outcome)
-        answers = tuple(ClaimAnswer(c, r) for c, r in zip(claims, chosen_outcome.results, strict=True))
-        answer = ScheduleAnswer(chosen, answers, chosen_outcome.score, tuple(verdicts), stats, chosen_outcome.stats, "", snap.generation)
-        return answer, chosen_request, chosen_outcome, chosen_at
-
-    def _visit_order(self, snap: Snapshot, names: Sequence[str], policy: str, *, explicit: bool) -> Iterable[str]:
-        """Nodes from most to least preferred by the policy (``model.node_load``): the visit
-        stops at the first node with the best possible FirstAvailable score, so that node is
-        also the preferred one among those. Without a node preference: name order.
-
-        The order by devices in use is computed once per snapshot; only nodes with devices in
-        flight (reservations) are re-keyed per call and merged in lazily."""
-        if policy not in NODE_POLICIES:
-            return names
-        index = snap.index
-        in_flight: dict[str, list[PoolKey]] = {}
-        for pool in self.reservations.held_pools():
-            owner = index.pool_node.get(pool)
-            if owner:
-                in_flight.setdefault(owner, []).append(pool)
-
-        def key(name: str) -> tuple[float, str]:
-            pools = in_flight.get(name)
-            if pools is None:
-                return node_key(policy, index.free_units(name), name)
-            # Re-keyed only when the node's reservations changed since the last call.
-            fingerprint = (snap.generation, self.reservations.pool_keys(pools))
-            known = self._flight_free.get(name)
-            if known is not None and known[0] == fingerprint:
-                free = known[1]
-            else:
-                free = index.free_units(name, self.reservations.state(pools))
-                self._flight_free[name] = (fingerprint, free)
-            return node_key(policy, free, name)
-
-        if explicit:
-            return sorted(names, key=key)
-        moved = sorted((key(n), n) for n in in_flight if n in index.views)
-        rest = ((k, n) for k, n in index.preference_order(policy) if n not in in_flight)
-        return (n for _, n in heapq.merge(moved, rest))
+        chosen = choice.attempt
+        if not choice.node or chosen is None:
+            answer = ScheduleAnswer("", tuple(ClaimAnswer(c, None) for c in claims), 0, choice.verdicts, stats, None, choice.reason, snap.generation)
+            return answer, None, None, None
+        self._verify(chosen.request, chosen.outcome)
+        self._count_devices(chosen.outcome)
+        answers = tuple(ClaimAnswer(c, r) for c, r in zip(claims, chosen.outcome.results, strict=True))
+        answer = ScheduleAnswer(choice.node, answers, chosen.outcome.score, choice.verdicts, stats, chosen.outcome.stats, "", snap.generation)
+        return answer, chosen.request, chosen.outcome, chosen.tag
 
     def _observe_schedule(self, stats: ScheduleStats) -> None:
         h = self.metrics.schedule_nodes
@@ -778,20 +661,6 @@ class Engine:
         h.labels(phase="pruned").observe(stats.nodes_pruned)
         h.labels(phase="feasible").observe(stats.nodes_feasible)
         h.labels(phase="solved").observe(stats.solves)
-
-    def _cache_get(self, key: tuple[bytes, ...]) -> _GroupVerdict | None:
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-        self.metrics.cache_requests.labels(cache="schedule", result="hit" if hit else "miss").inc()
-        return hit
-
-    def _cache_put(self, key: tuple[bytes, ...], verdict: _GroupVerdict) -> None:
-        with self._cache_lock:
-            self._cache[key] = verdict
-            while len(self._cache) > self.limits.cache_entries:
-                self._cache.popitem(last=False)
 
     # --- Explain ----------------------------------------------------------------------------
 
@@ -803,9 +672,7 @@ class Engine:
         objects: Sequence[bytes] = (),
         opts: SolveOptions = SolveOptions(),
         deadline: float | None = None,
-    ) -> Any:
-        from dra_solver.service.explain import explain_on_node
-
+    ) -> ExplainAnswer:
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to explain")
         claims = self.decode_claims(claim_blobs, validate=opts.validate)
@@ -814,11 +681,11 @@ class Engine:
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
             raise NotFound(f"node {shown(node)} not found in the inventory")
-        request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+        request, _ = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:
-            holders.update({d: f"a reservation in flight for claim {refs}" for d, refs in self.reservations.holders().items()})
-        return explain_on_node(request, cel=self.cel_for(request.gates), holders=holders, solve=self._solve)
+            holders.update({d: f"{model.RESERVED_HOLDER} for claim {refs}" for d, refs in self.reservations.holders().items()})
+        return model.explain_node(request, cel=self.cel_for(request.gates), holders=holders, solve=self._solve)
 
     # --- Inventory --------------------------------------------------------------------------
 
@@ -861,47 +728,6 @@ def _with_results(claims: Sequence[o.ResourceClaim], results: Sequence[o.Allocat
     return [c.model_copy(update={"status": o.ResourceClaimStatus(allocation=r)}) for c, r in zip(claims, results, strict=True)]
 
 
-def _min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:
-    """A lower bound on distinct free devices the claims need, and whether the bound applies
-    (it does not when a request has admin access, which may use devices already in use)."""
-    need = 0
-    for claim in claims:
-        for req in claim.spec.devices.requests or []:
-            subs: list[tuple[str | None, int | None, bool]] = []
-            if req.exactly is not None:
-                subs.append((req.exactly.allocation_mode, req.exactly.count, bool(req.exactly.admin_access)))
-            for sub in req.first_available or []:
-                subs.append((sub.allocation_mode, sub.count, False))
-            if any(admin for _, _, admin in subs):
-                return 0, False
-            counts = [(count or 1) if (mode or "ExactCount") == "ExactCount" else 1 for mode, count, _ in subs]
-            if counts:
-                need = max(need, min(counts))
-    return need, True
-
-
-def _claims_key(claims: Sequence[o.ResourceClaim], opts: SolveOptions, gates: FeatureGates) -> bytes:
-    # Answers depend on the claims' specs, not their names.
-    specs = [c.spec.to_api() for c in claims]
-    text = json.dumps([specs, opts.allocator, opts.policy, str(gates)], sort_keys=True, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
-
-def _summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:
-    """Like the scheduler: "0/3 nodes are available: 2 cannot allocate all claims, 1 ..."."""
-    reasons: dict[str, int] = {}
-    for v in verdicts:
-        if v.verdict == "feasible":
-            continue
-        text = v.reason.split(":")[0] if v.reason else "unschedulable"
-        reasons[text] = reasons.get(text, 0) + 1
-    if not_evaluated:
-        reasons["not evaluated before the deadline"] = not_evaluated
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
-
-
-
 MAX_POD_REF = 63 + 1 + 253
 """``namespace/name`` of a pod at most (a DNS label, a DNS subdomain)."""
 
@@ -912,33 +738,12 @@ def _check_pod(pod: str) -> None:
         raise InvalidInput("", ("pod",), f"Too long: may not be more than {MAX_POD_REF} bytes")
 
 
-def _invalid_pools_error(index: NodeIndex, node: str) -> AllocationError | None:
-    """Upstream's answer on a node that reaches an invalid pool when nothing else fits: an
-    error for this node only (the pool's devices are never allocated)."""
-    pools = index.invalid_pools_of(node)
-    if not pools:
-        return None
-    first = pools[0]
-    more = f" (and {len(pools) - 1} more)" if len(pools) > 1 else ""
-    err = AllocationError(f"invalid resource pools were encountered: pool {first[0]}/{first[1]}{more}: {index.invalid_pools[first]}")
-    err.node_local = True  # type: ignore[attr-defined]
-    return err
-
-
-def _raise_invalid_pools(index: NodeIndex, node: str) -> None:
-    err = _invalid_pools_error(index, node)
-    if err is not None:
-        raise err
-
-
 def cel_features_key(gates: FeatureGates) -> tuple[bool, bool]:
-    """The gates a CEL environment depends on (those ``model.allocate.default_cel`` reads)."""
+    """The gates a CEL environment depends on (those ``model.default_cel`` reads)."""
     return (gates.consumable_capacity, gates.list_type_attributes)
 
 
 def shown_detail(detail: str) -> str:
-    from dra_solver.service.messages import clip
-
     return clip(detail, 200)
 
 

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from dra_solver.model import objects as o
-from dra_solver.model.decode import (
+from dra_solver.model import (
     DEFAULT_LIMITS,
     VALIDATION_MODES,
     DecodeLimits,
+    InvalidInput,
+    StrictDecodingError,
     ValidationMode,
     decode_text,
 )
-from dra_solver.model.errors import InvalidInput, StrictDecodingError
+from dra_solver.model import objects as o
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

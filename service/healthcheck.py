@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model import InvalidInput
 from dra_solver.service import tls
 
 

@@ -9,10 +9,8 @@ a reload or a watch event builds a new snapshot and never changes one in use. So
 - :class:`KubeSource`: list+watch through the shared client layer (``service.kubeapi``
   informers, relisting after ``410 Gone``), ready only once every kind has been listed.
 
-Per snapshot, :class:`NodeIndex` precomputes what whole-cluster questions need: each node's
-slices (so the core sees only what a node can reach), a fingerprint of each node's device shape
-with the node's own name factored out (nodes with equal fingerprints and equal in-use devices
-have the same answer), and free-device counts for pruning. Identical ``Device`` objects are
+Per snapshot, the core's ``NodeIndex`` (``dra_solver.model``) precomputes what whole-cluster
+questions need, built lazily on first use (``Snapshot.index``). Identical ``Device`` objects are
 shared between slices when decoding (a 5,000-node cluster of identical GPUs holds each distinct
 device once), so consumers must treat inventory objects as immutable and never key by ``id()``.
 
@@ -27,8 +25,6 @@ Namespaces (labels only) ride along for the admin-access check on claims callers
 from __future__ import annotations
 
 import gc
-import hashlib
-import json
 import logging
 import threading
 import time
@@ -37,11 +33,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dra_solver.model import (
+    CapacitySpec,
+    InvalidInput,
+    InvalidInputs,
+    Inventory,
+    NodeIndex,
+    PoolKey,
+    SelectorCheck,
+    StrictDecodingError,
+    ValidationMode,
+    check_fields,
+    decode_object,
+    default_selector_check,
+    dns1123_label_errors,
+    parse_documents,
+    parse_quantity,
+    validate_object,
+)
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocatedState, DeviceID, Inventory
-from dra_solver.model.decode import ValidationMode, check_fields, decode_object, parse_documents
-from dra_solver.model.errors import InvalidInput, InvalidInputs, StrictDecodingError
-from dra_solver.model.node_load import NodeUnits, node_key
 from dra_solver.service.files import expand_paths, read_text
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as ob
@@ -49,15 +59,10 @@ from dra_solver.service.kubeapi.informer import Informer
 
 log = logging.getLogger(__name__)
 
-PoolKey = tuple[str, str]
-"""(driver, pool name)."""
-
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "Node", "Namespace")
 
 MAX_PROBLEMS = 1000
 """Inventory problems kept per snapshot (each names its object; the count is exact)."""
-
-_PLACEHOLDER = "\x00node\x00"
 
 
 # --- decoding with shared devices -----------------------------------------------------------
@@ -126,8 +131,6 @@ def decode_namespace(doc: dict[str, Any], *, source: str = "") -> Namespace:
         raise InvalidInput(f"Namespace {_raw_name(doc)}", ("metadata",), f"Invalid value: {_clipped(str(err))}", source=source) from None
     if not ns.metadata.name:
         raise InvalidInput("Namespace", ("metadata", "name"), "Required value: name or generateName is required", source=source)
-    from dra_solver.model.validation import dns1123_label_errors
-
     problems = dns1123_label_errors(ns.metadata.name)
     if problems:
         raise InvalidInput(f"Namespace {_raw_name(doc)}", ("metadata", "name"), f"Invalid value: {_clipped(repr(ns.metadata.name), 66)}: {problems[0]}", source=source)
@@ -224,9 +227,6 @@ def allocator_parse_error(obj: o.ResourceSlice) -> str:
     """What the allocator's own parsing of a slice would fail on (quantities of counters and
     capacities), or "": checked for every slice whatever the validation mode, so such a slice
     can only ever invalidate its pool, never fail a call."""
-    from dra_solver.model.capacity import CapacitySpec
-    from dra_solver.model.quantity import parse_quantity
-
     try:
         for i, counter_set in enumerate(obj.spec.shared_counters or []):
             for name, c in counter_set.counters.items():
@@ -288,7 +288,7 @@ def screen_objects(
     known: list[tuple[InventoryProblem, str]] = list(problems)
     kept: list[o.TypedObject] = []
     namespaces: dict[str, Mapping[str, str]] | None = {} if namespaces_known else None
-    check: Any = None
+    check: SelectorCheck | None = None
     fresh: dict[int, tuple[o.TypedObject, str]] = {}
     for obj in objects:
         if isinstance(obj, Namespace):
@@ -302,9 +302,7 @@ def screen_objects(
         else:
             error = ""
             if validate:
-                from dra_solver.model.validation import default_selector_check, validate_object
-
-                check = check or default_selector_check() or (lambda _expr: None)
+                check = check or default_selector_check()
                 errs = validate_object(obj, selector_check=check)
                 if errs:
                     error = "; ".join(f"{e.field}: {e.detail}" if e.field_path else e.detail for e in errs[:3])
@@ -349,342 +347,6 @@ def screen_objects(
 
 
 # --- snapshots ------------------------------------------------------------------------------
-
-
-def _digest(*parts: object) -> bytes:
-    return hashlib.blake2b(repr(parts).encode(), digest_size=16).digest()
-
-
-def _canonical(model: o.K8sModel) -> str:
-    return json.dumps(model.to_api(), sort_keys=True, separators=(",", ":"))
-
-
-def _placeholder(text: str, node: str) -> str:
-    return text.replace(node, _PLACEHOLDER) if node else text
-
-
-def _exclusive_capable(device: o.Device) -> bool:
-    return not device.allow_multiple_allocations
-
-
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """What one node can reach, in one snapshot."""
-
-    name: str
-    pools: tuple[PoolKey, ...]
-    """Pools with a slice local to this node (``spec.nodeName``)."""
-    slices: tuple[o.ResourceSlice, ...]
-    """Every slice the core needs for this node: its pools' slices and all non-local slices."""
-    shape: bytes
-    """Fingerprint of the node's devices with its own name factored out."""
-    exclusive_devices: int
-    """Devices of this node's local slices that are allocated exclusively (not shareable)."""
-    shared_devices: int
-    """Devices outside node-local slices the node may reach (no pruning by count then)."""
-
-
-class NodeIndex:
-    """Per-snapshot lookup structures for whole-cluster questions (built once, read-only)."""
-
-    def __init__(
-        self,
-        inventory: Inventory,
-        *,
-        previous: NodeIndex | None = None,
-        invalid_pools: Mapping[PoolKey, str] | None = None,
-        invalid_pool_nodes: Mapping[PoolKey, str] | None = None,
-    ) -> None:
-        self.inventory = inventory
-        self.invalid_pools: Mapping[PoolKey, str] = invalid_pools or {}
-        # Invalid pools a node reaches: its own (node-local) and those of no single node.
-        self._invalid_local: dict[str, list[PoolKey]] = {}
-        shared_invalid: list[PoolKey] = []
-        for pool in sorted(self.invalid_pools):
-            owner = (invalid_pool_nodes or {}).get(pool, "")
-            if owner:
-                self._invalid_local.setdefault(owner, []).append(pool)
-            else:
-                shared_invalid.append(pool)
-        self._invalid_shared = tuple(shared_invalid)
-        # Fingerprints of unchanged slices carry over from the previous snapshot's index, so a
-        # watch event about a claim does not re-fingerprint 5,000 nodes' devices.
-        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, tuple[str, ...]]]] = {}
-        carried = previous._slice_parts if previous is not None else {}
-        self.nodes_by_name: dict[str, o.Node] = {n.name: n for n in inventory.nodes if n.name}
-        slices_by_pool: dict[PoolKey, list[o.ResourceSlice]] = {}
-        local_by_node: dict[str, list[o.ResourceSlice]] = {}
-        nonlocal_slices: list[o.ResourceSlice] = []
-        for s in sorted(inventory.slices, key=lambda s: (s.spec.driver, s.spec.pool.name, s.name)):
-            slices_by_pool.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
-            if s.spec.node_name:
-                local_by_node.setdefault(s.spec.node_name, []).append(s)
-            else:
-                nonlocal_slices.append(s)
-        self.slices_by_pool = {k: tuple(v) for k, v in slices_by_pool.items()}
-        nonlocal_pools = sorted({(s.spec.driver, s.spec.pool.name) for s in nonlocal_slices})
-        # Pools spanning several nodes make nodes' answers depend on each other: never group them.
-        pool_nodes: dict[PoolKey, set[str]] = {}
-        for node, local in local_by_node.items():
-            for s in local:
-                pool_nodes.setdefault((s.spec.driver, s.spec.pool.name), set()).add(node)
-        entangled = {p for p, ns in pool_nodes.items() if len(ns) > 1} | set(nonlocal_pools)
-        shared_slices: list[o.ResourceSlice] = []
-        for pool in nonlocal_pools:
-            shared_slices.extend(self.slices_by_pool[pool])
-        self.shared_slices = tuple(shared_slices)
-        self.shared_pools = tuple(nonlocal_pools)
-        shared_device_count = sum(len(s.spec.devices or []) for s in nonlocal_slices)
-        selector_keys = self._selector_keys(nonlocal_slices)
-        self.global_key = _digest(
-            [_canonical(c) for c in sorted(inventory.classes, key=lambda c: c.name)],
-            [_canonical(r) for r in sorted(inventory.taint_rules, key=lambda r: r.name)],
-            [_canonical(s) for s in shared_slices],
-        )
-        rule_pools = {r.spec.device_selector.pool for r in inventory.taint_rules if r.spec.device_selector and r.spec.device_selector.pool}
-        device_fp: dict[int, str] = {}
-        views: dict[str, NodeView] = {}
-        for name in sorted(set(inventory.node_names()) | set(self._invalid_local)):
-            local = local_by_node.get(name, [])
-            pools = tuple(sorted({(s.spec.driver, s.spec.pool.name) for s in local}))
-            slices: list[o.ResourceSlice] = []
-            for pool in pools:
-                slices.extend(self.slices_by_pool[pool])
-            slices.extend(shared_slices)
-            parts: list[object] = []
-            for s in local:
-                known = carried.get(id(s))
-                if known is not None and known[0] is s:
-                    part = known[1]
-                else:
-                    devs = []
-                    for d in s.spec.devices or []:
-                        fp = device_fp.get(id(d))
-                        if fp is None:
-                            fp = device_fp[id(d)] = _canonical(d)
-                        devs.append(fp)
-                    head = s.spec.model_copy(update={"devices": None, "node_name": None})
-                    part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), tuple(devs))
-                self._slice_parts[id(s)] = (s, part)
-                parts.append(part)
-            node_obj = self.nodes_by_name.get(name)
-            labels = (node_obj.metadata.labels or {}) if node_obj else {}
-            parts.append(tuple(sorted((k, labels.get(k)) for k in selector_keys)))
-            if selector_keys & {"metadata.name", "\x00name"}:
-                parts.append(name)
-            if any(p in entangled for p in pools) or any(p[1] in rule_pools for p in pools):
-                parts.append(("node", name))
-            broken = self.invalid_pools_of(name)
-            if broken:
-                parts.append(("invalid", tuple((d, _placeholder(p, name), self.invalid_pools[(d, p)]) for d, p in broken)))
-            exclusive = sum(1 for s in local for d in s.spec.devices or [] if _exclusive_capable(d))
-            views[name] = NodeView(
-                name=name,
-                pools=pools,
-                slices=tuple(slices),
-                shape=_digest(parts),
-                exclusive_devices=exclusive,
-                shared_devices=shared_device_count,
-            )
-        self.views = views
-        self.node_names = tuple(sorted(views))
-        self.pool_node: dict[PoolKey, str] = {}
-        for name, view in views.items():
-            for pool in view.pools:
-                if pool not in entangled:
-                    self.pool_node[pool] = name
-        self._allocated = inventory.allocated_state()
-        self._inuse_by_node = _split_by_node(self._allocated, self.pool_node)
-        self.device_count_by_driver: dict[str, int] = {}
-        for s in inventory.slices:
-            self.device_count_by_driver[s.spec.driver] = self.device_count_by_driver.get(s.spec.driver, 0) + len(s.spec.devices or [])
-        self._inuse_keys: dict[str, bytes] = {}
-        self._local_sets: dict[str, frozenset[DeviceID]] = {}
-        self.shared_inuse_key = state_key(self._shared_state(), "")
-        self._holders: dict[DeviceID, str] | None = None
-        self._lock = threading.Lock()
-        # Units per node shape carry over: most snapshots change claims, not devices.
-        self._units: dict[bytes, NodeUnits] = previous._units if previous is not None else {}
-        if len(self._units) > 2 * len(views) + 16:
-            self._units = {}  # shapes that no longer exist
-        self._free_units: dict[str, float] = {}
-        self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
-
-    @staticmethod
-    def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
-        # Node labels matter only where a node selector reads them.
-        keys: set[str] = set()
-        selectors: list[o.NodeSelector] = []
-        for s in slices:
-            if s.spec.node_selector:
-                selectors.append(s.spec.node_selector)
-            for d in s.spec.devices or []:
-                if d.node_selector:
-                    selectors.append(d.node_selector)
-                if d.node_name:
-                    keys.add("\x00name")
-        for sel in selectors:
-            for term in sel.node_selector_terms:
-                for req in term.match_expressions or []:
-                    keys.add(req.key)
-                for req in term.match_fields or []:
-                    keys.add(req.key)
-        return frozenset(keys)
-
-    def view(self, node: str) -> NodeView | None:
-        return self.views.get(node)
-
-    def invalid_pools_of(self, node: str) -> tuple[PoolKey, ...]:
-        """Invalid pools ``node`` may reach (their devices are never allocated)."""
-        return tuple(self._invalid_local.get(node, ())) + self._invalid_shared
-
-    # --- node preference (model.node_load): computed lazily, cached per snapshot -------------
-
-    def units(self, node: str) -> NodeUnits:
-        """``node``'s devices in units (GPUs, whatever they are partitioned into); one object
-        per node shape, pools named after the node renamed (see ``free_units``)."""
-        view = self.views.get(node)
-        if view is None:
-            return NodeUnits()
-        units = self._units.get(view.shape)
-        if units is None:
-            local = [s for pool in view.pools for s in self.slices_by_pool[pool] if s.spec.node_name == node]
-            units = self._units[view.shape] = NodeUnits.of(local, pool=lambda p: _placeholder(p, node))
-        return units
-
-    def free_units(self, node: str, extra: AllocatedState | None = None) -> float:
-        """Free units of ``node`` with its devices in use (plus ``extra``, e.g. in flight)."""
-        if extra is None:
-            cached = self._free_units.get(node)
-            if cached is not None:
-                return cached
-        state = self.in_use(node) if extra is None else self.in_use(node).merge(extra)
-        units = self.units(node)
-        free = units.free(state, pool=lambda p: _placeholder(p, node)) if state is not _EMPTY else units.total
-        if extra is None and node in self.views:  # never cache names callers made up
-            self._free_units[node] = free
-        return free
-
-    def preference_order(self, policy: str) -> list[tuple[tuple[float, str], str]]:
-        """Every node by the policy's preference (``model.node_load.node_key``) with the devices
-        in use of this snapshot; computed once per snapshot and policy."""
-        order = self._orders.get(policy)
-        if order is None:
-            order = self._orders[policy] = sorted(
-                (node_key(policy, self.free_units(n), n), n) for n in self.node_names
-            )
-        return order
-
-    def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
-        """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""
-        view = self.views[node]
-        busy = self.in_use(node).devices | taken
-        if not busy:
-            return view.exclusive_devices
-        local = self._local_sets.get(node)
-        if local is None:
-            # Built only for nodes with devices in use: most nodes of a big cluster have none.
-            local = self._local_sets[node] = frozenset(
-                DeviceID(s.spec.driver, s.spec.pool.name, d.name)
-                for pool in view.pools
-                for s in self.slices_by_pool[pool]
-                if s.spec.node_name == node
-                for d in s.spec.devices or []
-                if _exclusive_capable(d)
-            )
-        return view.exclusive_devices - len(local & busy)
-
-    @property
-    def allocated(self) -> AllocatedState:
-        return self._allocated
-
-    def in_use(self, node: str) -> AllocatedState:
-        """In-use state of the devices ``node`` can reach (node-local pools + shared pools)."""
-        return self._inuse_by_node.get(node, _EMPTY)
-
-    def inuse_key(self, node: str) -> bytes:
-        """Fingerprint of the devices in use on ``node`` (b"" when none), name factored out."""
-        key = self._inuse_keys.get(node)
-        if key is None:
-            state = self._inuse_by_node.get(node)
-            key = self._inuse_keys[node] = b"" if state is None else state_key(state, node)
-        return key
-
-    def node_inventory(self, node: str, extra: AllocatedState | None = None) -> Inventory:
-        """The reduced inventory the core needs to answer for ``node``."""
-        view = self.views.get(node)
-        slices = view.slices if view else self.shared_slices
-        state = self._shared_state().merge(self.in_use(node))
-        if extra is not None:
-            state = state.merge(extra)
-        node_obj = self.nodes_by_name.get(node) or self.inventory.node(node)
-        return Inventory(
-            classes=self.inventory.classes,
-            slices=slices,
-            taint_rules=self.inventory.taint_rules,
-            nodes=(node_obj,),
-            claims=(),
-            extra_allocated=state,
-        )
-
-    def _shared_state(self) -> AllocatedState:
-        return self._inuse_by_node.get("", _EMPTY)
-
-    def holders(self) -> Mapping[DeviceID, str]:
-        """Which allocated claim holds each device (for explanations)."""
-        with self._lock:
-            if self._holders is None:
-                holders: dict[DeviceID, str] = {}
-                for claim in self.inventory.claims:
-                    alloc = claim.status.allocation if claim.status else None
-                    if alloc is None or alloc.devices is None:
-                        continue
-                    for r in alloc.devices.results or []:
-                        holders.setdefault(DeviceID(r.driver, r.pool, r.device), claim.ref)
-                self._holders = holders
-            return self._holders
-
-
-_EMPTY = AllocatedState()
-
-
-def device_node(dev: DeviceID, pool_node: Mapping[PoolKey, str]) -> str:
-    """The node owning ``dev``'s pool, or "" for shared (network-attached) pools."""
-    return pool_node.get((dev.driver, dev.pool), "")
-
-
-def _split_by_node(state: AllocatedState, pool_node: Mapping[PoolKey, str]) -> dict[str, AllocatedState]:
-    devices: dict[str, set[DeviceID]] = {}
-    shared: dict[str, set[tuple[DeviceID, str]]] = {}
-    capacity: dict[str, dict[DeviceID, Mapping[str, Any]]] = {}
-    for dev in state.devices:
-        devices.setdefault(device_node(dev, pool_node), set()).add(dev)
-    for dev, share in state.shared:
-        shared.setdefault(device_node(dev, pool_node), set()).add((dev, share))
-    for dev, amounts in state.capacity.items():
-        capacity.setdefault(device_node(dev, pool_node), {})[dev] = amounts
-    out: dict[str, AllocatedState] = {}
-    for node in set(devices) | set(shared) | set(capacity):
-        out[node] = AllocatedState(
-            frozenset(devices.get(node, ())), frozenset(shared.get(node, ())), capacity.get(node, {})
-        )
-    return out
-
-
-def state_key(state: AllocatedState, node: str) -> bytes:
-    """Fingerprint of an in-use state with ``node``'s name factored out of pool names."""
-
-    def dev(d: DeviceID) -> tuple[str, str, str]:
-        return (d.driver, _placeholder(d.pool, node), d.device)
-
-    shares: dict[tuple[str, str, str], int] = {}
-    for d, _share in state.shared:
-        shares[dev(d)] = shares.get(dev(d), 0) + 1
-    return _digest(
-        sorted(dev(d) for d in state.devices),
-        sorted(shares.items()),
-        sorted((dev(d), sorted((k, str(v)) for k, v in amounts.items())) for d, amounts in state.capacity.items()),
-    )
 
 
 class Snapshot:
@@ -838,14 +500,12 @@ def load_objects(paths: Sequence[str], *, decoder: ObjectDecoder | None = None, 
     files = expand_paths(paths)
     if not files:
         raise InvalidInput("", (), "no .yaml, .yml or .json files", source=", ".join(paths))
-    check: Any = None
+    check: SelectorCheck | None = None
     errors: list[InvalidInput] = []
     for path in files:
         loaded = [dec.decode(doc, source=path) for doc in parse_documents(read_text(path), source=path)]
         if validate:
-            from dra_solver.model.validation import default_selector_check, validate_object
-
-            check = check or default_selector_check() or (lambda _expr: None)
+            check = check or default_selector_check()
             for obj in loaded:
                 for err in validate_object(obj, selector_check=check):
                     errors.append(InvalidInput(err.obj, err.field_path, err.detail, source=path))

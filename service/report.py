@@ -45,11 +45,12 @@ def human_seconds(seconds: float) -> str:
 
 
 def _plt() -> Any:
+    # lazy import: matplotlib (~1 s), only for ``compare --report``
     import matplotlib
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "dra-solver"  # the same ids for the same plot
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy import: matplotlib, as above
 
     return plt
 

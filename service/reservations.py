@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from dra_solver.model.allocation import AllocatedState, DeviceID
-from dra_solver.service.inventory import PoolKey, Snapshot, state_key
+from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
+from dra_solver.service.inventory import Snapshot
 
 
 @dataclass(frozen=True, slots=True)

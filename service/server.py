@@ -25,19 +25,20 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import message as pb_message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from grpc_status import rpc_status
 
-from dra_solver.model.allocation import ALLOCATORS
-from dra_solver.model.errors import AllocationError, InvalidInput, InvalidInputs, SolveTimeout
+from dra_solver.model import ALLOCATORS, AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.service import engine as e
 from dra_solver.service import messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inventory import Snapshot
-from dra_solver.service.messages import clip
-from dra_solver.service.metrics import SOLVING_RPCS
+from dra_solver.service.metrics import SOLVING_RPCS, MetricsServer
 from dra_solver.service.reservations import ReservationConflict, ReservationLimit
+from dra_solver.service.text import clip
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,8 @@ well under that."""
 
 
 def _abort_invalid(context: grpc.ServicerContext, err: InvalidInput | InvalidInputs) -> None:
-    """INVALID_ARGUMENT with a google.rpc.BadRequest detail naming each field (when the
-    googleapis protos are installed; the message alone names them too)."""
-    try:
-        from grpc_status import rpc_status
-    except ImportError:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, _status_message(err))
+    """INVALID_ARGUMENT with a google.rpc.BadRequest detail naming each field (the message
+    names them too, for clients that do not read details)."""
     context.abort_with_status(rpc_status.to_status(_bad_request(err)))
 
 
@@ -102,8 +99,6 @@ def clip_bytes(text: str, limit: int) -> str:
 
 
 def _bad_request(err: InvalidInput | InvalidInputs) -> Any:
-    from google.rpc import code_pb2, error_details_pb2, status_pb2
-
     errors = err.errors if isinstance(err, InvalidInputs) else [err]
     detail = error_details_pb2.BadRequest()
     budget = MAX_DETAILS
@@ -363,8 +358,6 @@ class Service:
         self._stopped = threading.Event()
 
     def start(self) -> Service:
-        from dra_solver.service.metrics import MetricsServer
-
         health_update = track_health(self.deps)
         health_update(self.engine.source.snapshot())
         self.engine.source.add_listener(health_update)

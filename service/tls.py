@@ -22,7 +22,7 @@ from typing import cast
 
 import grpc
 
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model import InvalidInput
 
 log = logging.getLogger(__name__)
 

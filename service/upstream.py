@@ -16,7 +16,7 @@ API:
 - ``UpstreamAnswer``: verdict, results (Go's JSON and decoded), error text, elapsed seconds
   measured by Go around ``Allocate`` only, tier, allocateOne steps.
 - ``allocate_upstream(request, *, allocator=None, validate=True) -> AllocationOutcome``: the
-  same contract as ``model.allocate.allocate`` (API validation first, then raises
+  same contract as ``model.allocate`` (API validation first, then raises
   ``AllocationError`` / ``SolveTimeout`` as the other allocators do).
 
 Why a subprocess and not a shared library: the wrapper stays a plain ``go build`` of upstream's
@@ -38,10 +38,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from dra_solver.model import (
+    AllocationError,
+    AllocationOutcome,
+    AllocationRequest,
+    DraSolverError,
+    NodeLocalError,
+    SolveStats,
+    SolveTimeout,
+    first_available_score,
+    validate_objects,
+)
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, SolveStats
-from dra_solver.model.errors import AllocationError, DraSolverError, SolveTimeout
-from dra_solver.model.score import first_available_score
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-upstream.sh"
@@ -296,9 +304,7 @@ def outcome_from_answer(request: AllocationRequest, answer: UpstreamAnswer) -> A
     if answer.verdict == "timeout":
         raise SolveTimeout(f"upstream allocator: {answer.error}")
     if answer.verdict == "error":
-        err = AllocationError(answer.error)
-        err.node_local = answer.node_local  # type: ignore[attr-defined]
-        raise err
+        raise (NodeLocalError if answer.node_local else AllocationError)(answer.error)
     stats = SolveStats(
         allocator="upstream",
         status=answer.tier,
@@ -317,10 +323,8 @@ def validate_request(request: AllocationRequest) -> None:
     """API-server validation of what the attempt reads, as ``model.allocate`` does for the other
     allocators: upstream's allocator validates nothing, and objects a cluster could never hold
     must fail the same way whichever allocator a caller picked."""
-    from dra_solver.model import validation
-
     inventory = request.inventory
-    validation.validate_objects(
+    validate_objects(
         [*request.claims, *inventory.classes, *inventory.slices, *inventory.taint_rules, request.node]
     )
 

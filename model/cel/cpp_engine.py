@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from cel_expr_python import cel as _cel
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pool, message_factory
 
-from dra_solver.model.cel import library
 from dra_solver.model.cel.api import (
     CEL_COST_LIMIT_EXCEEDED,
     CelCompileError,
@@ -44,23 +45,14 @@ from dra_solver.model.cel.declarations import (
     checker_config,
     kubernetes_types,
 )
+from dra_solver.model.cel.library import FUNCTIONS, CelFunctionError, quantity_equals, quantity_in
 from dra_solver.model.cel.rewrite import QUANTITY_EQUALS, QUANTITY_IN, check, rewrite_for_runtime
 from dra_solver.model.quantity import Format, Quantity
 from dra_solver.model.semver import Semver, parse_semver
 
-__all__ = ["ENGINE_NAME", "CppEngine", "CppProgram", "available"]
+__all__ = ["ENGINE_NAME", "CppEngine", "CppProgram"]
 
 ENGINE_NAME: Final = "cel-expr-python"
-
-try:  # the binding is a compiled wheel; a missing one must not break importing model.cel
-    from cel_expr_python import cel as _cel
-    from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
-except ImportError:  # pragma: no cover - exercised only without the wheel
-    _cel = None
-
-
-def available() -> bool:
-    return _cel is not None
 
 
 _FORMAT_CODES: Final = {Format.BINARY_SI: "B", Format.DECIMAL_SI: "D", Format.DECIMAL_EXPONENT: "E"}
@@ -133,8 +125,6 @@ class CppEngine:
     name: Final = ENGINE_NAME
 
     def __init__(self, *, features: CelFeatures, cost_limit: int) -> None:
-        if _cel is None:
-            raise CelCompileError("the cel-expr-python engine is not installed")
         self.features = features
         self.cost_limit = cost_limit
         pool = descriptor_pool.DescriptorPool()
@@ -221,7 +211,7 @@ class CppEngine:
         def call(*args: object) -> object:
             try:
                 result = fn(*(self._from_cel(a) for a in args))
-            except library.CelFunctionError as err:
+            except CelFunctionError as err:
                 raise ValueError(str(err)) from None
             return self._to_cel(result)
 
@@ -251,7 +241,7 @@ class CppEngine:
         q = t(QUANTITY_TYPE)  # a message kind: Quantity and Semver share these entries
         s = t(SEMVER_TYPE)
         lst = t.List(t.DYN)
-        f = library.FUNCTIONS
+        f = FUNCTIONS
         table: list[tuple[str, list[Any], bool, Any, Callable[..., object]]] = [
             ("quantity", [t.STRING], False, q, f["quantity"]),
             ("isQuantity", [t.STRING], False, t.BOOL, f["isQuantity"]),
@@ -286,8 +276,8 @@ class CppEngine:
             ("findAll", [t.STRING, t.STRING], True, t.List(t.STRING), f["findAll"]),
             ("findAll", [t.STRING, t.STRING, t.INT], True, t.List(t.STRING), f["findAll"]),
             ("includes", [anything, anything], True, t.BOOL, f["includes"]),
-            (QUANTITY_EQUALS, [q, q], False, t.BOOL, library.quantity_equals),
-            (QUANTITY_IN, [q, lst], False, t.BOOL, library.quantity_in),
+            (QUANTITY_EQUALS, [q, q], False, t.BOOL, quantity_equals),
+            (QUANTITY_IN, [q, lst], False, t.BOOL, quantity_in),
         ]
         by_name: dict[str, list[Any]] = {}
         for i, (name, params, member, result, impl) in enumerate(table):

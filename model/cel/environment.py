@@ -30,6 +30,7 @@ from dra_solver.model.cel.api import (
     CompiledSelector,
     DeviceKey,
 )
+from dra_solver.model.cel.cpp_engine import CppEngine
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "CelEnvironment"]
 
@@ -56,8 +57,6 @@ class _Engine(Protocol):
 
 def _make_engine(name: str, features: CelFeatures, cost_limit: int) -> _Engine:
     if name == "cel-expr-python":
-        from dra_solver.model.cel.cpp_engine import CppEngine
-
         engine: _Engine = CppEngine(features=features, cost_limit=cost_limit)  # type: ignore[assignment]
         return engine
     raise ValueError(f"unknown CEL engine {name!r} (known: {', '.join(ENGINES)})")

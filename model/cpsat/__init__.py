@@ -1,16 +1,20 @@
 """The CP-SAT allocator: upstream's semantics, solved exactly and optimally.
 
 API:
-- ``allocate_cpsat(request, *, cel, clock=time.monotonic, fast_path=True) -> AllocationOutcome``
-  with the contract of ``model.allocation`` (allocated / not allocated / ``AllocationError`` /
-  ``SolveTimeout``).
+- ``prepare_problem(request, *, cel) -> Problem`` (``model.cpsat.problem``): upstream's
+  pre-search phases and the eligible devices of every request and subrequest.
+- ``solve_problem(problem, *, policy, start, clock=time.monotonic, fast_path=True) ->
+  AllocationOutcome``: the rest, with the contract of ``model.allocation`` (allocated / not
+  allocated / ``NodeLocalError`` / ``SolveTimeout``); ``start`` is the ``clock`` reading the
+  attempt began at (``request.time_limit`` counts from it).
+- ``warm_up() -> None``: import OR-Tools and solve a trivial model once.
 
-Phases, in order:
+The front door (``model.allocators.allocate_cpsat``) runs the phases in order:
 1. prepare (``model.cpsat.problem``): pools, upstream's pre-search checks and errors, and the
    eligible devices of every request and subrequest;
-2. deferred errors: when a selector failed on some device, or an ``All`` request sits under a
-   claim constraint, ask the faithful backtracking port whether upstream's search would have
-   stopped with an error (then upstream's error is ours);
+2. deferred errors (a step of the front door, not of this package): when a selector failed on
+   some device, or an ``All`` request sits under a claim constraint, the faithful backtracking
+   port decides whether upstream's search would have stopped with an error;
 3. fast path (``model.cpsat.greedy``): first-fit when requests do not interact beyond
    exclusive use;
 4. model and solve (``model.cpsat.model``, ``model.cpsat.solve``): status mapping OPTIMAL and
@@ -18,63 +22,62 @@ Phases, in order:
    upstream, "invalid resource pools were encountered" when a pool was invalid), UNKNOWN →
    ``SolveTimeout``;
 5. results (``model.results``): upstream-shaped ``AllocationResult`` per claim.
+
+OR-Tools (with numpy and pandas) takes about 0.4 s to import and its first solve carries a
+one-time set-up of a few milliseconds. Neither is part of an attempt's reported time: the
+OR-Tools half (``model.cpsat.model``, ``model.cpsat.solve``) is imported on first use, so a
+one-shot CLI call that the fast path answers never pays for it, and the time the first use
+spends importing and warming up (``warm_up``) is taken out of ``SolveStats.wall_seconds``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, SolveStats
+from dra_solver.model.allocation import AllocationOutcome, SolveStats
 from dra_solver.model.cpsat.greedy import greedy
-from dra_solver.model.cpsat.problem import (
-    DEFAULT_POLICY,
-    POLICIES,
-    OptionKey,
-    Problem,
-    checked_policy,
-    prepare_problem,
-)
-from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.cpsat.problem import Choices, Problem, prepare_problem
+from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
+from dra_solver.model.policy import Policy
 from dra_solver.model.results import ChosenDevice, build_result
 from dra_solver.model.score import first_available_score
 
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelEnvironment
-
-__all__ = ["DEFAULT_POLICY", "POLICIES", "allocate_cpsat"]
+__all__ = ["prepare_problem", "solve_problem", "warm_up"]
 
 ALLOCATOR_NAME = "cpsat"
-DEFERRED_CHECK_SHARE = 0.5
-"""Share of the time limit the faithful search may use to settle deferred errors."""
+
+_warm = False
 
 
-def allocate_cpsat(
-    request: AllocationRequest,
+def warm_up() -> None:
+    """Import OR-Tools and run its one-time set-up (a trivial solve), once per process."""
+    global _warm
+    if _warm:
+        return
+    # lazy import: OR-Tools (~0.4 s with numpy and pandas), only when a model is solved
+    from dra_solver.model.cpsat.solve import solve_trivial
+
+    solve_trivial()
+    _warm = True
+
+
+def solve_problem(
+    problem: Problem,
     *,
-    cel: CelEnvironment,
+    policy: Policy,
+    start: float,
     clock: Callable[[], float] = time.monotonic,
     fast_path: bool = True,
 ) -> AllocationOutcome:
-    """Allocate ``request.claims`` on ``request.node`` with the best FirstAvailable score.
+    """Phases 3-5 (see the module docstring) for a prepared problem.
 
     ``fast_path=False`` always builds and solves the model (tests and benchmarks use it to
     exercise the model on simple inputs).
     """
-    start = clock()
-    policy = checked_policy(request.policy)
-
-    def remaining() -> float | None:
-        if request.time_limit is None:
-            return None
-        return request.time_limit - (clock() - start)
-
-    problem = prepare_problem(request, cel=cel)
-    if problem.deferred_errors or problem.search_dependent:
-        _settle_deferred_errors(problem, request, cel=cel, budget=remaining(), clock=clock)
-
+    request = problem.request
+    policy = Policy(policy)
     quick = greedy(problem) if fast_path else None
     if quick is not None:
         trivial = SolveStats(
@@ -86,12 +89,15 @@ def allocate_cpsat(
             best_bound=0.0,
             gap=0.0,
         )
-        return _outcome(problem, quick, {(c, r): 0 for c, r, _ in quick}, trivial)
+        return _outcome(problem, quick, trivial)
 
-    # Imported here: OR-Tools (with numpy and pandas) costs ~0.4 s to import, which a one-shot
-    # CLI call that the fast path answers should not pay.
+    if not _warm:
+        paused = clock()
+        warm_up()
+        start += clock() - paused  # imports and one-time set-up are not this attempt's time
+    # lazy import: OR-Tools (~0.4 s), loaded by warm_up above; see the module docstring
     from dra_solver.model.cpsat.model import AllocationModel
-    from dra_solver.model.cpsat.solve import SolverConfig, solve
+    from dra_solver.model.cpsat.solve import SolverConfig, solve  # lazy import: OR-Tools, as above
 
     built = AllocationModel(problem, policy=policy)
     variables, constraints = built.size()
@@ -106,9 +112,9 @@ def allocate_cpsat(
         )
         return _not_allocated(problem, impossible, built.infeasible)
 
-    left = remaining()
+    left = None if request.time_limit is None else request.time_limit - (clock() - start)
     if left is not None and left <= 0:
-        raise _timeout(request, clock() - start, variables, constraints, policy)
+        raise _timeout(problem, clock() - start, variables, constraints, policy)
     config = SolverConfig.for_model(variables, time_limit=left)
     solution = solve(built, config)
 
@@ -119,7 +125,7 @@ def allocate_cpsat(
             wall_seconds=clock() - start,
             variables=variables,
             constraints=constraints,
-            objective=float(solution.score) if solution.chosen or solution.selected else None,
+            objective=float(solution.score) if solution.choices.selected or solution.choices.devices_of else None,
             best_bound=float(solution.score_bound) if solution.score_bound is not None else None,
             gap=solution.gap,
             policy=policy,
@@ -127,69 +133,31 @@ def allocate_cpsat(
         )
 
     if solution.status in ("OPTIMAL", "FEASIBLE"):
-        selected = {(c, r): i for c, r, i in solution.selected}
-        return _outcome(problem, solution.chosen, selected, stats(solution.status))
+        return _outcome(problem, solution.choices, stats(solution.status))
     if solution.status == "INFEASIBLE":
         return _not_allocated(problem, stats("INFEASIBLE"), "")
     if solution.status == "UNKNOWN":
-        raise _timeout(request, clock() - start, variables, constraints, policy, stats("UNKNOWN"))
+        raise _timeout(problem, clock() - start, variables, constraints, policy, stats("UNKNOWN"))
     raise RuntimeError(f"cpsat: the solver rejected the model ({solution.status})")
 
 
-def _settle_deferred_errors(
-    problem: Problem,
-    request: AllocationRequest,
-    *,
-    cel: CelEnvironment,
-    budget: float | None,
-    clock: Callable[[], float],
-) -> None:
-    """Raise the error upstream would stop with, if its search reaches a failing pair."""
-    from dataclasses import replace
-
-    from dra_solver.model.backtracking import allocate_backtracking
-
-    limit = budget * DEFERRED_CHECK_SHARE if budget is not None else None
-    try:
-        allocate_backtracking(replace(request, time_limit=limit), cel=cel, clock=clock)
-    except AllocationError as err:
-        if getattr(err, "node_local", False):
-            return  # the search ended without meeting one of them: our own verdict stands
-        raise
-    except SolveTimeout:
-        # Unknown whether upstream would get there; a selector that fails on a candidate is
-        # reported (first in search order), an order-dependent constraint is left to the model.
-        if problem.deferred_errors:
-            raise problem.deferred_errors[0] from None
-
-
-def _outcome(
-    problem: Problem,
-    chosen: dict[OptionKey, list[int]],
-    selected: dict[tuple[int, int], int],
-    stats: SolveStats,
-) -> AllocationOutcome:
+def _outcome(problem: Problem, choices: Choices, stats: SolveStats) -> AllocationOutcome:
     request = problem.request
     results: list[o.AllocationResult] = []
-    for c, plan in enumerate(problem.plans):
+    for plan in problem.plans:
         picks: list[ChosenDevice] = []
-        for r, req in enumerate(plan.requests):
-            i = selected.get((c, r), 0)
-            option = problem.options[c][r][i]
-            for index in chosen.get((c, r, i), []):
-                candidate = problem.candidates[index]
-                consumed = option.consumed.get(index) if candidate.multi else None
+        selected: dict[int, int] = {}
+        for req in plan.requests:
+            key = choices.selected_option(plan.index, req.index)
+            if req.first_available:
+                selected[req.index] = key.subrequest or 0
+            option = problem.option(key)
+            for candidate in choices.devices(key):
+                consumed = option.consumed.get(candidate.id) if candidate.multi else None
                 picks.append(ChosenDevice(option.view, candidate.device, candidate.multi, consumed or None))
-            del req
         try:
             results.append(
-                build_result(
-                    plan,
-                    picks,
-                    node_name=request.node.name,
-                    gates=request.gates,
-                    selected={r: i for (cc, r), i in selected.items() if cc == c},
-                )
+                build_result(plan, picks, node_name=request.node.name, gates=request.gates, selected=selected)
             )
         except AllocationError as err:
             raise AllocationError(f"create NodeSelector for claim {plan.claim.name}: {err}") from err
@@ -204,10 +172,7 @@ def _outcome(
 def _not_allocated(problem: Problem, stats: SolveStats, detail: str) -> AllocationOutcome:
     if problem.has_invalid_pool:
         # Upstream: not a fatal error, other nodes may still work.
-        err = AllocationError("invalid resource pools were encountered")
-        err.node_local = True  # type: ignore[attr-defined]
-        err.stats = stats  # type: ignore[attr-defined]
-        raise err
+        raise NodeLocalError("invalid resource pools were encountered", stats=stats)
     reason = "cannot allocate all claims"
     if detail:
         reason += f": {detail}"
@@ -215,23 +180,23 @@ def _not_allocated(problem: Problem, stats: SolveStats, detail: str) -> Allocati
 
 
 def _timeout(
-    request: AllocationRequest,
+    problem: Problem,
     elapsed: float,
     variables: int,
     constraints: int,
     policy: str,
     stats: SolveStats | None = None,
 ) -> SolveTimeout:
-    err = SolveTimeout(
-        f"cpsat allocator: time limit of {request.time_limit}s reached without an answer "
-        f"({variables} variables, {constraints} constraints)"
+    return SolveTimeout(
+        f"cpsat allocator: time limit of {problem.request.time_limit}s reached without an answer "
+        f"({variables} variables, {constraints} constraints)",
+        stats=stats
+        or SolveStats(
+            allocator=ALLOCATOR_NAME,
+            status="UNKNOWN",
+            wall_seconds=elapsed,
+            variables=variables,
+            constraints=constraints,
+            policy=policy,
+        ),
     )
-    err.stats = stats or SolveStats(  # type: ignore[attr-defined]
-        allocator=ALLOCATOR_NAME,
-        status="UNKNOWN",
-        wall_seconds=elapsed,
-        variables=variables,
-        constraints=constraints,
-        policy=policy,
-    )
-    return err

@@ -1,8 +1,8 @@
 """The fast path: first-fit without backtracking, for problems where that is enough.
 
 API:
-- ``greedy(problem) -> dict[OptionKey, list[int]] | None``: chosen candidates per option, or
-  None when the problem is not simple or first-fit does not find an allocation (then the CP-SAT
+- ``greedy(problem) -> Choices | None``: the first option of every request and its chosen
+  candidates, or None when the problem is not simple or first-fit does not find an allocation (then the CP-SAT
   model decides; a greedy failure proves nothing).
 
 Simple means: every candidate device has the same capacities (so no policy prefers one
@@ -16,9 +16,9 @@ reach the solver.
 
 from __future__ import annotations
 
-from dra_solver.model.allocation import DeviceID
-from dra_solver.model.cpsat.problem import OptionKey, Problem
-from dra_solver.model.matching import ALLOCATION_RESULTS_MAX_SIZE
+from dra_solver.model.cluster import DeviceID
+from dra_solver.model.cpsat.problem import Candidate, Choices, Problem, request_of
+from dra_solver.model.matching import ALLOCATION_RESULTS_MAX_SIZE, RequestKey
 
 
 def is_simple(problem: Problem) -> bool:
@@ -45,18 +45,19 @@ def is_simple(problem: Problem) -> bool:
     return True
 
 
-def greedy(problem: Problem) -> dict[OptionKey, list[int]] | None:
+def greedy(problem: Problem) -> Choices | None:
     if not is_simple(problem):
         return None
     exclusive: set[DeviceID] = set()
-    chosen: dict[OptionKey, list[int]] = {}
-    for c, claim in enumerate(problem.options):
+    chosen: dict[RequestKey, tuple[Candidate, ...]] = {}
+    selected: dict[RequestKey, RequestKey] = {}
+    for claim in problem.options:
         in_claim: set[DeviceID] = set()
         total = 0
-        for r, options in enumerate(claim):
+        for options in claim:
             option = options[0]
             view = option.view
-            picks: list[int] = []
+            picks: list[Candidate] = []
             for candidate in option.candidates:
                 device = candidate.id
                 free = device not in in_claim and (view.admin_access or device not in exclusive)
@@ -64,7 +65,7 @@ def greedy(problem: Problem) -> dict[OptionKey, list[int]] | None:
                     if view.is_all:
                         return None
                     continue
-                picks.append(candidate.index)
+                picks.append(candidate)
                 in_claim.add(device)
                 if not view.admin_access:
                     exclusive.add(device)
@@ -73,7 +74,8 @@ def greedy(problem: Problem) -> dict[OptionKey, list[int]] | None:
             if not view.is_all and len(picks) < view.count:
                 return None
             total += len(picks)
-            chosen[(c, r, 0)] = picks
+            chosen[option.key] = tuple(picks)
+            selected[request_of(option.key)] = option.key
         if total > ALLOCATION_RESULTS_MAX_SIZE:
             return None
-    return chosen
+    return Choices(selected, chosen)

@@ -1,17 +1,25 @@
 """The allocation problem of one node, prepared for the CP-SAT model: data, no solver.
 
 API:
-- ``prepare_problem(request, *, cel) -> Problem``: upstream's pre-search phases
+- ``prepare_problem(request, *, cel, relaxed=False) -> Problem``: upstream's pre-search phases
   (``model.pools.gather_pools``, ``model.matching.prepare_claims``, raising ``AllocationError``
   with upstream's wording), then for every request or subrequest the devices it may use.
 - ``Problem``: claims (``ClaimPlan``), candidate devices in upstream's search order, and per
-  option (a request, or one subrequest) its eligible candidates; ``deferred_errors`` lists the
-  errors upstream only raises when its search reaches the pair (see below), and
-  ``search_dependent`` says whether upstream's verdict may depend on its search order.
+  option (a request, or one subrequest; ``option(key)`` by ``RequestKey``) its eligible
+  candidates; ``deferred_errors`` lists the errors upstream only raises when its search reaches
+  the pair (see below), and ``search_dependent`` says whether upstream's verdict may depend on
+  its search order.
 - ``Candidate``: one usable device with its position in search order.
 - ``OptionData``: one request or subrequest and the candidates it may use; ``possible`` is
   False when the option can never be satisfied (an ``All`` request whose devices are not all
   usable, a count above the eligible devices or the 32-device limit).
+- ``Rule``: one instance of a DRA rule that can keep claims off a node (a request's count, a
+  selector, a device in use, a taint, a claim constraint, a shared counter, a device's
+  consumable capacity), named by domain keys. A *relaxed* problem (``relaxed=True``, what
+  explain asks for) keeps the pairs such rules forbid as candidates and records, per option,
+  which rules block which device (``OptionData.blocked``): the CP-SAT model then guards every
+  rule instance with one switch literal (``model.cpsat.model``).
+- ``Choices``: what an allocator chose, per request and option, by ``RequestKey``.
 - ``attribute_elements(attr, *, list_types) -> frozenset | None``: the typed values of an
   attribute as constraints compare them.
 
@@ -22,25 +30,33 @@ constraint attributes), so the model only gets variables for pairs that can real
 Deferred errors: upstream evaluates a selector on a device only when its depth-first search
 reaches that pair, so a CEL runtime error on a device it never reaches does not stop it. A
 complete model cannot know what the search would have reached; such errors are recorded here
-(the pair is simply not eligible) and ``model.cpsat`` asks the faithful search whether upstream
-would have stopped on one of them.
+(the pair is simply not eligible) and the front door (``model.allocators``) asks the faithful
+search whether upstream would have stopped on one of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID
-from dra_solver.model.capacity import capacity_fits, consumed_capacity
-from dra_solver.model.errors import AllocationError, InvalidInput
+from dra_solver.model.allocation import AllocationRequest
+from dra_solver.model.capacity import (
+    capacity_fits,
+    consumed_amount,
+    consumed_capacity,
+    violates_policy,
+)
+from dra_solver.model.cel import CelEnvironment
+from dra_solver.model.cluster import AllocatedState, DeviceID
+from dra_solver.model.errors import AllocationError
 from dra_solver.model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimPlan,
     ConstraintSpec,
     Matcher,
+    RequestKey,
     RequestView,
     claim_label,
     lookup_attribute,
@@ -48,28 +64,33 @@ from dra_solver.model.matching import (
 )
 from dra_solver.model.pools import Pool, PoolDevice, gather_pools
 from dra_solver.model.quantity import Quantity
-from dra_solver.model.taints import taint_prevents_allocation
-
-if TYPE_CHECKING:
-    from dra_solver.model.cel import CelEnvironment
-
-POLICIES = ("pack", "spread", "first-fit", "score")
-"""Quality objectives after the FirstAvailable score (``model.cpsat.model`` defines them)."""
-DEFAULT_POLICY = "pack"
-
-
-def checked_policy(name: str) -> str:
-    """``name`` or the default for ``""``; an unknown policy is an ``InvalidInput`` naming it."""
-    policy = name or DEFAULT_POLICY
-    if policy not in POLICIES:
-        raise InvalidInput("", ("policy",), f"Unsupported value: {policy!r}: supported values: {', '.join(POLICIES)}")
-    return policy
-
-OptionKey = tuple[int, int, int]
-"""(claim, request, option) indices."""
+from dra_solver.model.taints import BLOCKING_EFFECTS, taint_prevents_allocation, tolerates
 
 Element = tuple[str, Any]
 """A typed attribute value as constraints compare it: ``("int", 3)``, ``("string", "a")``."""
+
+RuleKind = Literal[
+    "request", "selector", "class-selector", "in-use", "taint", "constraint", "counter", "capacity"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One instance of a DRA rule in one problem. ``subject`` by kind:
+
+    - ``request``: ``(RequestKey,)``: the request or subrequest gets its count (or, ``All``,
+      every matching device);
+    - ``selector``: ``(RequestKey, i)``: the request's selector ``#i``;
+    - ``class-selector``: ``(class name, i)``: the device class's selector ``#i``;
+    - ``in-use``: ``(DeviceID,)``: the device is allocated already;
+    - ``taint``: ``(DeviceID, i)``: the device's ``i``-th effective taint (not tolerated);
+    - ``constraint``: ``(claim index, constraint index)``: matchAttribute/distinctAttribute;
+    - ``counter``: ``(pool id, counter set, counter)``: a shared counter's amount;
+    - ``capacity``: ``(DeviceID, capacity name)``: a device's consumable capacity.
+    """
+
+    kind: RuleKind
+    subject: tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -77,6 +98,7 @@ class Candidate:
     """A device of a usable pool, in the order upstream's search visits devices."""
 
     index: int
+    """Position in upstream's search order (0 = visited first)."""
     device: PoolDevice
     pool: Pool
     multi: bool
@@ -92,12 +114,18 @@ class OptionData:
     """One request (``exactly``) or one subrequest and the candidates it may use."""
 
     view: RequestView
-    request_index: int
-    option_index: int
     candidates: list[Candidate]
     possible: bool = True
-    consumed: dict[int, dict[str, Quantity]] = field(default_factory=dict)
-    """Per candidate index: what one allocation consumes of each of its capacities."""
+    consumed: dict[DeviceID, dict[str, Quantity]] = field(default_factory=dict)
+    """Per shareable candidate: what one allocation consumes of each of its capacities."""
+    blocked: dict[DeviceID, tuple[Rule, ...]] = field(default_factory=dict)
+    """Relaxed problems: the rules that each forbid this option a candidate."""
+    members: tuple[DeviceID, ...] = ()
+    """Relaxed problems, ``All`` options: the devices it must take (they pass its selectors)."""
+
+    @property
+    def key(self) -> RequestKey:
+        return self.view.key
 
 
 @dataclass(slots=True, eq=False)
@@ -116,6 +144,11 @@ class Problem:
     in_use_before: frozenset[DeviceID] = frozenset()
     """Devices allocated before this attempt (exclusively, shared or with consumed capacity):
     their counters are already taken."""
+    relaxed: bool = False
+    """Prepared for explain: pairs forbidden by a ``Rule`` are kept (see ``OptionData.blocked``)."""
+    selector_errors: dict[tuple[Rule, DeviceID], str] = field(default_factory=dict)
+    """Relaxed problems: why a selector could not be evaluated on a device."""
+    _by_key: dict[RequestKey, OptionData] = field(default_factory=dict)
 
     @property
     def has_invalid_pool(self) -> bool:
@@ -124,8 +157,34 @@ class Problem:
     def all_options(self) -> list[OptionData]:
         return [opt for claim in self.options for req in claim for opt in req]
 
+    def option(self, key: RequestKey) -> OptionData:
+        """The option (request or subrequest) of that key."""
+        if not self._by_key:
+            self._by_key.update((opt.key, opt) for opt in self.all_options())
+        return self._by_key[key]
 
-def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment) -> Problem:
+
+@dataclass(frozen=True, slots=True)
+class Choices:
+    """What an allocator chose: for every request (``RequestKey(claim, request)``) the option
+    that serves it, and for every option its devices in search order."""
+
+    selected: Mapping[RequestKey, RequestKey]
+    devices_of: Mapping[RequestKey, tuple[Candidate, ...]]
+
+    def selected_option(self, claim: int, request: int) -> RequestKey:
+        return self.selected[RequestKey(claim, request)]
+
+    def devices(self, option: RequestKey) -> tuple[Candidate, ...]:
+        return self.devices_of.get(option, ())
+
+
+def request_of(option: RequestKey) -> RequestKey:
+    """The request an option belongs to (itself for an ``exactly`` request)."""
+    return RequestKey(option.claim, option.request)
+
+
+def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment, relaxed: bool = False) -> Problem:
     inventory = request.inventory
     gates = request.gates
     allocated = inventory.allocated_state()
@@ -156,16 +215,16 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment) -> Probl
             candidates.append(candidate)
             by_id[device.id] = candidate
     in_use = allocated.devices | {dev for dev, _ in allocated.shared} | set(allocated.capacity)
-    problem = Problem(request, plans, pools, candidates, [], allocated, in_use_before=frozenset(in_use))
+    problem = Problem(
+        request, plans, pools, candidates, [], allocated, in_use_before=frozenset(in_use), relaxed=relaxed
+    )
     for plan in plans:
         claim_options: list[list[OptionData]] = []
         for req in plan.requests:
-            claim_options.append(
-                [
-                    _option(problem, plan, view, req.index, i, matcher=matcher, by_id=by_id)
-                    for i, view in enumerate(req.options)
-                ]
-            )
+            if relaxed:
+                claim_options.append([_relaxed_option(problem, plan, view, matcher=matcher) for view in req.options])
+            else:
+                claim_options.append([_option(problem, plan, view, matcher=matcher, by_id=by_id) for view in req.options])
         problem.options.append(claim_options)
     return problem
 
@@ -174,8 +233,6 @@ def _option(
     problem: Problem,
     plan: ClaimPlan,
     view: RequestView,
-    request_index: int,
-    option_index: int,
     *,
     matcher: Matcher,
     by_id: dict[DeviceID, Candidate],
@@ -183,7 +240,7 @@ def _option(
     gates = problem.request.gates
     allocated = problem.allocated
     constraints = [c for c in plan.constraints if c.applies_to(view.base_name, view.sub_name)]
-    data = OptionData(view, request_index, option_index, [])
+    data = OptionData(view, [])
 
     def usable(device: PoolDevice) -> bool:
         """Checks after selection, in upstream's order (allocateDevice)."""
@@ -210,7 +267,7 @@ def _option(
         if constraints:
             # Upstream adds an All request's devices to the claim's constraints one by one and
             # treats a refusal as an error, whatever other requests chose before: the verdict
-            # depends on its search, so the faithful search settles it (see allocate_cpsat).
+            # depends on its search, so the faithful search settles it (see model.allocators).
             problem.search_dependent = True
             every = [by_id[d.id] for d in devices if d.id in by_id]
             if not _all_within_constraints(problem, plan, view, every, constraints):
@@ -240,13 +297,91 @@ def _option(
             data.candidates.append(candidate)
         if view.count > min(len(data.candidates), ALLOCATION_RESULTS_MAX_SIZE):
             data.possible = False
-    if gates.consumable_capacity:
+    _add_consumed(problem, data)
+    return data
+
+
+def _relaxed_option(problem: Problem, plan: ClaimPlan, view: RequestView, *, matcher: Matcher) -> OptionData:
+    """The option with every candidate it could have, and for each the rules that forbid it.
+
+    Kept out for good (no rule to switch off): devices this node does not reach through their
+    own node selector, and devices with binding conditions or counters while the gate is off.
+    """
+    gates = problem.request.gates
+    allocated = problem.allocated
+    constraints = [
+        (k, c) for k, c in enumerate(plan.constraints) if c.applies_to(view.base_name, view.sub_name)
+    ]
+    data = OptionData(view, [])
+    if view.is_all:
+        data.members = tuple(d.id for d in view.all_devices or ())
+    for candidate in problem.candidates:
+        device = candidate.device
+        if not device.node_match:
+            continue
+        if not gates.device_binding_and_status and device.device.binding_conditions:
+            continue
+        if not gates.partitionable_devices and device.counters:
+            continue
+        rules: list[Rule] = []
+        if not view.admin_access and device.id in allocated.devices:
+            rules.append(Rule("in-use", (device.id,)))
+        for rejection in matcher.rejecting_selectors(view, device):
+            if rejection.from_class:
+                assert view.device_class is not None
+                rule = Rule("class-selector", (view.device_class.name, rejection.index))
+            else:
+                rule = Rule("selector", (view.key, rejection.index))
+            rules.append(rule)
+            if rejection.error:
+                problem.selector_errors.setdefault((rule, device.id), rejection.error)
+        if gates.consumable_capacity:
+            rules.extend(_capacity_rules(view, candidate, allocated))
+        if gates.device_taints:
+            tolerations = view.tolerations or ()
+            for i, taint in enumerate(device.taints):
+                if taint.effect in BLOCKING_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
+                    rules.append(Rule("taint", (device.id, i)))
+        for k, constraint in constraints:
+            if not _has_elements(device, constraint, gates.list_type_attributes):
+                rules.append(Rule("constraint", (plan.index, k)))
+        data.candidates.append(candidate)
+        if rules:
+            data.blocked[device.id] = tuple(rules)
+    _add_consumed(problem, data)
+    return data
+
+
+def _capacity_rules(view: RequestView, candidate: Candidate, allocated: AllocatedState) -> list[Rule]:
+    """Relaxed problems: the capacity rules that keep a request from a device: a requested
+    capacity the device does not define, an amount its request policy does not allow, and (for
+    an exclusive device) an amount above what is left. Shareable devices sum their shares in
+    the model, under the same rule."""
+    requests = view.capacity_requests
+    capacities = candidate.device.capacity
+    rules = [Rule("capacity", (candidate.id, name)) for name in sorted(requests or {}) if name not in capacities]
+    already = allocated.capacity.get(candidate.id) or {}
+    for name in sorted(capacities):
+        spec = capacities[name]
+        amount = consumed_amount(requests.get(name) if requests else None, spec)
+        if violates_policy(amount, spec):
+            rules.append(Rule("capacity", (candidate.id, name)))
+            continue
+        if candidate.multi:
+            continue
+        total = already[name].add(amount) if name in already else amount
+        if total.cmp(spec.value) > 0:
+            rules.append(Rule("capacity", (candidate.id, name)))
+    return rules
+
+
+def _add_consumed(problem: Problem, data: OptionData) -> None:
+    if problem.request.gates.consumable_capacity:
         for candidate in data.candidates:
             if candidate.multi:
-                data.consumed[candidate.index] = consumed_capacity(
-                    view.capacity_requests, candidate.device.capacity
+                data.consumed[candidate.id] = consumed_capacity(
+                    data.view.capacity_requests, candidate.device.capacity
                 )
-    return data
 
 
 def _has_elements(device: PoolDevice, constraint: ConstraintSpec, list_types: bool) -> bool:

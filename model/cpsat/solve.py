@@ -4,9 +4,12 @@ API:
 - ``SolverConfig(time_limit, ...)``: the solver parameters (``SolverConfig.for_model`` picks
   them by model size); ``parameters()`` renders them for ``SolveStats.parameters``.
 - ``solve(model, config) -> Solution``: status, choices per option, objective figures.
-- ``Solution``: ``status`` (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID), ``chosen``
-  (candidate indices per option key), ``score`` and ``score_bound`` (the FirstAvailable score
-  and a proven upper bound), ``gap``.
+- ``Solution``: ``status`` (OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, MODEL_INVALID), ``choices``
+  (``model.cpsat.problem.Choices``: the selected option of every request and the chosen
+  candidates of every option, by ``RequestKey``), ``score`` and ``score_bound`` (the
+  FirstAvailable score and a proven upper bound), ``gap``.
+- ``solve_trivial()``: one solve of a two-variable model (OR-Tools' one-time set-up; see
+  ``model.cpsat.warm_up``).
 
 Presolve: off for small models (its fixed cost dominates there), on for larger ones but without
 the quadratic inclusion detection (see ``SolverConfig``).
@@ -25,7 +28,8 @@ from math import floor
 from ortools.sat.python import cp_model
 
 from dra_solver.model.cpsat.model import AllocationModel
-from dra_solver.model.cpsat.problem import OptionKey
+from dra_solver.model.cpsat.problem import Choices, request_of
+from dra_solver.model.score import subrequest_weight
 
 SMALL_MODEL_VARIABLES = 150
 """Up to this many variables presolve costs more than it saves (measured: an 8-GPU x 7-partition
@@ -65,8 +69,7 @@ class SolverConfig:
 @dataclass(frozen=True, slots=True)
 class Solution:
     status: str
-    chosen: dict[OptionKey, list[int]] = field(default_factory=dict)
-    selected: frozenset[OptionKey] = frozenset()
+    choices: Choices = field(default_factory=lambda: Choices({}, {}))
     score: int = 0
     score_bound: int | None = None
     gap: float | None = None
@@ -88,12 +91,8 @@ def solve(built: AllocationModel, config: SolverConfig) -> Solution:
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return Solution(status=name, wall_seconds=solver.wall_time)
-    selected = frozenset(key for key, var in built.selected.items() if solver.boolean_value(var))
-    score = sum(
-        8 - key[2]
-        for key in selected
-        if built.problem.plans[key[0]].requests[key[1]].first_available
-    )
+    selected = {request_of(key): key for key, var in built.selected.items() if solver.boolean_value(var)}
+    score = sum(subrequest_weight(key.subrequest) for key in selected.values() if key.subrequest is not None)
     bound: int | None = score
     gap: float | None = 0.0
     if status == cp_model.FEASIBLE and built.score_weight:
@@ -106,10 +105,21 @@ def solve(built: AllocationModel, config: SolverConfig) -> Solution:
         gap = max(0.0, best - value) / max(1.0, abs(best))
     return Solution(
         status=name,
-        chosen=built.choices.extract(solver),
-        selected=selected,
+        choices=Choices(selected, built.choices.extract(solver)),
         score=score,
         score_bound=bound,
         gap=gap,
         wall_seconds=solver.wall_time,
     )
+
+
+def solve_trivial() -> None:
+    """Solve a two-variable model: the first solve of a process pays OR-Tools' one-time set-up
+    (a few milliseconds), which must not land in an allocation's reported time."""
+    model = cp_model.CpModel()
+    x, y = model.new_bool_var("x"), model.new_bool_var("y")
+    model.add(x + y == 1)
+    model.maximize(x)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.solve(model)

@@ -34,12 +34,22 @@ from typing import Any
 
 import yaml
 
+from dra_solver.model import (
+    ALLOCATORS,
+    AllocationOutcome,
+    AllocationRequest,
+    DraSolverError,
+    FeatureGates,
+    InvalidInput,
+    InvalidInputs,
+    Inventory,
+    SolveTimeout,
+    allocate,
+)
 from dra_solver.model import objects as o
-from dra_solver.model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest, Inventory
-from dra_solver.model.errors import DraSolverError, InvalidInput, InvalidInputs, SolveTimeout
-from dra_solver.model.features import FeatureGates
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_inputs
+from dra_solver.service.upstream import allocate_upstream, binary
 
 EXIT_ALLOCATED = 0
 EXIT_UNSATISFIABLE = 1
@@ -73,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
         gates = FeatureGates.parse(args.feature_gates)
         upstream = args.allocator == "upstream"
         if upstream:
-            from dra_solver.service.upstream import binary
-
             binary()  # not built: say how to build it before reading anything
         inputs = read_inputs(args.files, validate=args.validate)
         sources.update(inputs.sources)
@@ -90,12 +98,8 @@ def run(args: argparse.Namespace) -> int:
             policy=args.policy,
         )
         if upstream:
-            from dra_solver.service.upstream import allocate_upstream
-
             outcome = allocate_upstream(request, validate=args.validate != "ignore")
         else:
-            from dra_solver.model.allocate import allocate
-
             outcome = allocate(request, validate=args.validate != "ignore")
     except SolveTimeout as err:
         print(f"deadline reached: {err}", file=sys.stderr)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dra_solver.service.bench import format_results, results_json, run_one
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", default="500,5000", help="cluster sizes, comma-separated")
@@ -20,8 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dra_solver.service.bench import format_results, results_json, run_one
-
     try:
         sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     except ValueError:

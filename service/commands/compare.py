@@ -19,19 +19,25 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dra_solver.model import (
+    CelEnvironment,
+    DraSolverError,
+    FeatureGates,
+    InvalidInput,
+    Inventory,
+    checked_policy,
+)
 from dra_solver.model import objects as o
-from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.errors import DraSolverError, InvalidInput
-from dra_solver.model.features import FeatureGates
+from dra_solver.service.commands.allocate import known_node
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.replay import DEFAULT_CONFIGS, SMALLEST_FIRST, ReplayResult, replay
-
-if TYPE_CHECKING:
-    from dra_solver.service.upstream import UpstreamAllocator
+from dra_solver.service.report import render_report
+from dra_solver.service.schedcompare.command import run as run_schedulers
+from dra_solver.service.upstream import UpstreamAllocator, UpstreamNotBuilt, binary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,8 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.schedulers:
-            from dra_solver.service.schedcompare.command import run as run_schedulers
-
             return run_schedulers(args)
         gates = FeatureGates.parse(args.feature_gates)
         if args.report:
@@ -115,8 +119,6 @@ def _progress(args: argparse.Namespace, text: str) -> None:
 
 
 def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
-    from dra_solver.model.cpsat.problem import checked_policy
-
     checked_policy(args.policy)  # a typo must not read as "the allocators disagree"
     cel = CelEnvironment()
     rows: list[CompareRow] = []
@@ -150,8 +152,6 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
 def _upstream_runner(args: argparse.Namespace) -> Iterator[UpstreamAllocator | None]:
     """One upstream process for the whole run, or None (with a note) when it is not wanted or
     not built; ``--upstream on`` turns "not built" into the one-line error saying how to build."""
-    from dra_solver.service.upstream import UpstreamAllocator, UpstreamNotBuilt, binary
-
     if args.upstream == "off":
         yield None
         return
@@ -217,9 +217,6 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
 
 def _check_nodes(nodes: list[str], scenarios: list[tuple[str, list[o.TypedObject]]]) -> None:
     """Every --node must be known to every scenario (a Node, or a ResourceSlice on it)."""
-    from dra_solver.model.allocation import Inventory
-    from dra_solver.service.commands.allocate import known_node
-
     for path, objects in scenarios:
         inventory = Inventory.from_objects(objects)
         for node in nodes:
@@ -244,8 +241,6 @@ def _check_writable(path: str) -> None:
 
 def _write_report(path: str, *, rows: list[CompareRow] | None = None,
                   replays: list[ReplayResult] | None = None) -> None:
-    from dra_solver.service.report import render_report
-
     try:
         Path(path).write_text(render_report(rows=rows or [], replays=replays or []),
                               encoding="utf-8")

@@ -30,6 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from dra_solver.model import DraSolverError
+from dra_solver.service import engine as e
+from dra_solver.service.client import Client
+from dra_solver.service.commands.explain import render as render_explain
+from dra_solver.service.files import read_objects
+from dra_solver.service.inventory import FileSource
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
+from dra_solver.service.server import ServerDeps, Service
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo"
@@ -78,12 +90,6 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 @contextmanager
 def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
-    from dra_solver.service import engine as e
-    from dra_solver.service.inventory import FileSource
-    from dra_solver.service.metrics import Metrics
-    from dra_solver.service.reservations import ReservationStore
-    from dra_solver.service.server import ServerDeps, Service
-
     engine = e.Engine(source=FileSource(cluster), reservations=ReservationStore(), metrics=Metrics())
     service = Service("127.0.0.1:0", ServerDeps(engine=engine), metrics_address="127.0.0.1", metrics_port=0).start()
     try:
@@ -96,9 +102,6 @@ def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dra_solver.model.errors import DraSolverError
-    from dra_solver.service.files import read_objects
-
     start = time.perf_counter()
     try:
         workload = [c.to_api() for c in read_objects([args.workload])]
@@ -122,9 +125,6 @@ def _by_step(workload: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
 
 
 def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-    from dra_solver.service.client import Client
-    from dra_solver.service.commands.explain import render as render_explain
-
     with Client(grpc_addr, timeout=30) as solver:
         solver.wait_ready(timeout=30)
         _wait_serving(solver)
@@ -185,7 +185,6 @@ def _placement(solver: Any) -> None:
     """Each claim is allocated over gRPC against an inline inventory that holds the claims
     placed so far, once per policy: the order the driver lists devices in decides what
     first-fit gives a small claim; pack gives it the smallest partition that fits."""
-    import yaml
 
     cluster = list(yaml.safe_load_all((REPLAY / "mig-whole-first.yaml").read_text(encoding="utf-8")))
     base = [
@@ -221,8 +220,6 @@ def _name(claim: dict[str, Any]) -> str:
 
 
 def _report_allocation(label: str, a: Any) -> None:
-    from dra_solver.service.client import Client
-
     if not a.allocated:
         _say(f"{label}: not allocatable: {a.reason}")
         return
@@ -243,8 +240,6 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float, str]:
 
 
 def _compare(solver: Any, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
-    from dra_solver.service.files import read_objects
-
     rows: list[tuple[str, str, str, str]] = []
     questions: list[tuple[str, list[Any], list[Any], str]] = []
     for claim in _by_step(workload, "allocate"):
@@ -278,8 +273,6 @@ def _compare(solver: Any, workload: list[dict[str, Any]], *, backtracking_timeou
 
 
 def _metrics_summary(address: str) -> list[str]:
-    from prometheus_client.parser import text_string_to_metric_families
-
     with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     out: list[str] = []

@@ -14,7 +14,7 @@ import sys
 
 import grpc
 
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model import DraSolverError
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,

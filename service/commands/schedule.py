@@ -15,7 +15,8 @@ import sys
 
 import grpc
 
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model import DraSolverError
+from dra_solver.service.client import Client
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,
@@ -68,8 +69,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def render(answer: pb.ScheduleResponse) -> str:
-    from dra_solver.service.client import Client
-
     lines = []
     if answer.node:
         st = answer.stats

@@ -22,10 +22,17 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model import DraSolverError, FeatureGates, check_mode
+from dra_solver.service import engine as e
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument
+from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
+from dra_solver.service.kubeapi.client import ConfigError, api_client
 from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
+from dra_solver.service.server import ServerDeps, Service
+from dra_solver.service.tls import is_loopback, server_credentials
 
 if TYPE_CHECKING:
     from dra_solver.service.server import Service
@@ -70,7 +77,6 @@ def _hostport(host: str, port: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     setup_from_args(args)
-    from dra_solver.service.kubeapi.client import ConfigError
 
     try:
         service = build(args)
@@ -110,16 +116,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def build(args: argparse.Namespace) -> Service:
-    from dra_solver.model.decode import check_mode
-    from dra_solver.model.features import FeatureGates
-    from dra_solver.service import engine as e
-    from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
-    from dra_solver.service.kubeapi.client import api_client
-    from dra_solver.service.metrics import Metrics
-    from dra_solver.service.reservations import ReservationStore
-    from dra_solver.service.server import ServerDeps, Service
-    from dra_solver.service.tls import is_loopback, server_credentials
-
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
     if args.client_ca and not args.tls_cert:

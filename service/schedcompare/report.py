@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dra_solver.service.compare import render_table
+from dra_solver.service.deviations import BY_NUMBER, still_in_pinned_upstream
 from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
 from dra_solver.service.schedcompare.workloads import Workload
 
@@ -61,8 +62,6 @@ class Difference:
 def _deviation_reason(workload: Workload) -> str:
     """A listed upstream deviation the workload's claims can reach (admin access, counters
     overdrawn by claims already allocated), or ""."""
-    from dra_solver.service.deviations import BY_NUMBER, still_in_pinned_upstream
-
     remaining = still_in_pinned_upstream()
     admin = any(
         (req.get("exactly") or {}).get("adminAccess")

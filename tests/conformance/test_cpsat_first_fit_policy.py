@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from dra_solver.model import allocate_cpsat
 from dra_solver.model import objects as o
 from dra_solver.model.check import check_allocation
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.score import first_available_score
 from tests.conformance.cases import case_paths, cel_environment, compare_results, load_case
 

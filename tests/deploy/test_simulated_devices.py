@@ -96,8 +96,7 @@ def test_config_map_is_a_valid_simulated_device_config() -> None:
 
 @pytest.mark.parametrize(("name", "claim"), _claims(), ids=[n for n, _ in _claims()])
 def test_example_claim_allocates_on_a_simulated_node(name: str, claim: dict[str, Any]) -> None:
-    from dra_solver.model import decode
-    from dra_solver.model.allocate import allocate
+    from dra_solver.model import allocate, decode
     from dra_solver.model.allocation import AllocationRequest, Inventory
     from dra_solver.model.cel import CelEnvironment
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 
+from dra_solver.model import allocate
 from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import check_allocation

@@ -8,9 +8,8 @@ from dataclasses import replace
 
 from hypothesis import given
 
-from dra_solver.model.allocate import allocate
+from dra_solver.model import POLICIES, allocate
 from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.cpsat import POLICIES
 from dra_solver.model.errors import AllocationError
 from tests.differential.strategies import Scenario, scenarios
 from tests.differential.test_differential import check_valid

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dra_solver.model import allocate_cpsat
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import (
     AllocatedState,
@@ -14,7 +15,6 @@ from dra_solver.model.allocation import (
 )
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import check_allocation
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.decode import decode_object
 from dra_solver.model.features import FeatureGates
 from tests.builders import DRIVER_A, DRIVER_B

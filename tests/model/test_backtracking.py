@@ -12,7 +12,7 @@ import pytest
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationRequest, Inventory
 from dra_solver.model.backtracking import allocate_backtracking
-from dra_solver.model.errors import AllocationError, SolveTimeout
+from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
 from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
 from tests.conformance.cases import cel_environment
@@ -71,7 +71,7 @@ def test_invalid_pool_without_solution_is_a_node_local_error() -> None:
     slices = [slice_("s1", count=2, devices=[device("d")]), slice_("s2", count=2, devices=[device("d")])]
     with pytest.raises(AllocationError, match="invalid resource pools were encountered") as caught:
         allocate_backtracking(_request([claim("c", request()).decode()], slices), cel=cel_environment(ALL))
-    assert getattr(caught.value, "node_local", False)
+    assert isinstance(caught.value, NodeLocalError)
 
 
 def test_distinct_attribute_compares_devices_of_one_request() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dra_solver.model import allocate_cpsat
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import (
     AllocatedState,
@@ -19,7 +20,6 @@ from dra_solver.model.allocation import (
 )
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import InvalidAllocation, Violation, assert_valid, check_allocation
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.features import FeatureGates
 from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
 from tests.model.alloc_builders import device, device_class, node, slice_

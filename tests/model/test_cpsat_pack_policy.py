@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dra_solver.model import allocate
 from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
 from dra_solver.model.allocation import AllocationRequest, Inventory
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.check import check_allocation

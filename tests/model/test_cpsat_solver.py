@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
+from dra_solver.model import allocate, allocate_cpsat
 from dra_solver.model import objects as o
-from dra_solver.model.allocate import allocate
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.cpsat.model import AllocationModel
 from dra_solver.model.cpsat.problem import prepare_problem
-from dra_solver.model.errors import AllocationError, InvalidInput, SolveTimeout
+from dra_solver.model.errors import AllocationError, InvalidInput, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
 from tests.builders import claim, first_available, request, sub
 from tests.model.alloc_builders import device, slice_, taint_rule
@@ -106,7 +105,7 @@ def test_invalid_pool_without_a_solution_is_a_node_local_error() -> None:
     broken = slice_("s1", devices=[device("d0"), device("d0")])
     with pytest.raises(AllocationError, match="invalid resource pools were encountered") as caught:
         solve(make_request([claim("c", request()).decode()], [broken]))
-    assert getattr(caught.value, "node_local", False)
+    assert isinstance(caught.value, NodeLocalError)
     other = slice_("s2", pool="pool-2", devices=[device("ok")])
     assert solve(make_request([claim("c", request()).decode()], [broken, other])).allocated
 

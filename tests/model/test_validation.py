@@ -1664,17 +1664,8 @@ def test_conformance_cases_with_uncompilable_selectors_are_rejected(name: str) -
 def test_default_check_uses_model_cel_with_every_feature_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import dataclasses
-    import sys
-    import types
-
-    @dataclasses.dataclass(frozen=True)
-    class CelFeatures:
-        consumable_capacity: bool = False
-        list_type_attributes: bool = False
-
-    class CelCompileError(Exception):
-        pass
+    from dra_solver.model import validation
+    from dra_solver.model.cel import CelCompileError, CelFeatures
 
     class Compiled:
         def __init__(self, cost: int) -> None:
@@ -1682,18 +1673,14 @@ def test_default_check_uses_model_cel_with_every_feature_on(
 
     class CelEnvironment:
         def __init__(self, *, features: CelFeatures) -> None:
-            assert features == CelFeatures(True, True)
+            assert features == CelFeatures(consumable_capacity=True, list_type_attributes=True)
 
         def compile(self, expression: str) -> Compiled:
             if expression == "bad":
                 raise CelCompileError("ERROR: <input>:1:1: undeclared reference to 'bad'")
             return Compiled(2_000_000 if expression == "slow" else 10)
 
-    fake = types.ModuleType("dra_solver.model.cel")
-    fake.CelFeatures = CelFeatures  # type: ignore[attr-defined]
-    fake.CelCompileError = CelCompileError  # type: ignore[attr-defined]
-    fake.CelEnvironment = CelEnvironment  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "dra_solver.model.cel", fake)
+    monkeypatch.setattr(validation, "CelEnvironment", CelEnvironment)
     doc = edit(
         device_class(),
         ("spec.selectors", [{"cel": {"expression": e}} for e in ("ok", "bad", "slow")]),

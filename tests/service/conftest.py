@@ -39,7 +39,7 @@ def workload() -> dict[str, dict[str, Any]]:
 @functools.cache
 def cel() -> Any:
     """The CEL environment the service uses for the default gates (every feature on)."""
-    from dra_solver.model.allocate import default_cel
+    from dra_solver.model import default_cel
     from dra_solver.model.allocation import Inventory
 
     return default_cel(AllocationRequest(claims=(), node=o.Node(), inventory=Inventory()))

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dra_solver.model import NodeIndex
 from dra_solver.model.errors import InvalidInput
 from dra_solver.service.inventory import (
     FileSource,
-    NodeIndex,
     ObjectDecoder,
     decode_documents,
     load_objects,

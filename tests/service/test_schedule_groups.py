@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dra_solver.model.allocate import allocate
+from dra_solver.model import allocate
 from dra_solver.model.allocation import AllocationRequest, Inventory
 from dra_solver.model.decode import decode_object
 from dra_solver.service import engine as e

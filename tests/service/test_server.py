@@ -329,7 +329,7 @@ def test_deadline_exceeded(running: Running) -> None:
 
 
 def _blocking_allocator(gate: threading.Event, entered: threading.Event) -> e.AllocateFn:
-    from dra_solver.model.allocate import allocate
+    from dra_solver.model import allocate
 
     def run(request: AllocationRequest) -> AllocationOutcome:
         entered.set()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dra_solver.model.allocate import allocate
+from dra_solver.model import allocate
 from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
 from dra_solver.model.decode import decode_all
 from dra_solver.model.features import FeatureGates

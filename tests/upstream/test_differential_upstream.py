@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 
-from dra_solver.model.allocate import allocate, default_cel
+from dra_solver.model import allocate, default_cel
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.errors import AllocationError, SolveTimeout

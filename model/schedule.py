@@ -1,0 +1,359 @@
+"""Node choice: where do a pod's claims fit best, answered over many nodes with few solves.
+
+API:
+- ``choose_node(claims, candidates, *, index, options, attempt, in_flight, cache=None,
+  expired=None, memo=None, generation=0) -> NodeChoice``: visits nodes, solves as few as it
+  can, and picks one. ``attempt(node)`` solves the claims on one node (the caller builds the
+  request: deadline, devices in flight) and returns a ``NodeAttempt``, or None when the
+  deadline passed before it could solve; ``in_flight`` (``InFlight``) tells which devices
+  allocations in flight hold; ``cache`` (``VerdictCache``) keeps verdicts across calls by
+  content; ``expired()`` says the caller's deadline has passed (None: no deadline); ``memo``
+  and ``generation`` let the visit order reuse work across calls (see ``visit_order``).
+- ``NodeChoice``: the chosen node ("" when none) with the ``NodeAttempt`` that allocated
+  there, every node's ``NodeVerdict`` (feasible with its score, unschedulable with a reason,
+  not evaluated), ``ScheduleStats`` and, when no node fits, the scheduler-style summary.
+- ``visit_order(index, names, policy, *, explicit, in_flight, memo, generation)``: nodes from
+  most to least preferred by the policy (``model.node_load``).
+- ``claims_key(claims, *, allocator, policy, gates) -> bytes``, ``min_devices(claims)``,
+  ``invalid_pools_error(index, node)``, ``summary(verdicts, total, *, not_evaluated)``.
+
+How few solves: nodes are visited in the policy's preference order (name order without one);
+a node with too few free devices is pruned without a solve (and says how many it has); nodes
+whose devices and in-use state are identical up to the node's own name share one solve (and
+verdicts are cached across calls by content, never by generation); the visit stops once enough
+is known: a node with the best possible FirstAvailable score, or the requested number of
+feasible nodes. The chosen node is the best score, ties broken by visit order; its allocation
+is reused from its solve, or solved now when its verdict came from a shared solve or the cache.
+
+Contract: raises ``AllocationError`` (prefixed "node N: ") when a node's attempt stops on an
+error that is not node-local; a ``NodeLocalError`` is that node's verdict. Raises
+``SolveTimeout`` when the deadline passes before any node was evaluated, or before the chosen
+node's allocation was computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, AllocatorName
+from dra_solver.model.cluster import AllocatedState, DeviceID
+from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
+from dra_solver.model.features import FeatureGates
+from dra_solver.model.node_index import NodeIndex, PoolKey
+from dra_solver.model.node_load import node_key
+from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
+from dra_solver.model.score import best_possible_score
+from dra_solver.model.stats import SolveStats
+
+VerdictName = Literal["feasible", "unschedulable", "not-evaluated"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    node: str
+    verdict: VerdictName
+    score: int = 0
+    reason: str = ""
+
+
+@dataclass
+class ScheduleStats:
+    nodes_total: int = 0
+    nodes_evaluated: int = 0
+    nodes_pruned: int = 0
+    nodes_feasible: int = 0
+    groups: int = 0
+    solves: int = 0
+    cache_hits: int = 0
+    wall_seconds: float = 0.0
+    """Set by the caller, who owns the clock."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVerdict:
+    """The answer for every node of one shape and in-use state (what the cache keeps)."""
+
+    feasible: bool
+    score: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAttempt:
+    """One solve on one node: the request the core got and its outcome; ``tag`` is the
+    caller's (the service: the reservation version the request was built against)."""
+
+    request: AllocationRequest
+    outcome: AllocationOutcome
+    tag: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChoiceOptions:
+    allocator: AllocatorName = "cpsat"
+    policy: str = ""
+    gates: FeatureGates = field(default_factory=FeatureGates)
+    wanted: int = 0
+    """Stop after this many feasible nodes (0: at the first node with the best possible score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChoice:
+    node: str
+    """The chosen node, "" when none fits."""
+    attempt: NodeAttempt | None
+    verdicts: tuple[NodeVerdict, ...]
+    stats: ScheduleStats
+    reason: str = ""
+    """Why no node was chosen, like the scheduler: "0/3 nodes are available: ..."."""
+
+
+class InFlight(Protocol):
+    """Allocations not yet in the inventory (the service's reservations), by pool."""
+
+    def held_pools(self) -> tuple[PoolKey, ...]: ...
+
+    def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]: ...
+
+    def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]: ...
+
+    def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState: ...
+
+
+class VerdictCache(Protocol):
+    def get(self, key: tuple[bytes, ...]) -> GroupVerdict | None: ...
+
+    def put(self, key: tuple[bytes, ...], verdict: GroupVerdict) -> None: ...
+
+
+def choose_node(
+    claims: Sequence[o.ResourceClaim],
+    candidates: Sequence[str],
+    *,
+    index: NodeIndex,
+    options: NodeChoiceOptions,
+    attempt: Callable[[str], NodeAttempt | None],
+    in_flight: InFlight,
+    cache: VerdictCache | None = None,
+    expired: Callable[[], bool] | None = None,
+    memo: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] | None = None,
+    generation: int = 0,
+    quote: Callable[[str], str] = json.dumps,
+) -> NodeChoice:
+    """Visit, solve, choose (see the module docstring). ``quote`` shows a node name the caller
+    made up in a verdict (the service bounds its length)."""
+    names = sorted(set(candidates)) if candidates else list(index.node_names)
+    stats = ScheduleStats(nodes_total=len(names))
+    node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
+    rank: dict[str, int] = {}
+    need, exclusive = min_devices(claims)
+    best_possible = best_possible_score(claims)
+    key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
+    global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
+    groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
+    solved: dict[str, NodeAttempt] = {}
+    verdicts: list[NodeVerdict] = []
+    best: tuple[int, str] | None = None
+    stopped = False
+    order = visit_order(
+        index, names, node_policy, explicit=bool(candidates), in_flight=in_flight, memo=memo, generation=generation
+    )
+    for name in order:
+        if stopped or (expired is not None and expired()):
+            break
+        rank[name] = len(rank)
+        stats.nodes_evaluated += 1
+        view = index.view(name)
+        if view is None:
+            stats.nodes_pruned += 1
+            known = name in index.nodes_by_name
+            verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f"node {quote(name)} not found in the inventory"))
+            continue
+        if exclusive and not view.shared_devices:
+            free = index.free_devices(name, in_flight.devices(view.pools))
+            if free < need:
+                stats.nodes_pruned += 1
+                broken = invalid_pools_error(index, name)
+                reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
+                verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
+                continue
+        key = (view.shape, index.inuse_key(name), *in_flight.pool_keys(view.pools))
+        known_group = groups.get(key)
+        if known_group is not None:
+            verdict = known_group[0]
+        else:
+            cached = cache.get((*global_key, *key)) if cache is not None else None
+            if cached is not None:
+                stats.cache_hits += 1
+                verdict = cached
+            else:
+                outcome: AllocationOutcome
+                made: NodeAttempt | None = None
+                try:
+                    made = attempt(name)
+                    if made is None:
+                        break  # the deadline passed before the node could be solved
+                    outcome = made.outcome
+                    if not outcome.allocated:
+                        broken = invalid_pools_error(index, name)
+                        if broken is not None:
+                            raise broken
+                except SolveTimeout:
+                    verdicts.append(NodeVerdict(name, "not-evaluated", reason="the deadline passed while solving"))
+                    break
+                except NodeLocalError as err:
+                    # Upstream: an error for this node only; other nodes may still fit.
+                    outcome = AllocationOutcome(False, (), 0, err.stats or SolveStats(options.allocator, "ERROR", 0.0), str(err))
+                except AllocationError as err:
+                    raise AllocationError(f"node {name}: {err}") from err
+                stats.solves += 1
+                verdict = GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
+                if outcome.allocated and made is not None:
+                    solved[name] = made
+                if cache is not None:
+                    cache.put((*global_key, *key), verdict)
+            groups[key] = (verdict, name)
+        if verdict.feasible:
+            stats.nodes_feasible += 1
+            verdicts.append(NodeVerdict(name, "feasible", score=verdict.score))
+            if best is None or verdict.score > best[0]:
+                best = (verdict.score, name)
+            stopped = stats.nodes_feasible >= options.wanted if options.wanted > 0 else best[0] >= best_possible
+        else:
+            verdicts.append(NodeVerdict(name, "unschedulable", reason=verdict.reason))
+    stats.groups = len(groups)
+    chosen: NodeAttempt | None = None
+    chosen_node = ""
+    # The chosen node needs a real allocation: reuse its solve, else solve it now.
+    feasible = sorted((v for v in verdicts if v.verdict == "feasible"), key=lambda v: (-v.score, rank[v.node]))
+    for v in feasible:
+        if v.node in solved:
+            chosen = solved[v.node]
+        else:
+            try:
+                again = attempt(v.node)
+                if again is None:
+                    raise SolveTimeout("the deadline passed before a node's allocation was computed")
+            except SolveTimeout:
+                if chosen is None:
+                    raise SolveTimeout("the deadline passed before a node's allocation was computed") from None
+                break
+            chosen = again
+            stats.solves += 1
+        if chosen.outcome.allocated:
+            chosen_node = v.node
+            break
+    if not chosen_node or chosen is None:
+        evaluated = {v.node for v in verdicts}
+        not_evaluated = [n for n in names if n not in evaluated]
+        if not verdicts and names and expired is not None:
+            raise SolveTimeout("the deadline passed before any node was evaluated")
+        reason = summary(verdicts, len(names), not_evaluated=len(not_evaluated))
+        return NodeChoice("", None, tuple(verdicts), stats, reason)
+    return NodeChoice(chosen_node, chosen, tuple(verdicts), stats)
+
+
+def visit_order(
+    index: NodeIndex,
+    names: Sequence[str],
+    policy: str,
+    *,
+    explicit: bool,
+    in_flight: InFlight,
+    memo: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] | None = None,
+    generation: int = 0,
+) -> Iterable[str]:
+    """Nodes from most to least preferred by the policy (``model.node_load``): the visit
+    stops at the first node with the best possible FirstAvailable score, so that node is
+    also the preferred one among those. Without a node preference: name order.
+
+    The order by devices in use is computed once per snapshot (``NodeIndex``); only nodes with
+    devices in flight are re-keyed per call and merged in lazily. ``memo`` (kept by the caller
+    across calls, with the snapshot's ``generation``) remembers their free units until their
+    allocations in flight change."""
+    if policy not in NODE_POLICIES:
+        return names
+    flight_free = memo if memo is not None else {}
+    by_node: dict[str, list[PoolKey]] = {}
+    for pool in in_flight.held_pools():
+        owner = index.pool_node.get(pool)
+        if owner:
+            by_node.setdefault(owner, []).append(pool)
+
+    def key(name: str) -> tuple[float, str]:
+        pools = by_node.get(name)
+        if pools is None:
+            return node_key(policy, index.free_units(name), name)
+        # Re-keyed only when the node's allocations in flight changed since the last call.
+        fingerprint = (generation, in_flight.pool_keys(pools))
+        known = flight_free.get(name)
+        if known is not None and known[0] == fingerprint:
+            free = known[1]
+        else:
+            free = index.free_units(name, in_flight.state(pools))
+            flight_free[name] = (fingerprint, free)
+        return node_key(policy, free, name)
+
+    if explicit:
+        return sorted(names, key=key)
+    moved = sorted((key(n), n) for n in by_node if n in index.views)
+    rest = ((k, n) for k, n in index.preference_order(policy) if n not in by_node)
+    return (n for _, n in heapq.merge(moved, rest))
+
+
+def min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:
+    """A lower bound on distinct free devices the claims need, and whether the bound applies
+    (it does not when a request has admin access, which may use devices already in use)."""
+    need = 0
+    for claim in claims:
+        for req in claim.spec.devices.requests or []:
+            subs: list[tuple[str | None, int | None, bool]] = []
+            if req.exactly is not None:
+                subs.append((req.exactly.allocation_mode, req.exactly.count, bool(req.exactly.admin_access)))
+            for sub in req.first_available or []:
+                subs.append((sub.allocation_mode, sub.count, False))
+            if any(admin for _, _, admin in subs):
+                return 0, False
+            counts = [(count or 1) if (mode or "ExactCount") == "ExactCount" else 1 for mode, count, _ in subs]
+            if counts:
+                need = max(need, min(counts))
+    return need, True
+
+
+def claims_key(claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str, gates: FeatureGates) -> bytes:
+    """What an answer depends on besides the node: the claims' specs (not their names), the
+    allocator, the policy and the gates."""
+    specs = [c.spec.to_api() for c in claims]
+    text = json.dumps([specs, allocator, policy, str(gates)], sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:
+    """Like the scheduler: "0/3 nodes are available: 2 cannot allocate all claims, 1 ..."."""
+    reasons: dict[str, int] = {}
+    for v in verdicts:
+        if v.verdict == "feasible":
+            continue
+        text = v.reason.split(":")[0] if v.reason else "unschedulable"
+        reasons[text] = reasons.get(text, 0) + 1
+    if not_evaluated:
+        reasons["not evaluated before the deadline"] = not_evaluated
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
+
+
+def invalid_pools_error(index: NodeIndex, node: str) -> NodeLocalError | None:
+    """Upstream's answer on a node that reaches an invalid pool when nothing else fits: an
+    error for this node only (the pool's devices are never allocated)."""
+    pools = index.invalid_pools_of(node)
+    if not pools:
+        return None
+    first = pools[0]
+    more = f" (and {len(pools) - 1} more)" if len(pools) > 1 else ""
+    return NodeLocalError(f"invalid resource pools were encountered: pool {first[0]}/{first[1]}{more}: {index.invalid_pools[first]}")

@@ -1,0 +1,41 @@
+"""The service's public API for the packages above it (the companion processes, the command
+dispatcher): everything they may import from ``dra_solver.service``, and nothing else.
+
+- ``Client``: the gRPC client of the allocation service (``Allocate``, ``Schedule``,
+  ``Reserve``/``Unreserve``, ``Explain``, health); ``pb``: the ``drasolver.v1`` messages.
+- The one Kubernetes client layer (``service.kubeapi``): ``kube`` (a configured client, the
+  typed requests, the error hierarchy ``NotFound``/``Conflict``/``Gone``/``Invalid``/
+  ``Transient``), ``Informer``/``Store``/``wait_for_sync`` (list+watch into a local store) and
+  ``meta`` (object metadata helpers); ``ElectionConfig``/``LeaderElector``: leader election on
+  a Lease through the kubernetes client's own library.
+- What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``) and
+  ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``).
+
+Every other module of ``dra_solver.service`` is internal: an import-linter contract in
+pyproject.toml lets only the service itself and the dispatcher (``dra_solver.cli``) import
+them. The service itself never imports the companions (another contract).
+"""
+
+from dra_solver.service import logsetup
+from dra_solver.service.client import Client
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.httpendpoint import HttpEndpoint, no_created_series
+from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.kubeapi import meta
+from dra_solver.service.kubeapi.informer import Informer, Store, wait_for_sync
+from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
+
+__all__ = [
+    "Client",
+    "ElectionConfig",
+    "HttpEndpoint",
+    "Informer",
+    "LeaderElector",
+    "Store",
+    "kube",
+    "logsetup",
+    "meta",
+    "no_created_series",
+    "pb",
+    "wait_for_sync",
+]
