@@ -9,7 +9,8 @@ import pytest
 
 from dra_solver.model import AllocationRequest, FeatureGates, allocate
 from dra_solver.service import compare
-from tests.model.alloc_builders import claim, device_class, node, request, slice_
+from tests.builders import claim, request
+from tests.model.alloc_builders import device_class, node, slice_
 from tests.model.cpsat_helpers import CEL
 
 
@@ -22,7 +23,7 @@ def test_compare_warms_both_allocators_before_timing_them(monkeypatch: pytest.Mo
         return real(req, **kw)
 
     monkeypatch.setattr(compare, "allocate", recording)
-    objects = [device_class(), node(), slice_("s1"), claim("c", request())]
+    objects = [device_class(), node(), slice_("s1"), claim("c", request()).decode()]
     rows = compare.compare_scenario("s", objects, nodes=["node-1"], gates=FeatureGates(), time_limit=5.0, cel=CEL, validate=False)
     assert rows[0].agree and rows[0].cpsat.verdict == "allocated"
     assert calls == [

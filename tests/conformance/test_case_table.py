@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
+from dra_solver.model import allocate_cpsat
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationRequest
 from dra_solver.model.backtracking import allocate_backtracking
 from dra_solver.model.check import check_allocation
-from dra_solver.model.cpsat import allocate_cpsat
 from dra_solver.model.errors import AllocationError, InvalidInput, InvalidInputs
 from dra_solver.model.score import first_available_score
 from dra_solver.service import upstream

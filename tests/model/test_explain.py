@@ -7,8 +7,9 @@ from __future__ import annotations
 from dra_solver.model import DeviceID, FeatureGates, explain_node
 from dra_solver.model.cpsat.model import AllocationModel
 from dra_solver.model.cpsat.problem import Rule, prepare_problem
-from tests.model.alloc_builders import DRIVER_A, claim, device, request, slice_, taint_rule
-from tests.model.cpsat_helpers import CEL, allocated_claim, consumes, counter_slice, make_request
+from tests.builders import DRIVER_A, claim, request
+from tests.model.alloc_builders import device, slice_, taint_rule
+from tests.model.cpsat_helpers import CEL, consumes, counter_slice, make_request
 
 
 def _gpus(n: int, **fields: object) -> list[dict[str, object]]:
@@ -19,9 +20,9 @@ def test_the_allocation_model_has_no_switches_and_a_relaxed_one_has_one_per_rule
     slices = [slice_("s1", devices=_gpus(4))]
     selector = [{"cel": {"expression": "device.attributes['driver-a'].n >= 2"}}]
     req = make_request(
-        [claim("c", request(count=1, selectors=selector))],
+        [claim("c", request(count=1, selectors=selector)).decode()],
         slices,
-        allocated_claims=(allocated_claim("holder", ("pool-1", "d3")),),
+        allocated_claims=(claim("holder").request(count=None).allocated("d3").decode(),),
     )
     plain = AllocationModel(prepare_problem(req, cel=CEL))
     assert plain.switches == {} and len(plain.choices) == 1, "only d2 is eligible: no variable for the others"
@@ -36,9 +37,9 @@ def test_reasons_are_irreducible_and_fixes_fewest() -> None:
     slices = [slice_("s1", devices=_gpus(4))]
     selector = [{"cel": {"expression": "device.attributes['driver-a'].n >= 2"}}]
     req = make_request(
-        [claim("c", request(count=2, selectors=selector))],
+        [claim("c", request(count=2, selectors=selector)).decode()],
         slices,
-        allocated_claims=(allocated_claim("holder", ("pool-1", "d3")),),
+        allocated_claims=(claim("holder").request(count=None).allocated("d3").decode(),),
     )
     answer = explain_node(req, cel=CEL, holders={DeviceID(DRIVER_A, "pool-1", "d3"): "claim default/holder"})
     assert not answer.allocatable and answer.minimal
@@ -63,13 +64,13 @@ def test_taints_counters_and_constraints_are_explained() -> None:
         request("a", count=1),
         request("b", count=1),
         constraints=[{"matchAttribute": "driver-a/numa"}],
-    )
+    ).decode()
     answer = explain_node(make_request([c], slices), cel=CEL, holders={})
     kinds = {r.kind for r in answer.reasons}
     assert not answer.allocatable and "constraint" in kinds, answer
     assert any("matchAttribute driver-a/numa" in r.message for r in answer.reasons)
     tainted = make_request(
-        [claim("t", request(count=2))],
+        [claim("t", request(count=2)).decode()],
         [slice_("s1", devices=_gpus(2))],
         rules=(taint_rule("r", driver=DRIVER_A, device="d1"),),
         gates=FeatureGates(),
@@ -82,6 +83,6 @@ def test_taints_counters_and_constraints_are_explained() -> None:
 def test_the_claims_fit_when_the_allocator_allocates() -> None:
     from dra_solver.model import allocate
 
-    req = make_request([claim("c", request(count=1))], [slice_("s1", devices=_gpus(2))])
+    req = make_request([claim("c", request(count=1)).decode()], [slice_("s1", devices=_gpus(2))])
     answer = explain_node(req, cel=CEL, holders={}, solve=lambda r: allocate(r, cel=CEL, validate=False))
     assert answer.allocatable and not answer.reasons and answer.summary == "the claims fit on this node"

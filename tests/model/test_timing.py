@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dra_solver.model import allocate_cpsat, cpsat
-from tests.model.alloc_builders import claim, request, slice_
+from tests.builders import claim, request
+from tests.model.alloc_builders import slice_
 from tests.model.cpsat_helpers import CEL, make_request
 
 
@@ -19,7 +20,7 @@ def test_the_first_model_solve_does_not_count_the_import(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(cpsat, "_warm", False)
     monkeypatch.setattr(cpsat, "warm_up", slow_warm_up)
-    req = make_request([claim("c", request(count=2))], [slice_("s1", devices=[{"name": f"d{i}"} for i in range(4)])])
+    req = make_request([claim("c", request(count=2)).decode()], [slice_("s1", devices=[{"name": f"d{i}"} for i in range(4)])])
     outcome = allocate_cpsat(req, cel=CEL, clock=lambda: now[0], fast_path=False)
     assert outcome.allocated and outcome.stats.status == "OPTIMAL"
     assert now[0] == 100.0, "the model was solved after a (slow) warm-up"
