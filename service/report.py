@@ -55,6 +55,11 @@ def _plt() -> Any:
     return plt
 
 
+def _ticker() -> Any:
+    """matplotlib.ticker (loaded by ``_plt``)."""
+    return _plt().matplotlib.ticker
+
+
 def _svg(fig: Any, titles: dict[str, str] | None = None) -> str:
     """The figure as inline SVG; ``titles`` maps an artist's gid to its hover title."""
     buf = io.StringIO()
@@ -69,9 +74,7 @@ def _svg(fig: Any, titles: dict[str, str] | None = None) -> str:
 
 
 def _integer_axis(axis: Any) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(_ticker().MaxNLocator(integer=True))
 
 
 def _timed(side: SideResult | None) -> bool:
@@ -81,7 +84,7 @@ def _timed(side: SideResult | None) -> bool:
 def time_vs_size_plot(rows: Sequence[CompareRow], *, plot_id: str = "time") -> str:
     """Wall time against devices on the node, one marker per allocator, log scale."""
     plt = _plt()
-    from matplotlib.ticker import FuncFormatter
+    FuncFormatter = _ticker().FuncFormatter
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     titles: dict[str, str] = {}
