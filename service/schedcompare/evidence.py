@@ -1,0 +1,165 @@
+"""What each side's cluster held when it placed a pod, and whether another placement fitted.
+
+The report says why a pod was placed differently by checking, not by assuming: "kube-scheduler
+put it on node-a, dra-solver on node-b" becomes "node-a still had room on dra-solver's side
+when it placed the pod" (a choice) or "node-a was full on dra-solver's side by then" (capacity
+used differently earlier). Two pieces answer that:
+
+- :class:`Timeline`: the devices one side's claims held on a node at a moment, from the claim
+  watch (each pod claim's allocation and release, :class:`runner.Hold`) plus the claims
+  allocated before the run;
+- :class:`Probe`: whether a pod's claim (optionally one FirstAvailable subrequest, or exactly
+  given devices) can be allocated on a node with given devices in use. It runs our port of
+  upstream's allocator (``backtracking``: an exhaustive search, so "no" means no room) on that
+  node's slices, counters included.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID, Inventory
+from dra_solver.model.decode import decode_all, decode_object
+from dra_solver.model.errors import DraSolverError
+from dra_solver.service.schedcompare.runner import SideResult
+from dra_solver.service.schedcompare.workloads import INIT_NAMESPACE, NAMESPACE, Workload
+
+PROBE_SECONDS = 5.0
+
+
+def device_id(key: str) -> DeviceID:
+    """``driver/pool/device`` (the runner's form) as a DeviceID."""
+    driver, pool, device = key.split("/", 2)
+    return DeviceID(driver, pool, device)
+
+
+class Timeline:
+    """Devices held per node over one side's run."""
+
+    def __init__(self, side: SideResult, workload: Workload, node_of_pool: dict[tuple[str, str], str]) -> None:
+        self.node_of_pool = node_of_pool
+        self.base: dict[str, set[DeviceID]] = {}
+        for obj in workload.namespaced:
+            if obj["kind"] == "ResourceClaim" and obj["metadata"]["namespace"] == INIT_NAMESPACE:
+                for r in obj["status"]["allocation"]["devices"]["results"]:
+                    dev = DeviceID(r["driver"], r["pool"], r["device"])
+                    self.base.setdefault(self.node(dev), set()).add(dev)
+        self.spans: dict[str, list[tuple[float, float, str, frozenset[DeviceID]]]] = {}
+        for pod in side.pods.values():
+            holds = [(h.start, math.inf if h.end is None else h.end, h.devices) for h in pod.holds]
+            if not holds and pod.bound_at is not None and pod.devices:  # the claim watch missed it
+                holds = [(pod.bound_at, math.inf, pod.devices)]
+            for start, end, keys in holds:
+                devices = frozenset(device_id(k) for k in keys)
+                for node in sorted({self.node(d) for d in devices}):
+                    self.spans.setdefault(node, []).append((start, end, pod.name, devices))
+
+    def node(self, dev: DeviceID) -> str:
+        return self.node_of_pool.get((dev.driver, dev.pool), dev.pool)
+
+    def held(self, node: str, at: float | None, *, but: str = "") -> frozenset[DeviceID]:
+        """Devices in use on ``node`` just before ``at`` (None: when the run ended), the
+        claims of pod ``but`` left out."""
+        out = set(self.base.get(node, ()))
+        for start, end, pod, devices in self.spans.get(node, ()):
+            if pod == but:
+                continue
+            if (end == math.inf) if at is None else (start < at < end):
+                out |= devices
+        return frozenset(out)
+
+
+class Probe:
+    """Would a pod's claim fit on a node with these devices in use?"""
+
+    def __init__(self, workload: Workload) -> None:
+        from dra_solver.model.cel import CelEnvironment
+
+        objects = decode_all([*workload.nodes, *workload.cluster], source=workload.name)
+        self.classes = tuple(x for x in objects if isinstance(x, o.DeviceClass))
+        self.nodes = {x.name: x for x in objects if isinstance(x, o.Node)}
+        self.slices: dict[str, list[o.ResourceSlice]] = {}
+        self.node_of_pool: dict[tuple[str, str], str] = {}
+        for x in objects:
+            if isinstance(x, o.ResourceSlice) and x.spec.node_name:
+                self.slices.setdefault(x.spec.node_name, []).append(x)
+                self.node_of_pool[(x.spec.driver, x.spec.pool.name)] = x.spec.node_name
+        self.templates = {t["metadata"]["name"]: t["spec"]["spec"] for t in workload.namespaced
+                          if t["kind"] == "ResourceClaimTemplate"}
+        self.template_of = {p.name: p.template for p in workload.pods}
+        self.cel = CelEnvironment()
+        self._cache: dict[tuple[Any, ...], bool] = {}
+        self.probes = 0
+
+    def subrequest_rank(self, pod: str, subrequests: Iterable[str]) -> int:
+        """Sum of the FirstAvailable indices of ``request/subrequest`` names (lower: preferred)."""
+        requests = {r["name"]: r for r in self.templates[self.template_of[pod]]["devices"]["requests"]}
+        rank = 0
+        for name in set(subrequests):
+            request, _, sub = name.partition("/")
+            subs = [s["name"] for s in requests.get(request, {}).get("firstAvailable") or []]
+            rank += subs.index(sub) if sub in subs else 0
+        return rank
+
+    def claim(self, pod: str, subrequests: tuple[str, ...] = ()) -> o.ResourceClaim:
+        """The pod's claim from its template; ``request/sub`` entries keep only that
+        FirstAvailable subrequest."""
+        spec = copy.deepcopy(self.templates[self.template_of[pod]])
+        chosen = {}
+        for name in subrequests:
+            request, _, sub = name.partition("/")
+            if sub:
+                chosen[request] = sub
+        for request in spec["devices"]["requests"]:
+            if request["name"] in chosen and request.get("firstAvailable"):
+                request["firstAvailable"] = [s for s in request["firstAvailable"] if s["name"] == chosen[request["name"]]]
+        claim = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                               "metadata": {"name": f"{pod}-probe", "namespace": NAMESPACE, "uid": f"{pod}-probe"},
+                               "spec": spec}, source="probe")
+        assert isinstance(claim, o.ResourceClaim)
+        return claim
+
+    def fits(self, pod: str, node: str, held: frozenset[DeviceID], *, subrequests: tuple[str, ...] = (),
+             only: tuple[str, ...] = ()) -> bool:
+        """Whether ``pod``'s claim can be allocated on ``node`` while ``held`` are in use;
+        ``subrequests`` (``request/sub``) pins FirstAvailable choices, ``only`` (device keys)
+        restricts it to exactly those devices."""
+        from dra_solver.model.allocate import allocate
+
+        key = (self.template_of[pod], node, held, tuple(sorted(set(subrequests))), only)
+        if key in self._cache:
+            return self._cache[key]
+        if node not in self.nodes:
+            return False
+        slices = self.slices.get(node, [])
+        if only:
+            wanted = {device_id(k) for k in only}
+            slices = [s.model_copy(update={"spec": s.spec.model_copy(update={"devices": [
+                d for d in s.spec.devices if DeviceID(s.spec.driver, s.spec.pool.name, d.name) in wanted]})})
+                if s.spec.devices else s for s in slices]
+        request = AllocationRequest(
+            claims=(self.claim(pod, key[3]),), node=self.nodes[node],
+            inventory=Inventory(classes=self.classes, slices=tuple(slices), nodes=(self.nodes[node],),
+                                extra_allocated=AllocatedState(devices=held)),
+            allocator="backtracking", time_limit=PROBE_SECONDS,
+        )
+        self.probes += 1
+        try:
+            answer = allocate(request, cel=self.cel, validate=False).allocated
+        except DraSolverError:
+            answer = False  # a timeout on a node this small: treat as no room
+        self._cache[key] = answer
+        return answer
+
+    def room_anywhere(self, pod: str, timeline: Timeline, at: float | None, *,
+                      subrequests: tuple[str, ...] = ()) -> str:
+        """The first node (name order) where the pod's claim fitted on this side at ``at``."""
+        for node in sorted(self.nodes):
+            if self.fits(pod, node, timeline.held(node, at, but=pod), subrequests=subrequests):
+                return node
+        return ""
+
