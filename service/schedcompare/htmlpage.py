@@ -49,10 +49,11 @@ def _escape(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]], css: str = "") -> str:
     head = "".join(f"<th>{_escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    klass = f" class='{css}'" if css else ""
+    return f"<table{klass}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _seconds(value: float | None) -> str:
@@ -170,7 +171,7 @@ def _workload_section(c: WorkloadComparison) -> str:
             parts.append(_table(
                 ["pod", "size", "difference", "reason", "evidence", UPSTREAM, OURS],
                 [[d.pod, d.ours.size, d.kind, d.reason, d.evidence, _pod_cell(c.sides[UPSTREAM], d.pod),
-                  _pod_cell(c.sides[OURS], d.pod)] for d in shown]))
+                  _pod_cell(c.sides[OURS], d.pod)] for d in shown], css="details"))
             if len(diffs) > len(shown):
                 parts.append(f"<p>{len(diffs) - len(shown)} more in the JSON output (-o json).</p>")
     return "\n".join(parts)
@@ -182,7 +183,7 @@ def render_report(comparisons: Sequence[WorkloadComparison], *, title: str = TIT
         f"<title>{_escape(title)}</title>",
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
         "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;vertical-align:top}th{background:#f3f3f3}"
-        ".no{color:#b00;font-weight:bold}.plots svg{max-width:32%;height:auto;margin-right:1%}</style></head><body>",
+        ".no{color:#b00;font-weight:bold}.details td:nth-child(5){min-width:30em}.plots svg{max-width:32%;height:auto;margin-right:1%}</style></head><body>",
         f"<h1>{_escape(title)}</h1>",
         f"<p>Generated {datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')} UTC. Each side ran alone on a fresh "
         "control plane with the same objects; pods/s is pods bound over the time from the first pod's creation "
