@@ -78,22 +78,42 @@ class Probe:
 
     def __init__(self, workload: Workload) -> None:
         from dra_solver.model.cel import CelEnvironment
+        from dra_solver.model.pools import DeviceParseCache
 
-        objects = decode_all([*workload.nodes, *workload.cluster], source=workload.name)
-        self.classes = tuple(x for x in objects if isinstance(x, o.DeviceClass))
-        self.nodes = {x.name: x for x in objects if isinstance(x, o.Node)}
-        self.slices: dict[str, list[o.ResourceSlice]] = {}
+        # Decoded per node on first use: a report probes few of a large cluster's nodes.
+        self._raw_nodes = {n["metadata"]["name"]: n for n in workload.nodes}
+        self._raw_slices: dict[str, list[dict[str, Any]]] = {}
         self.node_of_pool: dict[tuple[str, str], str] = {}
-        for x in objects:
-            if isinstance(x, o.ResourceSlice) and x.spec.node_name:
-                self.slices.setdefault(x.spec.node_name, []).append(x)
-                self.node_of_pool[(x.spec.driver, x.spec.pool.name)] = x.spec.node_name
+        for obj in workload.cluster:
+            node = obj["spec"].get("nodeName") if obj["kind"] == "ResourceSlice" else None
+            if node:
+                self._raw_slices.setdefault(node, []).append(obj)
+                self.node_of_pool[(obj["spec"]["driver"], obj["spec"]["pool"]["name"])] = node
+        self.classes = tuple(x for x in decode_all([o_ for o_ in workload.cluster if o_["kind"] == "DeviceClass"],
+                                                   source=workload.name) if isinstance(x, o.DeviceClass))
+        self._decoded: dict[str, tuple[o.Node, list[o.ResourceSlice]]] = {}
         self.templates = {t["metadata"]["name"]: t["spec"]["spec"] for t in workload.namespaced
                           if t["kind"] == "ResourceClaimTemplate"}
         self.template_of = {p.name: p.template for p in workload.pods}
         self.cel = CelEnvironment()
+        self.parsed = DeviceParseCache()
         self._cache: dict[tuple[Any, ...], bool] = {}
+        self._claims: dict[tuple[str, tuple[str, ...]], o.ResourceClaim] = {}
         self.probes = 0
+
+    @property
+    def node_names(self) -> list[str]:
+        return sorted(self._raw_nodes)
+
+    def node(self, name: str) -> tuple[o.Node, list[o.ResourceSlice]] | None:
+        """The Node and its ResourceSlices, decoded (None: no such node)."""
+        if name not in self._raw_nodes:
+            return None
+        if name not in self._decoded:
+            objects = decode_all([self._raw_nodes[name], *self._raw_slices.get(name, [])], source=name)
+            node = next(x for x in objects if isinstance(x, o.Node))
+            self._decoded[name] = (node, [x for x in objects if isinstance(x, o.ResourceSlice)])
+        return self._decoded[name]
 
     def subrequest_rank(self, pod: str, subrequests: Iterable[str]) -> int:
         """Sum of the FirstAvailable indices of ``request/subrequest`` names (lower: preferred)."""
@@ -108,7 +128,14 @@ class Probe:
     def claim(self, pod: str, subrequests: tuple[str, ...] = ()) -> o.ResourceClaim:
         """The pod's claim from its template; ``request/sub`` entries keep only that
         FirstAvailable subrequest."""
-        spec = copy.deepcopy(self.templates[self.template_of[pod]])
+        template = self.template_of[pod]
+        key = (template, tuple(sorted(set(subrequests))))
+        if key not in self._claims:
+            self._claims[key] = self._from_template(template, key[1])
+        return self._claims[key]
+
+    def _from_template(self, template: str, subrequests: tuple[str, ...]) -> o.ResourceClaim:
+        spec = copy.deepcopy(self.templates[template])
         chosen = {}
         for name in subrequests:
             request, _, sub = name.partition("/")
@@ -118,7 +145,8 @@ class Probe:
             if request["name"] in chosen and request.get("firstAvailable"):
                 request["firstAvailable"] = [s for s in request["firstAvailable"] if s["name"] == chosen[request["name"]]]
         claim = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                               "metadata": {"name": f"{pod}-probe", "namespace": NAMESPACE, "uid": f"{pod}-probe"},
+                               "metadata": {"name": f"{template}-probe", "namespace": NAMESPACE,
+                                            "uid": f"{template}-probe"},
                                "spec": spec}, source="probe")
         assert isinstance(claim, o.ResourceClaim)
         return claim
@@ -133,19 +161,20 @@ class Probe:
         key = (self.template_of[pod], node, held, tuple(sorted(set(subrequests))), only)
         if key in self._cache:
             return self._cache[key]
-        if node not in self.nodes:
+        decoded = self.node(node)
+        if decoded is None:
             return False
-        slices = self.slices.get(node, [])
+        node_obj, slices = decoded
         if only:
             wanted = {device_id(k) for k in only}
             slices = [s.model_copy(update={"spec": s.spec.model_copy(update={"devices": [
                 d for d in s.spec.devices if DeviceID(s.spec.driver, s.spec.pool.name, d.name) in wanted]})})
                 if s.spec.devices else s for s in slices]
         request = AllocationRequest(
-            claims=(self.claim(pod, key[3]),), node=self.nodes[node],
-            inventory=Inventory(classes=self.classes, slices=tuple(slices), nodes=(self.nodes[node],),
+            claims=(self.claim(pod, key[3]),), node=node_obj,
+            inventory=Inventory(classes=self.classes, slices=tuple(slices), nodes=(node_obj,),
                                 extra_allocated=AllocatedState(devices=held)),
-            allocator="backtracking", time_limit=PROBE_SECONDS,
+            allocator="backtracking", time_limit=PROBE_SECONDS, device_cache=self.parsed,
         )
         self.probes += 1
         try:
@@ -158,7 +187,7 @@ class Probe:
     def room_anywhere(self, pod: str, timeline: Timeline, at: float | None, *,
                       subrequests: tuple[str, ...] = ()) -> str:
         """The first node (name order) where the pod's claim fitted on this side at ``at``."""
-        for node in sorted(self.nodes):
+        for node in self.node_names:
             if self.fits(pod, node, timeline.held(node, at, but=pod), subrequests=subrequests):
                 return node
         return ""

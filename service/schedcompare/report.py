@@ -171,12 +171,13 @@ class _Explainer:
         """A README deviation upstream v0.37.2 still has that the pod's claim reaches on
         ``bound.node`` with upstream's devices in use (ours allocated it, upstream did not)."""
         probe = self.probe
-        node = probe.nodes.get(bound.node)
-        if node is None:
+        decoded = probe.node(bound.node)
+        if decoded is None:
             return ""
+        node, slices = decoded
         request = AllocationRequest(
             claims=(probe.claim(name),), node=node,
-            inventory=Inventory(classes=probe.classes, slices=tuple(probe.slices.get(bound.node, [])), nodes=(node,),
+            inventory=Inventory(classes=probe.classes, slices=tuple(slices), nodes=(node,),
                                 extra_allocated=AllocatedState(devices=timeline.held(bound.node, None, but=name))),
         )
         found = deviations.explain(request, ours="allocated", theirs="unsatisfiable",
