@@ -78,3 +78,24 @@ def test_an_unexplained_disagreement_fails_with_its_minimal_example(
         "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}, claim
     assert shown["inUse"] == []
     assert tally["examples"] >= 1
+
+
+def test_an_upstream_timeout_is_inconclusive_not_a_failure() -> None:
+    """Upstream's search hitting the time limit (an input exponential for first fit) is no
+    answer to compare against: counted, not failed."""
+
+    class TimesOut:
+        def run(self, document: dict[str, object]) -> upstream.UpstreamAnswer:
+            return upstream.UpstreamAnswer("timeout", error="filter operation aborted: context deadline exceeded",
+                                           tier="incubating")
+
+    tally: Counter[str] = Counter()
+
+    @settings(max_examples=5, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(upstream_scenarios())
+    def run(scenario: Scenario) -> None:
+        check_against_upstream(scenario, TimesOut(), CelEnvironment(), ours=_cpsat_refuses, tally=tally)  # type: ignore[arg-type]
+
+    run()
+    assert tally["inconclusive: upstream hit its time limit"] == tally["examples"] == 5

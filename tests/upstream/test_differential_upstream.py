@@ -2,8 +2,9 @@
 v0.37.2 through tools/upstream-allocator), on generated inputs that may reach every documented
 upstream deviation (``tests.differential.strategies.upstream_scenarios``).
 
-Per example (an example where our side hits its 20 s limit, which only a starved machine
-causes at these sizes, is counted as inconclusive and not compared):
+Per example (an example where upstream or our side hits its 20 s limit is counted as
+inconclusive and not compared: a few generated inputs take first-fit search hundreds of
+thousands of steps, and a starved machine adds more):
 - the backtracking port gives exactly upstream's verdict, devices and error text (the port
   follows v0.37.2, so any difference fails);
 - CP-SAT gives upstream's verdict, or the classifier names a deviation upstream still has that
@@ -91,20 +92,26 @@ def check_against_upstream(scenario: Scenario, runner: upstream.UpstreamAllocato
     cp_request = scenario.request("cpsat")
     bt_request = dataclasses.replace(cp_request, allocator="backtracking")
     answer = runner.run(upstream.request_document(bt_request))
-    assert answer.verdict != "timeout", f"upstream timed out: {answer.error}"
     theirs = answer.verdict
-    up_outcome = upstream.outcome_from_answer(bt_request, answer) if theirs != "error" else None
     tally[f"upstream {theirs} ({answer.tier})"] += 1
     tally["examples"] += 1
     if tally is TALLY and TALLY["examples"] % 500 == 0:
         _write_tally()  # a long run shows its progress
     note(_shown(scenario))
+    if theirs == "timeout":
+        # Upstream's own search hit the 20 s limit: the generator can build inputs that are
+        # exponential for first-fit search (hundreds of thousands of steps), where the port,
+        # slower on the same search, times out too. Not an answer to compare.
+        tally["inconclusive: upstream hit its time limit"] += 1
+        return
+    up_outcome = upstream.outcome_from_answer(bt_request, answer) if theirs != "error" else None
 
     # The backtracking port: upstream's verdict and devices exactly.
     bt_verdict, bt, bt_error = ours(bt_request, cel)
     cp_verdict, cp, cp_error = ours(cp_request, cel)
     if "timeout" in (bt_verdict, cp_verdict):
-        # Our time limit (20 s) passed: on a starved machine, not a semantic answer to compare.
+        # Our time limit (20 s) passed: the port on an input exponential for its search, or a
+        # starved machine; not a semantic answer to compare.
         tally["inconclusive: our side hit its time limit"] += 1
         return
     same = bt_verdict == theirs and _devices(bt_request, bt) == _devices(bt_request, up_outcome)
