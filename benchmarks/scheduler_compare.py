@@ -1,7 +1,7 @@
 """kube-scheduler v1.37.2 beside the dra-solver scheduler, same real API server (issue 14).
 
     python benchmarks/scheduler_compare.py [--workloads all|NAME,...] [--nodes N] [--pods P]
-        [--size NAME=NODES:PODS ...] [--run-timeout S] [-o json] [--out FILE.json]
+        [--size NAME=NODES:PODS ...] [--run-timeout S] [-o json] [--out FILE.json] [--report FILE.html]
 
 For each workload (see ``service.schedcompare.workloads``): a fresh control plane (etcd,
 kube-apiserver, kube-controller-manager), the same Nodes, ResourceSlices, DeviceClasses and
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from dra_solver.service.localcluster.controlplane import binaries  # noqa: E402
 from dra_solver.service.schedcompare import workloads  # noqa: E402
 from dra_solver.service.schedcompare.command import compare_workload, parse_workloads  # noqa: E402
+from dra_solver.service.schedcompare.htmlpage import render_report  # noqa: E402
 from dra_solver.service.schedcompare.report import WorkloadComparison, format_table  # noqa: E402
 
 FULL_SIZES = {
@@ -54,6 +55,7 @@ def main() -> int:
     parser.add_argument("--keep-logs", type=Path)
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
+    parser.add_argument("--report", type=Path, help="also write the HTML report (plots) here")
     args = parser.parse_args()
     sizes = dict(FULL_SIZES)
     for item in args.size:
@@ -73,6 +75,8 @@ def main() -> int:
         results.append(result)
         if args.out:  # after each workload, so a long run leaves what it measured
             args.out.write_text(json.dumps({"schedulers": [r.to_json() for r in results]}, indent=2))
+        if args.report:
+            args.report.write_text(render_report(results), encoding="utf-8")
     if args.output == "json":
         print(json.dumps({"schedulers": [r.to_json(pods=False) for r in results]}, indent=2))
     else:

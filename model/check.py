@@ -272,7 +272,7 @@ def _taints(
     if gates.device_taints:
         for rule in rules:
             sel = rule.spec.device_selector
-            if sel is not None and (
+            if sel is None or (  # no selector selects no device
                 (sel.driver is not None and sel.driver != dev.id.driver)
                 or (sel.pool is not None and sel.pool != dev.id.pool)
                 or (sel.device is not None and sel.device != dev.id.device)

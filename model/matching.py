@@ -392,13 +392,16 @@ def prepare_claims(
                 )
                 for view in views
             )
-            min_devices += min(v.num_devices for v in checked)
+            # Per request, as upstream v0.37.2 checks it: before the later requests are
+            # validated, and compared (not summed) so that a huge count cannot overflow.
+            fewest = min(v.num_devices for v in checked)
+            if fewest > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
+                raise AllocationError(
+                    f"claim {label}, request {request.name}: adding {fewest} devices exceeds the claim "
+                    f"limit of {ALLOCATION_RESULTS_MAX_SIZE}, with {min_devices} already accounted for"
+                )
+            min_devices += fewest
             request_plans.append(RequestPlan(request_index, request.name, checked, has_subs))
-        if min_devices > ALLOCATION_RESULTS_MAX_SIZE:
-            raise AllocationError(
-                f"claim {label}: number of requested devices {min_devices} exceeds the claim limit of "
-                f"{ALLOCATION_RESULTS_MAX_SIZE}"
-            )
         constraints: list[ConstraintSpec] = []
         for i, constraint in enumerate(claim.spec.devices.constraints or []):
             names = frozenset(constraint.requests or ())

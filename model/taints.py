@@ -62,18 +62,21 @@ def rule_taints(
 
     A rule applies when each of driver, pool and device that its selector names is equal; the
     scheduler's slice tracker at the upstream commit we follow looks at nothing else (the
-    alpha ``deviceClassName``/``selectors`` fields are ignored there, and so here).
+    alpha ``deviceClassName``/``selectors`` fields are ignored there, and so here). An empty
+    selector matches every device; a rule without one matches none (the API's documented
+    meaning, and the tracker's).
     """
     out: list[o.DeviceTaint] = []
     for rule in rules:
         selector = rule.spec.device_selector
-        if selector is not None:
-            if selector.driver is not None and selector.driver != driver:
-                continue
-            if selector.pool is not None and selector.pool != pool:
-                continue
-            if selector.device is not None and selector.device != device:
-                continue
+        if selector is None:
+            continue
+        if selector.driver is not None and selector.driver != driver:
+            continue
+        if selector.pool is not None and selector.pool != pool:
+            continue
+        if selector.device is not None and selector.device != device:
+            continue
         taint = rule.spec.taint
         out.append(
             o.DeviceTaint(

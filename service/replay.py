@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dra_solver.model import (
     AllocatedState,
     AllocationError,
+    AllocationOutcome,
     AllocationRequest,
     AllocatorName,
     CelEnvironment,
@@ -44,6 +45,8 @@ from dra_solver.model import (
 from dra_solver.model import objects as o
 
 Progress = Callable[[str, int, int], None]
+Allocate = Callable[[AllocationRequest], AllocationOutcome]
+"""An allocator from outside the model (upstream's Go allocator): ``model.allocate``'s contract."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +125,11 @@ def replay(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.perf_counter,
     validate: bool = True,
+    allocate_with: Allocate | None = None,
 ) -> ReplayResult:
+    """Replay ``workload`` with ``config``'s allocator, or with ``allocate_with`` when given
+    (upstream's Go allocator: its row takes nodes like the backtracking row, and each request
+    carries only the node's own slices)."""
     warm_up()  # imports and one-time set-up are not any claim's latency
     inventory = Inventory.from_objects(cluster)
     if config.reorder_best_fit:
@@ -150,7 +157,8 @@ def replay(
         )
         start = clock()
         placed = _place(claim, current, units, config, cel=cel, gates=gates or FeatureGates(), parsed=parsed,
-                        node_choice=node_choice, time_limit=time_limit, errors=result.errors, validate=validate)
+                        node_choice=node_choice, time_limit=time_limit, errors=result.errors, validate=validate,
+                        allocate_with=allocate_with)
         result.seconds.append(clock() - start)
         if placed is None:
             if result.first_failure is None:
@@ -184,6 +192,7 @@ def _place(
     time_limit: float,
     errors: list[str],
     validate: bool = True,
+    allocate_with: Allocate | None = None,
 ) -> tuple[str, o.AllocationResult] | None:
     """The first node in name order where the claim fits, or with ``node_choice="score"`` the
     one with the best FirstAvailable score, then the most preferred by the row's policy."""
@@ -201,7 +210,10 @@ def _place(
             device_cache=parsed,
         )
         try:
-            outcome = allocate(request, cel=cel, validate=validate)
+            if allocate_with is not None:
+                outcome = allocate_with(replace(request, inventory=_node_only(inventory, node_name)))
+            else:
+                outcome = allocate(request, cel=cel, validate=validate)
         except (AllocationError, SolveTimeout) as err:
             errors.append(f"{claim.ref} on {node_name}: {err}")
             continue
@@ -215,6 +227,15 @@ def _place(
         if best is None or key < best[0]:
             best = (key, node_name, outcome.results[0])
     return (best[1], best[2]) if best else None
+
+
+def _node_only(inventory: Inventory, node: str) -> Inventory:
+    """The pools an allocation on ``node`` can use (with a slice on it or not tied to one node),
+    every slice of each so that pools stay complete: what goes over the wire to an outside
+    allocator need not hold the whole cluster."""
+    pools = {(s.spec.driver, s.spec.pool.name) for s in inventory.slices
+             if s.spec.node_name == node or not s.spec.node_name}
+    return replace(inventory, slices=tuple(s for s in inventory.slices if (s.spec.driver, s.spec.pool.name) in pools))
 
 
 def _node_policy(config: ReplayConfig) -> str:

@@ -44,7 +44,7 @@ def human_seconds(seconds: float) -> str:
     return f"{seconds:.2f} s"
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
     # lazy import: matplotlib (~1 s), only for ``compare --report``
     import matplotlib
 
@@ -56,15 +56,15 @@ def _plt() -> Any:
 
 
 def _ticker() -> Any:
-    """matplotlib.ticker (loaded by ``_plt``)."""
-    return _plt().matplotlib.ticker
+    """matplotlib.ticker (loaded by ``pyplot``)."""
+    return pyplot().matplotlib.ticker
 
 
-def _svg(fig: Any, titles: dict[str, str] | None = None) -> str:
+def svg(fig: Any, titles: dict[str, str] | None = None) -> str:
     """The figure as inline SVG; ``titles`` maps an artist's gid to its hover title."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
-    _plt().close(fig)
+    pyplot().close(fig)
     text = buf.getvalue()
     text = text[text.find("<svg") :]
     for gid, title in (titles or {}).items():
@@ -83,7 +83,7 @@ def _timed(side: SideResult | None) -> bool:
 
 def time_vs_size_plot(rows: Sequence[CompareRow], *, plot_id: str = "time") -> str:
     """Wall time against devices on the node, one marker per allocator, log scale."""
-    plt = _plt()
+    plt = pyplot()
     FuncFormatter = _ticker().FuncFormatter
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -118,7 +118,7 @@ def time_vs_size_plot(rows: Sequence[CompareRow], *, plot_id: str = "time") -> s
     ax.set_title("Allocation time vs size")
     if points:
         ax.legend()
-    return _svg(fig, titles)
+    return svg(fig, titles)
 
 
 def _color(side: str) -> str:
@@ -142,7 +142,7 @@ def _warmup_note(rows: Sequence[CompareRow]) -> str:
 
 def score_delta_plot(rows: Sequence[CompareRow], *, plot_id: str = "score") -> str:
     """CP-SAT's FirstAvailable score minus backtracking's, per (scenario, node)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 3.2))
     labels = [f"{r.scenario}@{r.node}" for r in rows]
     deltas = [r.cpsat.score - r.backtracking.score for r in rows]
@@ -156,12 +156,12 @@ def score_delta_plot(rows: Sequence[CompareRow], *, plot_id: str = "score") -> s
     ax.axhline(0, color="#888", linewidth=0.8)
     ax.set_ylabel("score CP-SAT - backtracking")
     ax.set_title("FirstAvailable score difference")
-    return _svg(fig, titles)
+    return svg(fig, titles)
 
 
 def replay_plot(results: Sequence[ReplayResult], *, plot_id: str = "replay") -> str:
     """Claims placed as claims arrive, one line per row, each with its own dash and marker."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     titles: dict[str, str] = {}
     longest = max((len(r.placed_curve) for r in results), default=0)
@@ -182,7 +182,7 @@ def replay_plot(results: Sequence[ReplayResult], *, plot_id: str = "replay") -> 
     ax.set_ylabel("claims placed")
     ax.set_title("Claims placed over the replay")
     ax.legend()
-    return _svg(fig, titles)
+    return svg(fig, titles)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

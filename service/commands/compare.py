@@ -4,7 +4,8 @@ allocator, when it is built: ``--upstream``), per node or over a replay.
     dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html]
                        [--validate strict|warn|ignore] FILE...
     dra-solver compare --replay CLUSTER_FILE --workload WORKLOAD_FILE [--node-choice first|score]
-                       [-o table|json] [--report FILE.html] [--validate strict|warn|ignore]
+                       [--upstream auto|on|off] [-o table|json] [--report FILE.html]
+                       [--validate strict|warn|ignore]
 
 Exit status: 0 when the comparison ran (whatever the allocators answered), 2 for bad input
 (checked before anything runs: the files, every --node, and that --report can be written).
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from dra_solver.model import (
+    AllocationOutcome,
+    AllocationRequest,
     CelEnvironment,
     DraSolverError,
     FeatureGates,
@@ -34,10 +37,22 @@ from dra_solver.service.commands.allocate import known_node
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
-from dra_solver.service.replay import DEFAULT_CONFIGS, SMALLEST_FIRST, ReplayResult, replay
+from dra_solver.service.replay import (
+    DEFAULT_CONFIGS,
+    SMALLEST_FIRST,
+    Allocate,
+    ReplayConfig,
+    ReplayResult,
+    replay,
+)
 from dra_solver.service.report import render_report
 from dra_solver.service.schedcompare.command import run as run_schedulers
-from dra_solver.service.upstream import UpstreamAllocator, UpstreamNotBuilt, binary
+from dra_solver.service.upstream import (
+    UpstreamAllocator,
+    UpstreamNotBuilt,
+    allocate_upstream,
+    binary,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,19 +82,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="--schedulers: time limit per scheduler and workload (default 600)")
     sched.add_argument("--keep-logs", metavar="DIR", help="--schedulers: copy the components' logs here")
     parser.add_argument("--upstream", choices=("auto", "on", "off"), default="auto",
-                        help="scenarios: a third column from upstream's own Go allocator: auto (default: "
-                             "when built), on (an error if not built), off; build it with "
-                             "scripts/build-upstream.sh upstream-allocator")
+                        help="a third column (scenarios) or an upstream row (--replay) from upstream's own "
+                             "Go allocator: auto (default: when built), on (an error if not built), off; build "
+                             "it with scripts/build-upstream.sh upstream-allocator")
     add_validate_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.report:
+            _check_writable(args.report)  # a typo must not cost the whole run
         if args.schedulers:
             return run_schedulers(args)
         gates = FeatureGates.parse(args.feature_gates)
-        if args.report:
-            _check_writable(args.report)  # a typo must not cost the whole run
         if args.replay or args.workload:
             return _run_replay(args, gates)
         if not args.files:
@@ -144,12 +159,13 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
     else:
         print(format_table(rows))
     if args.report:
-        _write_report(args.report, rows=rows)
+        with_upstream = any(r.upstream is not None for r in rows)
+        _write_report(args.report, rows=rows, title=UPSTREAM_TITLE if with_upstream else "")
     return 0
 
 
 @contextlib.contextmanager
-def _upstream_runner(args: argparse.Namespace) -> Iterator[UpstreamAllocator | None]:
+def _upstream_runner(args: argparse.Namespace, what: str = "column") -> Iterator[UpstreamAllocator | None]:
     """One upstream process for the whole run, or None (with a note) when it is not wanted or
     not built; ``--upstream on`` turns "not built" into the one-line error saying how to build."""
     if args.upstream == "off":
@@ -160,7 +176,8 @@ def _upstream_runner(args: argparse.Namespace) -> Iterator[UpstreamAllocator | N
     except UpstreamNotBuilt as err:
         if args.upstream == "on":
             raise
-        _progress(args, f"note: no upstream column: {err}")
+        # Not progress: the table has fewer columns than documented, so --quiet still says why.
+        print(f"note: no upstream {what}: {err}", file=sys.stderr, flush=True)
         yield None
         return
     with UpstreamAllocator(path) as runner:
@@ -184,11 +201,16 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
         if done % step == 0 or done == total:
             _progress(args, f"replay {name}: {done}/{total} claims")
 
-    for config in (*DEFAULT_CONFIGS, SMALLEST_FIRST):
-        results.append(
-            replay(cluster, workload, config, cel=cel, gates=gates, node_choice=args.node_choice,
-                   time_limit=args.timeout, progress=progress, validate=args.validate != "ignore")
-        )
+    with _upstream_runner(args, "row") as upstream:
+        configs: list[tuple[ReplayConfig, Allocate | None]] = [(c, None) for c in DEFAULT_CONFIGS]
+        if upstream is not None:
+            configs.append((UPSTREAM_REPLAY, _upstream_allocate(upstream)))
+        for config, allocate_with in (*configs, (SMALLEST_FIRST, None)):
+            results.append(
+                replay(cluster, workload, config, cel=cel, gates=gates, node_choice=args.node_choice,
+                       time_limit=args.timeout, progress=progress, validate=args.validate != "ignore",
+                       allocate_with=allocate_with)
+            )
     *runs, best = results
     if args.output == "json":
         doc: dict[str, Any] = {
@@ -215,6 +237,18 @@ def _run_replay(args: argparse.Namespace, gates: FeatureGates) -> int:
     return 0
 
 
+UPSTREAM_REPLAY = ReplayConfig("upstream", "backtracking")
+"""The replay row of upstream's Go allocator: nodes in name order, like the backtracking row."""
+
+
+def _upstream_allocate(runner: UpstreamAllocator) -> Allocate:
+    def run(request: AllocationRequest) -> AllocationOutcome:
+        # The rows before it validated the same objects (and the node's slices are a subset).
+        return allocate_upstream(request, allocator=runner, validate=False)
+
+    return run
+
+
 def _check_nodes(nodes: list[str], scenarios: list[tuple[str, list[o.TypedObject]]]) -> None:
     """Every --node must be known to every scenario (a Node, or a ResourceSlice on it)."""
     for path, objects in scenarios:
@@ -239,10 +273,14 @@ def _check_writable(path: str) -> None:
         raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: permission denied")
 
 
+UPSTREAM_TITLE = "dra-solver: CP-SAT vs backtracking vs upstream's allocator"
+
+
 def _write_report(path: str, *, rows: list[CompareRow] | None = None,
-                  replays: list[ReplayResult] | None = None) -> None:
+                  replays: list[ReplayResult] | None = None, title: str = "") -> None:
+    titled = {"title": title} if title else {}
     try:
-        Path(path).write_text(render_report(rows=rows or [], replays=replays or []),
+        Path(path).write_text(render_report(rows=rows or [], replays=replays or [], **titled),
                               encoding="utf-8")
     except OSError as err:  # checked before the run; the filesystem may still change
         raise InvalidInput("", ("--report",), f"cannot write {json.dumps(path)}: {err.strerror or err}") from None

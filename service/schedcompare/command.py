@@ -1,7 +1,8 @@
-"""``dra-solver compare --schedulers WORKLOAD[,WORKLOAD...] [--nodes N] [--pods P]``.
+"""``dra-solver compare --schedulers WORKLOAD[,WORKLOAD...] [--nodes N] [--pods P] [--report FILE.html]``.
 
 Runs each workload twice, each time on a fresh control plane: first upstream's kube-scheduler
-alone, then dra-solver alone; prints the table (or ``-o json``) of :mod:`.report`.
+alone, then dra-solver alone; prints the table (or ``-o json``) of :mod:`.report` and, with
+``--report``, writes the HTML page of :mod:`.htmlpage`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
 from dra_solver.service.schedcompare import workloads
+from dra_solver.service.schedcompare.htmlpage import render_report
 from dra_solver.service.schedcompare.report import WorkloadComparison, format_table
 from dra_solver.service.schedcompare.runner import SCHEDULERS, run_side
 
@@ -70,4 +72,18 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print(format_table(results))
+    if args.report:
+        return write_report(args.report, results)
+    return 0
+
+
+def write_report(path: str, results: Sequence[WorkloadComparison]) -> int:
+    """The HTML report (:mod:`.htmlpage`); exit status 2 if it cannot be written (the path was
+    checked before the run, but the filesystem may have changed since)."""
+    try:
+        Path(path).write_text(render_report(results), encoding="utf-8")
+    except OSError as err:
+        print(f"error: --report: cannot write {json.dumps(path)}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    print(f"report written to {path}", file=sys.stderr)
     return 0

@@ -1,9 +1,9 @@
 """A small keep-alive HTTPS client for the benchmark driver (admin credentials).
 
 Creating thousands of pods through a fresh TLS connection each (``ControlPlane.request``) would
-measure handshakes, not schedulers: each thread keeps one connection open here. The pod watch
-streams events on its own connection and notes when each pod was first seen bound, on the same
-monotonic clock the creator used.
+measure handshakes, not schedulers: each thread keeps one connection open here. A watch (pods, claims)
+streams events on its own connection; the runner notes when each pod was first seen bound and
+when each claim was allocated and released, on the same monotonic clock the creator used.
 """
 
 from __future__ import annotations
@@ -88,21 +88,23 @@ class Client:
             self._local.conn = None
 
 
-class PodWatch:
-    """Watches a namespace's pods from a resourceVersion and calls ``on_event(type, pod, t)``
-    for each event (``t``: ``time.monotonic()`` when it arrived), re-watching after the
-    server ends a stream."""
+class Watch:
+    """Watches a collection (``path``, e.g. ``/api/v1/namespaces/NS/pods``) from a
+    resourceVersion and calls ``on_event(type, object, t)`` for each event (``t``:
+    ``time.monotonic()`` when it arrived; events of one watch arrive in the server's order),
+    re-watching after the server ends a stream."""
 
-    def __init__(self, client: Client, namespace: str, resource_version: str,
+    def __init__(self, client: Client, path: str, resource_version: str,
                  on_event: Callable[[str, dict[str, Any], float], None]) -> None:
         self.client = client
-        self.namespace = namespace
+        self.path = path
+        self.what = path.rsplit("/", 1)[-1]
         self.rv = resource_version
         self.on_event = on_event
         self.error: str = ""
         self._stop = threading.Event()
         self._conn: http.client.HTTPSConnection | None = None
-        self._thread = threading.Thread(target=self._run, name="pod-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.what}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -120,13 +122,12 @@ class PodWatch:
             conn = http.client.HTTPSConnection(self.client.host, self.client.port, context=self.client.context,
                                                timeout=None)
             self._conn = conn
-            path = (f"/api/v1/namespaces/{self.namespace}/pods?watch=true&timeoutSeconds=3600"
-                    f"&resourceVersion={self.rv}&allowWatchBookmarks=true")
+            path = f"{self.path}?watch=true&timeoutSeconds=3600&resourceVersion={self.rv}&allowWatchBookmarks=true"
             try:
                 conn.request("GET", path, headers={"Accept": "application/json"})
                 resp = conn.getresponse()
                 if resp.status != 200:
-                    self.error = f"watch pods: HTTP {resp.status}"
+                    self.error = f"watch {self.what}: HTTP {resp.status}"
                     return
                 self.error = ""
                 while not self._stop.is_set():
@@ -137,14 +138,14 @@ class PodWatch:
                     event = json.loads(line)
                     obj = event.get("object") or {}
                     if event.get("type") == "ERROR":
-                        self.error = f"watch pods: {obj.get('message', obj)}"
+                        self.error = f"watch {self.what}: {obj.get('message', obj)}"
                         return
                     self.rv = (obj.get("metadata") or {}).get("resourceVersion") or self.rv
                     if event.get("type") != "BOOKMARK":
                         self.on_event(str(event.get("type")), obj, now)
             except (http.client.HTTPException, OSError, ValueError) as err:
                 if not self._stop.is_set():
-                    self.error = f"watch pods: {err}"
+                    self.error = f"watch {self.what}: {err}"
                     time.sleep(0.2)
             finally:
                 conn.close()

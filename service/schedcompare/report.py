@@ -1,48 +1,58 @@
 """The comparison of two runs of one workload: figures side by side, and why pods differ.
 
-For every pod placed differently (bound by one side only, another node, other devices, another
-FirstAvailable subrequest) :func:`differences` gives a reason from a fixed vocabulary, so a
-reader can tell policy from a bug:
+For every pod placed differently (bound by one side only, on another node, with other devices
+or another FirstAvailable subrequest) :func:`differences` names a reason and the evidence for
+it, checked per pod on each side's timeline (:mod:`.evidence`: what the side's claims held when
+it placed the pod, and whether the other side's choice would have fitted there):
 
+- ``firstAvailable``: the sides used different subrequests; one side's preferred one was still
+  free somewhere (or on its own node) when the other took a later one;
+- ``node choice``: different nodes, and at least one side could have used the other's node
+  when it placed the pod (kube-scheduler's scoring, least allocated first with ties at random,
+  against dra-solver's policy, pack: the fullest node that fits);
+- ``device choice``: same node and subrequests, other devices, and the other side's devices
+  were free too (upstream's first fit in slice order against pack's smallest device that
+  fits, partitions on GPUs already in use);
+- ``capacity``: the other side's node, devices or subrequest had no room on this side by then
+  (its earlier pods went elsewhere), or a pod one side left pending fitted on no node of that
+  side at the end;
+- ``order``: as capacity, and both sides placed as many pods of this size: the schedulers took
+  pending pods in different orders (kube-scheduler one at a time, dra-solver several at once);
+- ``upstream deviation N (...)``: kube-scheduler left the pod pending and the pod's claim, on
+  the node dra-solver used with kube-scheduler's devices in use, reaches one of README's
+  "Where upstream deviates" items v0.37.2 still has (:mod:`service.deviations`);
 - ``timeout``: the side left the pod pending without a verdict when the run ended;
-- ``upstream deviation N``: the claim's input reaches one of README's "Where upstream
-  deviates" items that upstream v0.37.2 still has (:mod:`service.deviations`);
-- ``node choice``: kube-scheduler scores nodes (default plugins: least allocated first, ties
-  broken at random) where dra-solver's policy picks (pack: the fullest node that fits);
-- ``device choice``: on the same node, upstream takes the first devices in slice order that
-  fit, dra-solver's policy picks (pack: the smallest device that fits, partitions on GPUs
-  already in use);
-- ``firstAvailable``: the two chose different subrequests (upstream's first fit per node vs
-  our best score over the cluster);
-- ``order``: both placed as many pods of this size, but not the same ones (each scheduler
-  takes pending pods in its own order: kube-scheduler one at a time by queue order,
-  dra-solver several at once);
-- ``capacity``: one side found no room because of where earlier pods went (the sum of the
-  choices above), the other did.
+- ``pending with room``: the side gave the pod an Unschedulable verdict, yet a node had room
+  for it when the run ended (a scheduler bug, or a retry that had not come yet).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dra_solver.model import AllocatedState, AllocationRequest, Inventory
+from dra_solver.service import deviations
 from dra_solver.service.compare import render_table
-from dra_solver.service.deviations import BY_NUMBER, still_in_pinned_upstream
+from dra_solver.service.schedcompare.evidence import Probe, Timeline
 from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
 from dra_solver.service.schedcompare.workloads import Workload
 
 UPSTREAM = "kube-scheduler"
 OURS = "dra-solver"
 
-NODE_CHOICE = ("node choice: kube-scheduler's default scoring (least allocated first, ties at random) "
-               "vs dra-solver's policy (pack: fullest node that fits)")
-DEVICE_CHOICE = ("device choice: upstream's first fit in slice order vs dra-solver's policy "
-                 "(pack: smallest device that fits, partitions on GPUs already in use)")
-FIRST_AVAILABLE = "firstAvailable: upstream's first fit on its node vs dra-solver's best score over the cluster"
-TIMEOUT = "timeout: still pending without a verdict when the run ended"
-ORDER = "order: both placed as many pods of this size, not the same ones"
+FIRST_AVAILABLE = "firstAvailable"
+NODE_CHOICE = "node choice"
+DEVICE_CHOICE = "device choice"
+CAPACITY = "capacity"
+ORDER = "order"
+TIMEOUT = "timeout"
+PENDING_WITH_ROOM = "pending with room"
+REASONS = (FIRST_AVAILABLE, NODE_CHOICE, DEVICE_CHOICE, CAPACITY, ORDER, TIMEOUT, PENDING_WITH_ROOM)
+"""Every reason but ``upstream deviation N (...)``."""
 
 
 @dataclass(frozen=True)
@@ -51,78 +61,154 @@ class Difference:
     kind: str
     """only-upstream, only-ours, node, devices, subrequest."""
     reason: str
+    """One of :data:`REASONS` or ``upstream deviation N (title)``."""
+    evidence: str
+    """What was checked for this pod, in a sentence."""
     upstream: PodOutcome
     ours: PodOutcome
 
     def to_json(self) -> dict[str, Any]:
-        return {"pod": self.pod, "kind": self.kind, "reason": self.reason,
+        return {"pod": self.pod, "kind": self.kind, "reason": self.reason, "evidence": self.evidence,
                 "upstream": self.upstream.to_json(), "ours": self.ours.to_json()}
 
 
-def _deviation_reason(workload: Workload) -> str:
-    """A listed upstream deviation the workload's claims can reach (admin access, counters
-    overdrawn by claims already allocated), or ""."""
-    remaining = still_in_pinned_upstream()
-    admin = any(
-        (req.get("exactly") or {}).get("adminAccess")
-        for obj in workload.namespaced if obj["kind"] == "ResourceClaimTemplate"
-        for req in obj["spec"]["spec"]["devices"]["requests"]
-    )
-    for number in sorted(remaining):
-        if admin and number in (5, 6):
-            return BY_NUMBER[number].describe()
-    return ""
+def _subs(pod: PodOutcome) -> str:
+    return "+".join(sorted({s.partition("/")[2] or s for s in pod.subrequests})) or "-"
 
 
-def _pending_reason(pod: PodOutcome, side: str, deviation: str, same_count: bool) -> str:
-    if not pod.unschedulable:
-        return f"{side}: {TIMEOUT}"
-    if deviation and side == UPSTREAM:
-        return deviation
-    if same_count:
-        return ORDER
-    return f"capacity: {side} found no room after its earlier choices ({pod.unschedulable.split('.')[0]})"
+def _short(devices: Sequence[str]) -> str:
+    return ",".join(d.rsplit("/", 1)[-1] for d in devices)
+
+
+class _Explainer:
+    def __init__(self, workload: Workload, upstream: SideResult, ours: SideResult) -> None:
+        self.probe = Probe(workload)
+        self.workload = workload
+        self.sides = {UPSTREAM: upstream, OURS: ours}
+        self.timelines = {k: Timeline(v, workload, self.probe.node_of_pool) for k, v in self.sides.items()}
+        self.counts = {k: v.placed_by_size() for k, v in self.sides.items()}
+
+    def fits_other(self, side: str, pod: PodOutcome, other: PodOutcome, *, node: str = "",
+                   only: tuple[str, ...] = ()) -> bool:
+        """Whether ``other``'s choice (its node or ``node``, its subrequests, ``only`` devices)
+        had room on ``side`` when ``side`` placed ``pod``."""
+        where = node or other.node
+        held = self.timelines[side].held(where, pod.placed_at, but=pod.name)
+        return self.probe.fits(pod.name, where, held, subrequests=other.subrequests, only=only)
+
+    def both_bound(self, name: str, up: PodOutcome, us: PodOutcome) -> Difference | None:
+        pods = {UPSTREAM: up, OURS: us}
+        if up.subrequests != us.subrequests:
+            rank = {k: self.probe.subrequest_rank(name, p.subrequests) for k, p in pods.items()}
+            worse = UPSTREAM if rank[UPSTREAM] > rank[OURS] else OURS
+            better = OURS if worse == UPSTREAM else UPSTREAM
+            w, b = pods[worse], pods[better]
+            taken = f"{worse} took {_subs(w)} on {w.node}, {better} {_subs(b)} on {b.node}"
+            if self.fits_other(worse, w, b, node=w.node):
+                return Difference(name, "subrequest", FIRST_AVAILABLE, evidence=(
+                    f"{taken}; {_subs(b)} was still free on {w.node} on {worse}'s side"), upstream=up, ours=us)
+            room = self.probe.room_anywhere(name, self.timelines[worse], w.placed_at, subrequests=b.subrequests)
+            if room:
+                return Difference(name, "subrequest", FIRST_AVAILABLE, evidence=(
+                    f"{taken}; {w.node} had no {_subs(b)} left on {worse}'s side, {room} had"), upstream=up, ours=us)
+            return Difference(name, "subrequest", CAPACITY, evidence=(
+                f"{taken}; no node had {_subs(b)} left on {worse}'s side by then"), upstream=up, ours=us)
+        if up.node != us.node:
+            ours_could = self.fits_other(OURS, us, up)
+            theirs_could = self.fits_other(UPSTREAM, up, us)
+            chose = f"kube-scheduler chose {up.node}, dra-solver {us.node}"
+            if ours_could and theirs_could:
+                why = "each node had room for it on both sides when it was placed"
+            elif ours_could:
+                why = f"{up.node} had room on dra-solver's side too; {us.node} was full on kube-scheduler's side"
+            elif theirs_could:
+                why = f"{us.node} had room on kube-scheduler's side too; {up.node} was full on dra-solver's side"
+            else:
+                return Difference(name, "node", CAPACITY, evidence=(
+                    f"{chose}; neither node had room for it on the other side by then"), upstream=up, ours=us)
+            return Difference(name, "node", NODE_CHOICE, evidence=f"{chose}; {why}", upstream=up, ours=us)
+        if up.devices != us.devices:
+            ours_could = self.fits_other(OURS, us, up, only=up.devices)
+            theirs_could = self.fits_other(UPSTREAM, up, us, only=us.devices)
+            took = f"on {up.node} kube-scheduler took {_short(up.devices)}, dra-solver {_short(us.devices)}"
+            if not (ours_could or theirs_could):
+                return Difference(name, "devices", CAPACITY, evidence=(
+                    f"{took}; each side's devices were in use on the other side by then"), upstream=up, ours=us)
+            free = [f"{_short(up.devices)} on dra-solver's side"] if ours_could else []
+            free += [f"{_short(us.devices)} on kube-scheduler's side"] if theirs_could else []
+            return Difference(name, "devices", DEVICE_CHOICE, evidence=f"{took}; free too: {', '.join(free)}",
+                              upstream=up, ours=us)
+        return None
+
+    def one_bound(self, name: str, up: PodOutcome, us: PodOutcome) -> Difference:
+        pending_side = OURS if up.bound_at is not None else UPSTREAM
+        bound_side = UPSTREAM if pending_side == OURS else OURS
+        kind = "only-upstream" if pending_side == OURS else "only-ours"
+        pending, bound = (us, up) if pending_side == OURS else (up, us)
+        placed = f"{bound_side} placed it on {bound.node}"
+        if not pending.unschedulable:
+            return Difference(name, kind, TIMEOUT, evidence=(
+                f"{placed}; {pending_side} left it pending without a verdict when the run ended"), upstream=up, ours=us)
+        timeline = self.timelines[pending_side]
+        if pending_side == UPSTREAM:
+            deviation = self._deviation(name, bound, timeline)
+            if deviation:
+                return Difference(name, kind, deviation, evidence=(
+                    f"{placed}; on {bound.node} with kube-scheduler's devices in use its claim reaches it"),
+                    upstream=up, ours=us)
+        room = self.probe.room_anywhere(name, timeline, None)
+        if room:
+            return Difference(name, kind, PENDING_WITH_ROOM, evidence=(
+                f"{placed}; {pending_side} found it unschedulable, yet {room} had room for it at the end"),
+                upstream=up, ours=us)
+        size = pending.size
+        same = self.counts[UPSTREAM].get(size) == self.counts[OURS].get(size)
+        return Difference(name, kind, ORDER if same else CAPACITY, evidence=(
+            f"{placed}; no node had room for it on {pending_side}'s side at the end"
+            + (f" (both placed {self.counts[OURS][size][0]} {size} pods)" if same else "")), upstream=up, ours=us)
+
+    def _deviation(self, name: str, bound: PodOutcome, timeline: Timeline) -> str:
+        """A README deviation upstream v0.37.2 still has that the pod's claim reaches on
+        ``bound.node`` with upstream's devices in use (ours allocated it, upstream did not)."""
+        probe = self.probe
+        decoded = probe.node(bound.node)
+        if decoded is None:
+            return ""
+        node, slices = decoded
+        request = AllocationRequest(
+            claims=(probe.claim(name),), node=node,
+            inventory=Inventory(classes=probe.classes, slices=tuple(slices), nodes=(node,),
+                                extra_allocated=AllocatedState(devices=timeline.held(bound.node, None, but=name))),
+        )
+        found = deviations.explain(request, ours="allocated", theirs="unsatisfiable",
+                                   numbers=deviations.still_in_pinned_upstream())
+        return found[0].describe() if found else ""
 
 
 def differences(workload: Workload, upstream: SideResult, ours: SideResult) -> list[Difference]:
-    """Every pod placed differently, with the reason (empty for churn workloads, where the
-    same pod meets a different cluster on each side)."""
-    if workload.churn is not None:
-        return []
-    deviation = _deviation_reason(workload)
-    up_sizes, our_sizes = upstream.placed_by_size(), ours.placed_by_size()
+    """Every pod placed differently, with its reason and the evidence for it."""
+    explainer = _Explainer(workload, upstream, ours)
     out: list[Difference] = []
     for name in sorted(upstream.pods):
         theirs, mine = upstream.pods[name], ours.pods.get(name)
-        if mine is None:
+        if mine is None or (theirs.bound_at is None and mine.bound_at is None):
             continue
-        if theirs.bound_at is None and mine.bound_at is None:
-            continue
-        same_count = up_sizes.get(theirs.size) == our_sizes.get(theirs.size)
-        if mine.bound_at is None:
-            out.append(Difference(name, "only-upstream", _pending_reason(mine, OURS, deviation, same_count),
-                                  theirs, mine))
-        elif theirs.bound_at is None:
-            out.append(Difference(name, "only-ours", _pending_reason(theirs, UPSTREAM, deviation, same_count),
-                                  theirs, mine))
-        elif theirs.node != mine.node:
-            out.append(Difference(name, "node", NODE_CHOICE, theirs, mine))
-        elif theirs.subrequests != mine.subrequests:
-            out.append(Difference(name, "subrequest", FIRST_AVAILABLE, theirs, mine))
-        elif theirs.devices != mine.devices:
-            out.append(Difference(name, "devices", DEVICE_CHOICE, theirs, mine))
+        if theirs.bound_at is None or mine.bound_at is None:
+            out.append(explainer.one_bound(name, theirs, mine))
+        else:
+            diff = explainer.both_bound(name, theirs, mine)
+            if diff is not None:
+                out.append(diff)
     return out
 
 
 def reason_summary(diffs: Sequence[Difference]) -> dict[str, int]:
-    """Reason class (the text before the first colon, with the side for pending pods) -> pods."""
-    counts: Counter[str] = Counter()
-    for d in diffs:
-        head = d.reason.split(":", 1)[0]
-        if d.kind in ("only-upstream", "only-ours"):
-            head = f"{d.kind}: {d.reason.split(' (', 1)[0]}"
-        counts[head] += 1
-    return dict(sorted(counts.items()))
+    """Reason (with the side that bound the pod, for pods only one side bound) -> pods."""
+    return dict(sorted(Counter(_summary_key(d) for d in diffs).items()))
+
+
+def _summary_key(d: Difference) -> str:
+    return f"{d.kind}: {d.reason}" if d.kind in ("only-upstream", "only-ours") else d.reason
 
 
 def _ratio(ours: float, theirs: float) -> float | None:
@@ -134,7 +220,7 @@ class WorkloadComparison:
     workload: Workload
     sides: dict[str, SideResult]
 
-    @property
+    @functools.cached_property
     def diffs(self) -> list[Difference]:
         if UPSTREAM not in self.sides or OURS not in self.sides:
             return []
@@ -184,6 +270,10 @@ def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
         if diffs:
             lines.append("")
             lines.append(f"{c.workload.name}: {len(diffs)} pod(s) placed differently")
+            examples: dict[str, Difference] = {}
+            for d in diffs:
+                examples.setdefault(_summary_key(d), d)
             for reason, count in reason_summary(diffs).items():
-                lines.append(f"  {count:>5}  {reason}")
+                example = examples[reason]
+                lines.append(f"  {count:>5}  {reason}  (e.g. {example.pod}: {example.evidence})")
     return "\n".join(lines)

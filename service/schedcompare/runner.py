@@ -14,6 +14,7 @@ bound once ``spec.nodeName`` is set.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import statistics
@@ -33,7 +34,7 @@ from dra_solver.service.localcluster.controlplane import (
     ControlPlane,
     ControlPlaneError,
 )
-from dra_solver.service.schedcompare.kubehttp import Client, HTTPError, PodWatch
+from dra_solver.service.schedcompare.kubehttp import Client, HTTPError, Watch
 from dra_solver.service.schedcompare.workloads import (
     INIT_NAMESPACE,
     NAMESPACE,
@@ -58,6 +59,17 @@ def scheduler_config(kubeconfig: Path) -> str:
 
 
 @dataclass
+class Hold:
+    """Devices a claim held from ``start`` (allocation seen) to ``end`` (allocation cleared or
+    claim deleted; None: still held when the run ended)."""
+
+    devices: tuple[str, ...]
+    subrequests: tuple[str, ...]
+    start: float
+    end: float | None = None
+
+
+@dataclass
 class PodOutcome:
     name: str
     size: str
@@ -71,10 +83,18 @@ class PodOutcome:
     unschedulable: str = ""
     """The last ``PodScheduled=False`` message seen (empty: none)."""
     deleted: bool = False
+    holds: list[Hold] = field(default_factory=list)
+    """Each allocation of the pod's claim as the claim watch saw it, in order (one, unless a
+    scheduler took an allocation back and allocated again)."""
 
     @property
     def latency(self) -> float | None:
         return None if self.bound_at is None else max(0.0, self.bound_at - self.created)
+
+    @property
+    def placed_at(self) -> float | None:
+        """When the pod's devices were taken: its claim's allocation, else its bind."""
+        return self.holds[-1].start if self.holds else self.bound_at
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "size": self.size, "node": self.node, "devices": list(self.devices),
@@ -305,14 +325,51 @@ class _Tracker:
             return all(p.bound_at is not None or p.unschedulable for p in self.pods.values())
 
 
+def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def _device_key(result: dict[str, Any]) -> str:
+    return f"{result['driver']}/{result['pool']}/{result['device']}"
+
+
+class _ClaimTracker:
+    """When each pod's claim (found by its owner reference) was allocated, to which devices,
+    and when it let them go: the timeline the report reads to tell what each side's cluster
+    looked like when it placed a pod. Shares the pod tracker's lock."""
+
+    def __init__(self, tracker: _Tracker) -> None:
+        self.pods = tracker.pods
+        self.lock = tracker.lock
+
+    def on_event(self, kind: str, claim: dict[str, Any], now: float) -> None:
+        owner = next((r.get("name", "") for r in (claim.get("metadata") or {}).get("ownerReferences") or []
+                      if r.get("kind") == "Pod"), "")
+        results = [] if kind == "DELETED" else _results(claim)
+        with self.lock:
+            out = self.pods.get(owner)
+            if out is None:
+                return
+            current = out.holds[-1] if out.holds and out.holds[-1].end is None else None
+            devices = tuple(sorted(_device_key(r) for r in results))
+            if current is not None and devices != current.devices:
+                current.end = now
+                current = None
+            if results and current is None:
+                out.holds.append(Hold(devices, tuple(sorted(r["request"] for r in results)), now))
+
+
 def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float, settle: float = 3.0,
           progress: Callable[[str], None] | None = None) -> SideResult:
     pods = {s.name: PodOutcome(s.name, s.size) for s in workload.pods}
     result = SideResult(scheduler, workload.name, pods, workload.capacity)
     tracker = _Tracker(pods)
-    rv = client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods?limit=1")["metadata"]["resourceVersion"]
-    watch = PodWatch(client, NAMESPACE, rv, tracker.on_event)
-    watch.start()
+    pods_path, claims_path = f"/api/v1/namespaces/{NAMESPACE}/pods", f"{RESOURCE}/namespaces/{NAMESPACE}/resourceclaims"
+    watches = [Watch(client, path, client.request("GET", f"{path}?limit=1")["metadata"]["resourceVersion"], handler)
+               for path, handler in ((pods_path, tracker.on_event), (claims_path, _ClaimTracker(tracker).on_event))]
+    for watch in watches:
+        watch.start()
     name = _scheduler_name(scheduler)
     objects = {s.name: workload.pod_object(s, name) for s in workload.pods}
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
@@ -343,9 +400,10 @@ def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float,
         else:
             _churn(client, workload, tracker, create, deadline, result, progress, start)
     finally:
-        watch.stop()
-    if watch.error:
-        result.problems.append(watch.error)
+        time.sleep(0.5)  # the last releases of a churn run reach the claim watch
+        for watch in watches:
+            watch.stop()
+    result.problems.extend(w.error for w in watches if w.error)
     bound = [p.bound_at for p in pods.values() if p.bound_at is not None]
     result.last_bound = max(bound) if bound else start
     result.last_created = max((p.created for p in pods.values()), default=start)
@@ -406,8 +464,11 @@ def collect(client: Client, result: SideResult) -> None:
         for r in (allocation.get("devices") or {}).get("results") or []:
             if r.get("adminAccess") or r.get("shareID"):
                 continue  # admin access and shared (consumable) capacity may repeat a device
-            holders.setdefault(f"{r['driver']}/{r['pool']}/{r['device']}", []).append(key)
+            holders.setdefault(_device_key(r), []).append(key)
     result.double_allocated = [f"{dev} in {', '.join(keys)}" for dev, keys in sorted(holders.items()) if len(keys) > 1]
+    # Over the run too: pods deleted as others arrive (steady state) left no claim to read at
+    # the end, but the claim watch saw each allocation and its release.
+    result.double_allocated.extend(overlapping_holds(result.pods.values()))
     for pod in client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={POD_LABEL}%3Dtrue"):
         out = result.pods.get(pod["metadata"]["name"])
         if out is None:
@@ -419,14 +480,37 @@ def collect(client: Client, result: SideResult) -> None:
         out.node = node or out.node
         statuses = pod.get("status", {}).get("resourceClaimStatuses") or []
         claim = by_key.get(f"{NAMESPACE}/{statuses[0].get('resourceClaimName')}") if statuses else None
-        allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
-        results = (allocation.get("devices") or {}).get("results") or []
-        out.devices = tuple(sorted(f"{r['driver']}/{r['pool']}/{r['device']}" for r in results))
+        results = _results(claim or {})
+        out.devices = tuple(sorted(_device_key(r) for r in results))
         out.subrequests = tuple(sorted(r["request"] for r in results))
+        if results and not out.holds:
+            result.problems.append(f"pod {out.name}: its claim's allocation was not seen by the claim watch")
         if node and not results:
             result.problems.append(f"pod {out.name}: bound to {node} without an allocated claim")
         if claim is not None and (claim["metadata"].get("labels") or {}).get(SIZE_LABEL) != out.size:
             result.problems.append(f"pod {out.name}: claim {claim['metadata']['name']} lacks its template's labels")
+    for out in result.pods.values():
+        if out.deleted and out.holds and not out.devices:  # gone with its pod: what the watch saw
+            out.devices, out.subrequests = out.holds[-1].devices, out.holds[-1].subrequests
+
+
+def overlapping_holds(pods: Iterable[PodOutcome]) -> list[str]:
+    """Devices two pods' claims held at the same time (by the claim watch's clock)."""
+    by_device: dict[str, list[tuple[float, float, str]]] = {}
+    for pod in pods:
+        for hold in pod.holds:
+            for dev in hold.devices:
+                by_device.setdefault(dev, []).append((hold.start, math.inf if hold.end is None else hold.end, pod.name))
+    out = []
+    for dev, spans in sorted(by_device.items()):
+        spans.sort()
+        held_until, holder = -math.inf, ""
+        for start, end, name in spans:
+            if start < held_until:
+                out.append(f"{dev} held by {holder} and {name} at the same time")
+            if end > held_until:
+                held_until, holder = end, name
+    return out
 
 
 # --- one side, start to end ---------------------------------------------------------------------

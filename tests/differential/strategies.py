@@ -7,7 +7,9 @@ pools, and devices already in use. Sizes stay tiny so that the backtracking allo
 is exponential on purpose) finishes quickly.
 
 Selectors only read attributes every device of their driver has, so a CEL runtime error never
-depends on the order in which an allocator happens to evaluate devices.
+depends on the order in which an allocator happens to evaluate devices. Optional features are
+drawn so that hypothesis shrinks towards leaving them out (a feature is on at the top of its
+integer range, never at 0), which keeps a failing example's printed input small.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def gpu_pool(draw: st.DrawFn, pool: str, *, quirks: bool = False) -> tuple[list[
             "attributes": attrs,
             "capacity": {"memory": {"value": memory}},
         }
-        if draw(st.integers(0, 5)) == 0:
+        if draw(st.integers(0, 5)) == 5:
             dev["taints"] = [{"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}]
         if partitioned:
             counter_sets.append({"name": f"gpu-{i}-counters", "counters": {"memory": {"value": memory}}})
@@ -222,7 +224,7 @@ GPU_SELECTORS = [
 @st.composite
 def gpu_request_body(draw: st.DrawFn, *, allow_all: bool = True) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": "gpu"}
-    if allow_all and draw(st.integers(0, 6)) == 0:
+    if allow_all and draw(st.integers(0, 6)) == 6:
         body["allocationMode"] = "All"
     else:
         body["allocationMode"] = "ExactCount"
@@ -230,7 +232,7 @@ def gpu_request_body(draw: st.DrawFn, *, allow_all: bool = True) -> dict[str, An
     selector = draw(st.sampled_from(GPU_SELECTORS))
     if selector:
         body["selectors"] = [{"cel": {"expression": selector}}]
-    if draw(st.integers(0, 4)) == 0:
+    if draw(st.integers(0, 4)) == 4:
         body["tolerations"] = [{"key": "example.com/unhealthy", "operator": "Exists", "effect": "NoSchedule"}]
     return body
 
@@ -254,7 +256,7 @@ def random_claim(
         name = f"req-{r}"
         if kind == "exact":
             body = draw(gpu_request_body())
-            if allow_admin and draw(st.integers(0, 6)) == 0:
+            if allow_admin and draw(st.integers(0, 6)) == 6:
                 body["adminAccess"] = True
             requests.append({"name": name, "exactly": body})
         elif kind == "first":
@@ -267,7 +269,7 @@ def random_claim(
             requests.append({"name": name, "exactly": draw(nic_request_body())})
     devices: dict[str, Any] = {"requests": requests}
     gpu_requests = [r["name"] for r in requests if "firstAvailable" in r or r["exactly"]["deviceClassName"] == "gpu"]
-    if len(gpu_requests) >= 1 and draw(st.integers(0, 2)) == 0:
+    if len(gpu_requests) >= 1 and draw(st.integers(0, 2)) == 2:
         which = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
         names = ["numa", "model", "index", "links"] if quirks else ["numa", "model", "index"]
         attr = f"{GPU}/{draw(st.sampled_from(names))}"
@@ -369,5 +371,38 @@ def upstream_scenarios(draw: st.DrawFn) -> Scenario:
     claims = draw(st.integers(1, 3))
     for c in range(claims):
         objects.append(draw(random_claim(c, with_nics=with_nics, with_counters=with_counters, allow_admin=True, quirks=True)))
+    objects.extend(draw(taint_rules(objects)))
     gates = FeatureGates(list_type_attributes=draw(st.booleans()))
     return Scenario(tuple(objects), in_use, gates)
+
+
+TAINT_KEYS = ("example.com/unhealthy", "example.com/maintenance")
+"""The first is the key requests may tolerate (``gpu_request_body``), the second nobody does."""
+
+
+@st.composite
+def taint_rules(draw: st.DrawFn, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Up to two DeviceTaintRules (resource.k8s.io/v1), as an admin marks devices broken: no
+    selector (matches nothing), an empty one (every device), or a driver, pool and device
+    named in any combination (a device name alone may hit it in several pools). Effects are
+    NoSchedule, NoExecute (both keep a device from being allocated) and None (never does)."""
+    devices = sorted({(o_["spec"]["driver"], o_["spec"]["pool"]["name"], d["name"]) for o_ in objects
+                      if o_["kind"] == "ResourceSlice" for d in o_["spec"].get("devices") or []})
+    rules: list[dict[str, Any]] = []
+    for r in range(draw(st.integers(0, 2)) if devices else 0):
+        driver, pool, device = draw(st.sampled_from(devices))
+        spec: dict[str, Any] = {"taint": {"key": draw(st.sampled_from(TAINT_KEYS)), "value": "true",
+                                          "effect": draw(st.sampled_from(["NoSchedule", "NoExecute", "None"]))}}
+        shape = draw(st.sampled_from(["none", "empty", "driver", "pool", "device", "device-only", "device-only"]))
+        if shape != "none":
+            selector: dict[str, Any] = {}
+            if shape in ("driver", "pool", "device"):
+                selector["driver"] = driver
+            if shape in ("pool", "device"):
+                selector["pool"] = pool
+            if shape in ("device", "device-only"):
+                selector["device"] = device
+            spec["deviceSelector"] = selector
+        rules.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                      "metadata": _meta(f"rule-{r}"), "spec": spec})
+    return rules

@@ -81,8 +81,16 @@ def _prepare(
         pytest.param(
             [claim("c", request(count=33)).decode()],
             ALL,
-            "claim default/c: number of requested devices 33 exceeds the claim limit of 32",
+            "claim default/c, request req-0: adding 33 devices exceeds the claim limit of 32, with 0 already accounted for",
             id="too-many-devices",
+        ),
+        pytest.param(
+            # Upstream v0.37.2 checks the limit per request, before validating the next one:
+            # the second request's unknown class is never reached.
+            [claim("c", request(count=20), request("req-1", count=13), request("req-2", cls="unknown-class")).decode()],
+            ALL,
+            "claim default/c, request req-1: adding 13 devices exceeds the claim limit of 32, with 20 already accounted for",
+            id="too-many-devices-total",
         ),
         pytest.param(
             [claim("c", request(), constraints=[{"requests": ["req-0"]}]).decode()],

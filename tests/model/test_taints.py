@@ -82,6 +82,15 @@ def test_rule_selector_fields_must_all_match() -> None:
     assert keys == ["k", "d", "dev"]
 
 
+def test_a_rule_without_selector_taints_no_device() -> None:
+    # The API: "The empty selector matches all devices. Without a selector, no devices are
+    # matched." (upstream's slice tracker skips such a rule).
+    without = taint_rule("none", key="none")
+    without = without.model_copy(update={"spec": without.spec.model_copy(update={"device_selector": None})})
+    assert rule_taints("driver-a", "pool-1", "device-1", [without, taint_rule("empty", key="all")])[0].key == "all"
+    assert rule_taints("driver-a", "pool-1", "device-1", [without]) == ()
+
+
 def test_effective_taints_gate() -> None:
     s = slice_(
         "s",

@@ -8,15 +8,6 @@ import pytest
 
 from dra_solver.model.decode import decode_all
 from dra_solver.service.schedcompare import workloads
-from dra_solver.service.schedcompare.report import (
-    DEVICE_CHOICE,
-    FIRST_AVAILABLE,
-    NODE_CHOICE,
-    ORDER,
-    TIMEOUT,
-    differences,
-    reason_summary,
-)
 from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
 
 
@@ -74,53 +65,6 @@ def _pod(name: str, node: str = "", devices: tuple[str, ...] = (), subrequests: 
          unschedulable: str = "") -> PodOutcome:
     return PodOutcome(name, "1gpu", created=0.0, bound_at=1.0 if node else None, node=node, devices=devices,
                       subrequests=subrequests, unschedulable=unschedulable)
-
-
-def test_differences_give_a_reason_for_each_pod() -> None:
-    w = workloads.build("claim-template", nodes=2, pods=6)
-    upstream = _side("kube-scheduler", {
-        "same": _pod("same", "n1", ("d/n1/a",)),
-        "node": _pod("node", "n1", ("d/n1/b",)),
-        "dev": _pod("dev", "n2", ("d/n2/a",)),
-        "sub": _pod("sub", "n2", ("d/n2/b",), ("gpu/h100",)),
-        "only-ours": _pod("only-ours", unschedulable="0/2 nodes are available: cannot allocate all claims."),
-        "timeout": _pod("timeout", "n2", ("d/n2/c",)),
-    })
-    ours = _side("dra-solver", {
-        "same": _pod("same", "n1", ("d/n1/a",)),
-        "node": _pod("node", "n2", ("d/n2/b",)),
-        "dev": _pod("dev", "n2", ("d/n2/z",)),
-        "sub": _pod("sub", "n2", ("d/n2/x", "d/n2/y"), ("gpu/a100", "gpu/a100")),
-        "only-ours": _pod("only-ours", "n1", ("d/n1/q",)),
-        "timeout": _pod("timeout"),
-    })
-    diffs = {d.pod: d for d in differences(w, upstream, ours)}
-    assert set(diffs) == {"node", "dev", "sub", "only-ours", "timeout"}
-    assert diffs["node"].reason == NODE_CHOICE
-    assert diffs["dev"].reason == DEVICE_CHOICE
-    assert diffs["sub"].reason == FIRST_AVAILABLE
-    # As many bound on each side (5), other pods: the schedulers' order, not capacity.
-    assert diffs["only-ours"].kind == "only-ours" and diffs["only-ours"].reason == ORDER
-    assert diffs["timeout"].reason == f"dra-solver: {TIMEOUT}"
-    assert sum(reason_summary(list(diffs.values())).values()) == 5
-
-
-def test_same_number_placed_but_other_pods_is_order() -> None:
-    w = workloads.build("claim-template", nodes=1, pods=2)
-    upstream = _side("kube-scheduler", {"a": _pod("a", "n1", ("d/n1/x",)), "b": _pod("b", unschedulable="no room")})
-    ours = _side("dra-solver", {"a": _pod("a", unschedulable="no room"), "b": _pod("b", "n1", ("d/n1/x",))})
-    assert {d.reason for d in differences(w, upstream, ours)} == {ORDER}
-    # One more bound upstream: the pod ours left pending is a matter of capacity, not order.
-    upstream.pods["b"] = _pod("b", "n1", ("d/n1/x",))
-    (diff,) = differences(w, upstream, ours)
-    assert diff.kind == "only-upstream" and diff.reason.startswith("capacity: dra-solver found no room")
-
-
-def test_churn_workloads_are_not_compared_pod_by_pod() -> None:
-    w = workloads.build("steady-state", nodes=2, pods=2)
-    up = _side("kube-scheduler", {"pod-00000": _pod("pod-00000", "n1")})
-    us = _side("dra-solver", {"pod-00000": _pod("pod-00000", "n2")})
-    assert differences(w, up, us) == []
 
 
 def test_placed_by_size_splits_first_available_choices() -> None:

@@ -110,6 +110,7 @@ def test_compare_has_an_upstream_column(upstream_allocator: upstream.UpstreamAll
     assert doc["summary"]["backtrackingMatchesUpstream"] == len(rows)
     page = report.read_text()
     assert "with upstream&#x27;s Go allocator" in page or "with upstream's Go allocator" in page
+    assert "<title>dra-solver: CP-SAT vs backtracking vs upstream&#x27;s allocator</title>" in page
     table = _cli("compare", "--quiet", str(EXAMPLES / "agree.yaml"))
     assert "UPSTREAM" in table.stdout.splitlines()[0] and "BT=UP" in table.stdout
 
@@ -119,6 +120,10 @@ def test_compare_without_upstream(tmp_path: Path) -> None:
     assert auto.returncode == 0, auto.stderr
     assert "note: no upstream column" in auto.stderr and "scripts/build-upstream.sh upstream-allocator" in auto.stderr
     assert all("upstream" not in row for row in json.loads(auto.stdout)["rows"])
+    # The note changes what the table shows, so --quiet (no progress) still prints it.
+    quiet = _cli("compare", "--quiet", str(EXAMPLES / "agree.yaml"), env=NOT_BUILT)
+    assert quiet.returncode == 0 and quiet.stderr.startswith("note: no upstream column:")
+    assert len(quiet.stderr.strip().splitlines()) == 1
     required = _cli("compare", "--upstream", "on", str(EXAMPLES / "agree.yaml"), env=NOT_BUILT)
     assert required.returncode == 2
     assert required.stderr.strip().count("\n") == 0 and "scripts/build-upstream.sh upstream-allocator" in required.stderr
@@ -170,3 +175,27 @@ def test_compare_finds_the_port_equal_to_upstream(upstream_allocator: upstream.U
     assert row["backtrackingMatchesUpstream"] is True
     assert row["whyBacktrackingDiffers"] == ""
     assert row["why"] in ("", "placement policy pack vs upstream's first fit")
+
+
+def test_replay_has_an_upstream_row(upstream_allocator: upstream.UpstreamAllocator, tmp_path: Path) -> None:
+    replays = ROOT / "examples" / "replay"
+    workload = tmp_path / "workload.yaml"
+    items = yaml.safe_load((replays / "gpu8-workload.yaml").read_text())
+    items["items"] = items["items"][:10]
+    workload.write_text(json.dumps(items))
+    args = ("compare", "--quiet", "--replay", str(replays / "gpu8-cluster.yaml"), "--workload", str(workload),
+            "-o", "json")
+    done = _cli(*args)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["replay"]
+    # Upstream's own allocator, node by node in name order like the port's row: the same
+    # claims on the same nodes, placed over time.
+    assert rows["upstream"]["claims"] == 10 and rows["upstream"]["errors"] == []
+    assert rows["upstream"]["placedCurve"] == rows["backtracking"]["placedCurve"]
+    assert rows["upstream"]["placedBySize"] == rows["backtracking"]["placedBySize"]
+    assert rows["upstream"]["nodePolicy"] == rows["backtracking"]["nodePolicy"]
+    off = _cli(*args, "--upstream", "off")
+    assert off.returncode == 0 and "upstream" not in json.loads(off.stdout)["replay"]
+    missing = _cli(*args, env=NOT_BUILT)
+    assert missing.returncode == 0 and "upstream" not in json.loads(missing.stdout)["replay"]
+    assert missing.stderr.startswith("note: no upstream row:")
