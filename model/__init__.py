@@ -31,6 +31,14 @@ Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, sol
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
 encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
 
+Place a PodGroup whole (``model.group``): ``schedule_group(request, *, cel=None,
+solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom``,
+``GroupPath``/``GROUP_PATHS``, ``MAX_GROUP_PODS``); the answer's ``PodPlacement``,
+``GroupObjective``, ``GroupStats``, ``GroupExplanation`` (``GroupReason``, ``DomainVerdict``);
+``check_group(request, outcome, *, cel)``: the validator for groups. Pods and nodes as JSON
+(``model.podfit``): ``pod_requests``/``PodRequests``, ``node_room``, ``node_filter``,
+``candidate_nodes``, ``fits_room``.
+
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
 ``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
@@ -61,7 +69,7 @@ from dra_solver.model.cel import (
     CelFeatures,
     CelRuntimeError,
 )
-from dra_solver.model.check import Violation, check_allocation
+from dra_solver.model.check import Violation, check_allocation, check_group
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.decode import (
     DEFAULT_LIMITS,
@@ -95,8 +103,32 @@ from dra_solver.model.explain import (
     summarize,
 )
 from dra_solver.model.features import FeatureGates
+from dra_solver.model.group import schedule_group
+from dra_solver.model.group_request import (
+    GROUP_PATHS,
+    MAX_GROUP_PODS,
+    DomainVerdict,
+    GroupExplanation,
+    GroupObjective,
+    GroupOutcome,
+    GroupPath,
+    GroupPod,
+    GroupReason,
+    GroupRequest,
+    GroupStats,
+    NodeRoom,
+    PodPlacement,
+)
 from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
 from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.podfit import (
+    PodRequests,
+    candidate_nodes,
+    fits_room,
+    node_filter,
+    node_room,
+    pod_requests,
+)
 from dra_solver.model.policy import DEFAULT_POLICY, POLICIES, Policy, checked_policy
 from dra_solver.model.pools import DeviceParseCache, NodeSelectorError, node_selector_matches
 from dra_solver.model.quantity import (
@@ -136,6 +168,8 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
+    "GROUP_PATHS",
+    "MAX_GROUP_PODS",
     "POLICIES",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
@@ -153,11 +187,20 @@ __all__ = [
     "DecodeLimits",
     "DeviceID",
     "DeviceParseCache",
+    "DomainVerdict",
     "DraSolverError",
     "ExplainAnswer",
     "FeatureGates",
     "FieldPath",
     "Format",
+    "GroupExplanation",
+    "GroupObjective",
+    "GroupOutcome",
+    "GroupPath",
+    "GroupPod",
+    "GroupReason",
+    "GroupRequest",
+    "GroupStats",
     "GroupVerdict",
     "InFlight",
     "InvalidInput",
@@ -168,10 +211,13 @@ __all__ = [
     "NodeChoiceOptions",
     "NodeIndex",
     "NodeLocalError",
+    "NodeRoom",
     "NodeSelectorError",
     "NodeUnits",
     "NodeVerdict",
     "NodeView",
+    "PodPlacement",
+    "PodRequests",
     "Policy",
     "PoolKey",
     "Quantity",
@@ -187,8 +233,10 @@ __all__ = [
     "Violation",
     "allocate",
     "allocate_cpsat",
+    "candidate_nodes",
     "check_allocation",
     "check_fields",
+    "check_group",
     "check_mode",
     "checked_policy",
     "choose_node",
@@ -202,14 +250,19 @@ __all__ = [
     "explain_node",
     "field_problems",
     "first_available_score",
+    "fits_room",
     "format_field_path",
     "invalid_pools_error",
+    "node_filter",
     "node_key",
+    "node_room",
     "node_selector_matches",
     "parse_documents",
     "parse_quantity",
     "parse_quantity_field",
+    "pod_requests",
     "qualified_name_errors",
+    "schedule_group",
     "state_key",
     "summarize",
     "tolerates",

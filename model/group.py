@@ -1,0 +1,280 @@
+"""Gang placement's front door: a PodGroup placed whole, in one topology domain, or not at all.
+
+API (re-exported by ``dra_solver.model``):
+- ``schedule_group(request, *, cel=None, solve=None, clock=time.monotonic) -> GroupOutcome``
+  (types in ``model.group_request``).
+
+Contract:
+- returns ``GroupOutcome(placed=True)``: at least ``min_count`` pods (as many as fit) each on
+  a node with every claim allocated there, the shared claims allocated once and reachable from
+  every node that uses them, all in one domain of the topology key, best by the group
+  objective (``GroupObjective``); ``stats.status`` FEASIBLE (with ``gap``) when the time limit
+  cut the search short;
+- returns ``GroupOutcome(placed=False, explanation=...)``: no such placement exists (or the
+  group has fewer pods than ``min_count``); not an error;
+- raises ``InvalidInput`` (bad request: duplicate pods, an unknown shared claim, minCount
+  below 1, a topology key that is not a label key), ``AllocationError`` (input that stops
+  every node, as for one node; prefixed with the node) or ``SolveTimeout`` (nothing found in
+  time).
+
+Paths (``GroupRequest.path``): ``aggregated`` when exact (``model.cpsat.group_master``: per
+node class which pod multisets fit one node, then a master model of hundreds of variables),
+else ``joint`` (``model.cpsat.group_model``: one CP-SAT model, identical nodes and pods
+collapsed by symmetry). ``auto`` picks aggregated when its conditions hold and its pattern
+table stays small. Both optimise the same objective over the same prepared problem
+(``model.cpsat.group_problem``), which is what makes them interchangeable.
+
+``solve`` is the per-node allocator (default ``model.allocate`` without API validation: the
+caller validated the objects); the service passes its own (metrics, deadline). Every answer
+should be checked with ``check_group`` (``model.check``); the service does, and fails closed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dra_solver.model import objects as o
+from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
+from dra_solver.model.allocators import allocate
+from dra_solver.model.cel import CelEnvironment, CelFeatures
+from dra_solver.model.cpsat.group_master import (
+    MasterAnswer,
+    PatternTable,
+    aggregation_exact,
+    disaggregate,
+    pattern_table,
+    shared_by_domain,
+    solve_master,
+)
+from dra_solver.model.cpsat.group_model import JointAnswer, JointModel
+from dra_solver.model.cpsat.group_problem import GroupProblem
+from dra_solver.model.errors import InvalidInput, SolveTimeout
+from dra_solver.model.group_explain import explain_group
+from dra_solver.model.group_request import (
+    GROUP_PATHS,
+    GroupObjective,
+    GroupOutcome,
+    GroupRequest,
+    GroupStats,
+    PodPlacement,
+)
+from dra_solver.model.policy import checked_policy
+from dra_solver.model.score import first_available_score
+from dra_solver.model.validation import qualified_name_errors
+
+SolveFn = Callable[[AllocationRequest], AllocationOutcome]
+
+
+def group_cel(request: GroupRequest) -> CelEnvironment:
+    gates = request.gates
+    return CelEnvironment(
+        features=CelFeatures(consumable_capacity=gates.consumable_capacity, list_type_attributes=gates.list_type_attributes)
+    )
+
+
+def schedule_group(
+    request: GroupRequest,
+    *,
+    cel: CelEnvironment | None = None,
+    solve: SolveFn | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> GroupOutcome:
+    """Place the group (see the module contract)."""
+    _validate(request)
+    policy = checked_policy(request.policy).value
+    env = cel or group_cel(request)
+
+    def per_node(req: AllocationRequest) -> AllocationOutcome:
+        return allocate(req, cel=env, validate=False)
+
+    problem = GroupProblem(request, solve=solve or per_node, cel=env, clock=clock)
+    stats = GroupStats(
+        domains_total=len(problem.domains),
+        node_classes=len(problem.node_classes),
+        pod_classes=len(problem.pod_classes),
+    )
+    runner = _Runner(problem, policy, stats)
+    if len(problem.pods) < request.min_count or not problem.domains:
+        stats.status = "INFEASIBLE"
+        return runner.not_placed()
+    return runner.run()
+
+
+@dataclass
+class _Placed:
+    domain: str
+    pods: dict[int, tuple[str, tuple[o.AllocationResult, ...], int]]
+    shared: dict[int, o.AllocationResult]
+    score: int
+    levels: tuple[int, ...]
+
+
+class _Runner:
+    def __init__(self, problem: GroupProblem, policy: str, stats: GroupStats) -> None:
+        self.problem = problem
+        self.policy = policy
+        self.stats = stats
+        self.table: PatternTable | None = None
+        self.shared = {}  # type: dict[str, AllocationOutcome]
+
+    def _path(self) -> str:
+        wanted = self.problem.request.path
+        if wanted == "joint":
+            return "joint"
+        exact = aggregation_exact(self.problem)
+        if exact:
+            self.table = pattern_table(self.problem)
+        if wanted == "aggregated":
+            if not exact or self.table is None:
+                raise InvalidInput("", ("path",), "Invalid value: \"aggregated\": not exact for this group (per-pod devices shared between nodes, or shared claims on the pods' pools)")
+            return "aggregated"
+        return "aggregated" if self.table is not None else "joint"
+
+    def run(self) -> GroupOutcome:
+        problem = self.problem
+        domains = sorted(problem.domains)
+        path = self._path()
+        self.stats.path = path
+        if path == "aggregated":
+            assert self.table is not None
+            self.stats.patterns = len(self.table)
+            self.shared = shared_by_domain(problem, domains)
+            master = solve_master(problem, self.table, self.shared, domains=domains, min_count=problem.request.min_count, policy=self.policy)
+            placed = self._from_master(master)
+        else:
+            joint = JointModel(problem, domains=domains, min_count=problem.request.min_count, policy=self.policy)
+            answer = joint.solve()
+            self._count(answer.status, answer.gap, answer.solves, answer.variables, answer.constraints)
+            placed = _from_joint(answer)
+        self.stats.domains_evaluated = len(domains)
+        if placed is None:
+            return self.not_placed()
+        self.stats.domains_feasible = 1
+        return self._outcome(placed)
+
+    def _count(self, status: str, gap: float, solves: int, variables: int, constraints: int) -> None:
+        self.stats.status = status
+        self.stats.gap = gap
+        self.stats.solves += solves
+        self.stats.variables = max(self.stats.variables, variables)
+        self.stats.constraints = max(self.stats.constraints, constraints)
+        if status == "UNKNOWN" or status == "MODEL_INVALID":
+            if status == "MODEL_INVALID":
+                raise RuntimeError(f"podgroup {self.problem.request.name}: the solver rejected the group model")
+            raise SolveTimeout(f"podgroup {self.problem.request.name}: the time limit of {self.problem.request.time_limit}s passed before any placement was found")
+
+    def _from_master(self, master: MasterAnswer) -> _Placed | None:
+        self._count(master.status, master.gap, master.solves, master.variables, master.constraints)
+        if master.status not in ("OPTIMAL", "FEASIBLE"):
+            return None
+        assert self.table is not None
+        problem = self.problem
+        pods: dict[int, tuple[str, tuple[o.AllocationResult, ...], int]] = {}
+        for node, members in disaggregate(problem, master, self.table):
+            claims = [c for i in members for c in problem.pods[i].pod.claims]
+            outcome = problem.solve_on(node, claims)
+            if not outcome.allocated:
+                raise RuntimeError(f"podgroup {problem.request.name}: node {node} refused the pods its class fits: {outcome.reason}")
+            start = 0
+            for i in members:
+                mine = problem.pods[i].pod.claims
+                results = tuple(outcome.results[start : start + len(mine)])
+                start += len(mine)
+                pods[i] = (node, results, first_available_score(mine, results))
+        shared_results = self.shared[master.domain].results
+        shared = {s: shared_results[n] for n, (s, _) in enumerate(problem.open_shared)}
+        return _Placed(master.domain, pods, shared, master.score, master.levels)
+
+    def _outcome(self, placed: _Placed) -> GroupOutcome:
+        problem = self.problem
+        request = problem.request
+        pods = tuple(
+            sorted(
+                (PodPlacement(problem.pods[i].name, node, results, score) for i, (node, results, score) in placed.pods.items()),
+                key=lambda p: p.name,
+            )
+        )
+        shared: list[o.AllocationResult] = []
+        for i, claim in enumerate(request.shared_claims):
+            if i in placed.shared:
+                shared.append(placed.shared[i])
+            else:
+                allocation = claim.status.allocation if claim.status else None
+                assert allocation is not None
+                shared.append(allocation)
+        self.stats.solves += problem.solves
+        self.stats.wall_seconds = problem.elapsed()
+        return GroupOutcome(
+            placed=True,
+            domain=placed.domain if request.topology_key else None,
+            pods=pods,
+            shared=tuple(shared),
+            score=placed.score,
+            objective=GroupObjective(len(pods), placed.score, placed.levels),
+            stats=self.stats,
+        )
+
+    def not_placed(self) -> GroupOutcome:
+        problem = self.problem
+        self.stats.status = self.stats.status or "INFEASIBLE"
+        explanation = explain_group(problem, solve_domain=self._placeable)
+        self.stats.solves += problem.solves
+        self.stats.wall_seconds = problem.elapsed()
+        return GroupOutcome(
+            placed=False,
+            domain=None,
+            pods=(),
+            shared=(),
+            score=0,
+            objective=GroupObjective(0, 0),
+            stats=self.stats,
+            reason=explanation.summary,
+            explanation=explanation,
+        )
+
+    def _placeable(self, domain: str) -> int:
+        """Pods that fit together in ``domain`` without the quorum (explanations)."""
+        problem = self.problem
+        try:
+            if self.stats.path == "aggregated" and self.table is not None:
+                shared = self.shared or shared_by_domain(problem, [domain])
+                master = solve_master(problem, self.table, shared, domains=[domain], min_count=None, policy="score")
+                return master.pods if master.status in ("OPTIMAL", "FEASIBLE") else 0
+            joint = JointModel(problem, domains=[domain], min_count=None, policy="score")
+            answer = joint.solve()
+            return len(answer.pods) if answer.status in ("OPTIMAL", "FEASIBLE") else 0
+        except SolveTimeout:
+            return 0
+
+
+def _from_joint(answer: JointAnswer) -> _Placed | None:
+    if answer.status not in ("OPTIMAL", "FEASIBLE"):
+        return None
+    return _Placed(answer.domain, answer.pods, answer.shared, answer.score, answer.levels)
+
+
+def _validate(request: GroupRequest) -> None:
+    if request.path not in GROUP_PATHS:
+        raise InvalidInput("", ("path",), f"Unsupported value: {request.path!r}: supported values: {', '.join(GROUP_PATHS)}")
+    if request.min_count < 1:
+        raise InvalidInput(request.name, ("minCount",), f"Invalid value: {request.min_count}: must be greater than zero")
+    if request.topology_key:
+        problems = qualified_name_errors(request.topology_key)
+        if problems:
+            raise InvalidInput(request.name, ("topologyKey",), f"Invalid value: {request.topology_key!r}: {problems[0]}")
+    seen: set[str] = set()
+    for i, pod in enumerate(request.pods):
+        if not pod.name:
+            raise InvalidInput(request.name, ("pods", i, "name"), "Required value")
+        if pod.name in seen:
+            raise InvalidInput(request.name, ("pods", i, "name"), f"Duplicate value: {pod.name!r}")
+        seen.add(pod.name)
+    shared = {c.ref for c in request.shared_claims}
+    if len(shared) != len(request.shared_claims):
+        raise InvalidInput(request.name, ("sharedClaims",), "Duplicate value: a shared claim is listed twice")
+    for i, pod in enumerate(request.pods):
+        for j, ref in enumerate(pod.shared):
+            if ref not in shared:
+                raise InvalidInput(request.name, ("pods", i, "sharedClaims", j), f"Not found: {ref!r}: not one of the group's shared claims")
