@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
@@ -49,7 +49,7 @@ from dra_solver.model.cpsat.group_master import (
     solve_master,
 )
 from dra_solver.model.cpsat.group_model import JointAnswer, JointModel
-from dra_solver.model.cpsat.group_problem import GroupProblem
+from dra_solver.model.cpsat.group_problem import GroupProblem, policy_levels
 from dra_solver.model.errors import InvalidInput, SolveTimeout
 from dra_solver.model.group_explain import explain_group
 from dra_solver.model.group_request import (
@@ -61,7 +61,8 @@ from dra_solver.model.group_request import (
     PodPlacement,
 )
 from dra_solver.model.policy import checked_policy
-from dra_solver.model.score import first_available_score
+from dra_solver.model.pools import DeviceParseCache
+from dra_solver.model.score import best_possible_score, first_available_score
 from dra_solver.model.validation import qualified_name_errors
 
 SolveFn = Callable[[AllocationRequest], AllocationOutcome]
@@ -89,6 +90,8 @@ def schedule_group(
     def per_node(req: AllocationRequest) -> AllocationOutcome:
         return allocate(req, cel=env, validate=False)
 
+    if request.device_cache is None:
+        request = replace(request, device_cache=DeviceParseCache(4096))  # devices parsed once per call
     problem = GroupProblem(request, solve=solve or per_node, cel=env, clock=clock)
     stats = GroupStats(
         domains_total=len(problem.domains),
@@ -125,6 +128,8 @@ class _Runner:
             return "joint"
         exact = aggregation_exact(self.problem)
         if exact:
+            self.problem.localize()
+            self.stats.node_classes = len(self.problem.node_classes)
             self.table = pattern_table(self.problem)
         if wanted == "aggregated":
             if not exact or self.table is None:
@@ -133,30 +138,104 @@ class _Runner:
         return "aggregated" if self.table is not None else "joint"
 
     def run(self) -> GroupOutcome:
+        """Domains most promising first (bounds: pods that can fit, the domain's own level),
+        each solved alone; stop when no remaining domain can beat the best placement, or at
+        the deadline (the best so far, FEASIBLE, with the gap to the best bound left)."""
         problem = self.problem
-        domains = sorted(problem.domains)
         path = self._path()
         self.stats.path = path
-        if path == "aggregated":
-            assert self.table is not None
+        if self.table is not None:
             self.stats.patterns = len(self.table)
-            self.shared = shared_by_domain(problem, domains)
-            master = solve_master(problem, self.table, self.shared, domains=domains, min_count=problem.request.min_count, policy=self.policy)
-            placed = self._from_master(master)
+        min_count = problem.request.min_count
+        bounds = {d: self._bound(d) for d in problem.domains}
+        order = sorted((d for d in problem.domains if bounds[d][0] >= min_count), key=lambda d: (tuple(-v for v in bounds[d]), problem.domain_rank(d)))
+        best: tuple[GroupObjective, MasterAnswer | JointAnswer] | None = None
+        left = order
+        for n, d in enumerate(order):
+            left = order[n:]
+            if best is not None and bounds[d] < best[0].key()[: len(bounds[d])]:
+                left = []
+                break
+            try:
+                found = self._solve_domain(d)
+            except SolveTimeout:
+                if best is None:
+                    raise
+                break
+            self.stats.domains_evaluated += 1
+            if found is not None:
+                self.stats.domains_feasible += 1
+                if best is None or found[0].key() > best[0].key():
+                    best = found
+            if self.stats.status == "FEASIBLE":
+                break  # the time ran out inside this domain
         else:
-            joint = JointModel(problem, domains=domains, min_count=problem.request.min_count, policy=self.policy)
-            answer = joint.solve()
-            self._count(answer.status, answer.gap, answer.solves, answer.variables, answer.constraints)
-            placed = _from_joint(answer)
-        self.stats.domains_evaluated = len(domains)
-        if placed is None:
+            left = []
+        if best is None:
+            self.stats.status = "INFEASIBLE"
             return self.not_placed()
-        self.stats.domains_feasible = 1
+        if left:
+            self.stats.status = "FEASIBLE"
+            top = max(bounds[d][0] for d in left)
+            self.stats.gap = max(0.0, (top - best[0].pods) / max(1, top))
+        elif self.stats.status != "FEASIBLE":
+            self.stats.status = "OPTIMAL"
+        answer = best[1]
+        placed = self._from_master(answer) if isinstance(answer, MasterAnswer) else _from_joint(answer)
+        assert placed is not None
         return self._outcome(placed)
 
+    def _bound(self, domain: str) -> tuple[int, ...]:
+        """An optimistic prefix of the objective key in ``domain``: pods that can fit there,
+        the best possible score, and the domain's own placement level."""
+        problem = self.problem
+        nodes = problem.domains[domain]
+        if self.table is not None:
+            per_class = [0 for _ in problem.pod_classes]
+            per_node = 0
+            seen: dict[int, int] = {}
+            for name in nodes:
+                seen[problem.nodes[name].cls] = seen.get(problem.nodes[name].cls, 0) + 1
+            for k, count in seen.items():
+                patterns = self.table.patterns.get(k, [])
+                if not patterns:
+                    continue
+                per_node += count * max(p.pods for p in patterns)
+                for c in range(len(per_class)):
+                    per_class[c] += count * max(p.counts[c] for p in patterns)
+            pods = min(per_node, sum(min(len(m), per_class[c]) for c, m in enumerate(problem.pod_classes)))
+        else:
+            reps = {problem.solve_keys[n]: n for n in nodes}
+            pods = sum(1 for p in problem.pods if any(problem.fits(p, n).fits for n in reps.values()))
+        score = sum(best_possible_score(p.pod.claims) for p in problem.pods) + best_possible_score([c for _, c in problem.open_shared])
+        levels = policy_levels(self.policy, keyed=bool(problem.request.topology_key), domain_idle=problem.domain_idle(domain),
+                               opened_idle=0, used=0, used_idle=0, touched=0)
+        if problem.request.topology_key and levels:
+            return (pods, score, -levels[0])
+        return (pods, score)
+
+    def _solve_domain(self, domain: str) -> tuple[GroupObjective, MasterAnswer | JointAnswer] | None:
+        problem = self.problem
+        min_count = problem.request.min_count
+        if self.table is not None:
+            if domain not in self.shared:
+                self.shared.update(shared_by_domain(problem, [domain]))
+            master = solve_master(problem, self.table, self.shared, domains=[domain], min_count=min_count, policy=self.policy)
+            self._count(master.status, master.gap, master.solves, master.variables, master.constraints)
+            if master.status not in ("OPTIMAL", "FEASIBLE"):
+                return None
+            return GroupObjective(master.pods, master.score, master.levels), master
+        joint = JointModel(problem, domains=[domain], min_count=min_count, policy=self.policy)
+        answer = joint.solve()
+        self._count(answer.status, answer.gap, answer.solves, answer.variables, answer.constraints)
+        if answer.status not in ("OPTIMAL", "FEASIBLE"):
+            return None
+        return GroupObjective(len(answer.pods), answer.score, answer.levels), answer
+
     def _count(self, status: str, gap: float, solves: int, variables: int, constraints: int) -> None:
-        self.stats.status = status
-        self.stats.gap = gap
+        if status == "FEASIBLE":
+            self.stats.status = status
+            self.stats.gap = max(self.stats.gap, gap)
         self.stats.solves += solves
         self.stats.variables = max(self.stats.variables, variables)
         self.stats.constraints = max(self.stats.constraints, constraints)
@@ -166,7 +245,6 @@ class _Runner:
             raise SolveTimeout(f"podgroup {self.problem.request.name}: the time limit of {self.problem.request.time_limit}s passed before any placement was found")
 
     def _from_master(self, master: MasterAnswer) -> _Placed | None:
-        self._count(master.status, master.gap, master.solves, master.variables, master.constraints)
         if master.status not in ("OPTIMAL", "FEASIBLE"):
             return None
         assert self.table is not None

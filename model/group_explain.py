@@ -111,7 +111,7 @@ def _blockers(problem: GroupProblem, domain: str) -> list[GroupReason]:
         room = 0
         refused = 0
         first_reason = ""
-        per_class: dict[int, int] = {}
+        per_class: dict[tuple[object, ...], int] = {}
         for n in nodes:
             verdict = problem.fits(pod, n)
             if not verdict.fits:
@@ -119,10 +119,10 @@ def _blockers(problem: GroupProblem, domain: str) -> list[GroupReason]:
                 if not first_reason:
                     first_reason = f"node {n}: {verdict.reason}"
                 continue
-            cls = problem.nodes[n].cls
-            if cls not in per_class:
-                per_class[cls] = _how_many(problem, members, n)
-            room += per_class[cls]
+            same = problem.solve_keys[n]
+            if same not in per_class:
+                per_class[same] = _how_many(problem, members, n)
+            room += per_class[same]
         if room >= len(members) and not refused:
             continue
         like = f"pods like {pod.name}" if len(members) > 1 else f"pod {pod.name}"

@@ -40,7 +40,7 @@ from dra_solver.model.cpsat.group_problem import (
     policy_levels,
     room_fits,
 )
-from dra_solver.model.cpsat.group_solve import Level, solve_stages, stacked
+from dra_solver.model.cpsat.group_solve import Level, solve_stages, stages_of
 from dra_solver.model.group_request import GroupPod, NodeRoom
 from dra_solver.model.stats import SolveStats
 
@@ -69,7 +69,8 @@ class PatternTable:
     """Node class -> its patterns (the empty one left out)."""
 
     def __len__(self) -> int:
-        return sum(len(p) for p in self.patterns.values())
+        """Distinct patterns (classes alike in several domains share theirs)."""
+        return sum(len(p) for p in {id(p): p for p in self.patterns.values()}.values())
 
 
 @dataclass
@@ -107,8 +108,13 @@ def pattern_table(problem: GroupProblem, *, cap: int = MAX_PATTERNS, classes: It
     table = PatternTable()
     sizes = [len(members) for members in problem.pod_classes]
     wanted = range(len(problem.node_classes)) if classes is None else classes
+    known: dict[tuple[object, ...], list[Pattern]] = {}
     for k in wanted:
         node = problem.node_classes[k][0]
+        same = known.get(problem.solve_keys[node])
+        if same is not None:
+            table.patterns[k] = same  # a class alike in another domain: same patterns
+            continue
         room = problem.nodes[node].room
         alone = [c for c, members in enumerate(problem.pod_classes) if problem.fits(problem.pods[members[0]], node).fits]
         found: list[Pattern] = []
@@ -130,24 +136,24 @@ def pattern_table(problem: GroupProblem, *, cap: int = MAX_PATTERNS, classes: It
                 if len(found) > cap:
                     return None
                 stack.append((grown, c))
-        table.patterns[k] = sorted(found, key=lambda p: (-p.pods, p.counts))
+        table.patterns[k] = known[problem.solve_keys[node]] = sorted(found, key=lambda p: (-p.pods, p.counts))
     return table
 
 
 def aggregation_exact(problem: GroupProblem) -> bool:
     """The conditions of the module docstring, checked on the prepared per-node problems of
-    every pod class and node class, and of the open shared claims on every node class."""
+    every pod class and of the open shared claims on one node per domain and device shape."""
     index = problem.index
     pod_pools: set[tuple[str, str]] = set()
+    reps = problem.shapes()
     for c, members in enumerate(problem.pod_classes):
         pod = problem.pods[members[0]]
         if not pod.pod.claims:
             continue
-        for k, nodes in enumerate(problem.node_classes):
-            node = nodes[0]
+        for node in reps:
             if node not in pod.nodes:
                 continue
-            for cand in problem.candidates(node, pod.pod.claims, key=("pod", c, k)):
+            for cand in problem.candidates(node, pod.pod.claims, key=("pod", c, node)):
                 pool = (cand.driver, cand.pool)
                 if index.pool_node.get(pool) != node:
                     return False
@@ -156,9 +162,8 @@ def aggregation_exact(problem: GroupProblem) -> bool:
     if not claims:
         return True
     seen: dict[str, frozenset[DeviceID]] = {}
-    for k, nodes in enumerate(problem.node_classes):
-        node = nodes[0]
-        ids = frozenset(problem.candidates(node, claims, key=("shared", k)))
+    for node in reps:
+        ids = frozenset(problem.candidates(node, claims, key=("shared", node)))
         if any((d.driver, d.pool) in pod_pools or (d.driver, d.pool) in index.pool_node for d in ids):
             return False
         if seen.setdefault(problem.nodes[node].domain, ids) != ids:
@@ -228,14 +233,14 @@ def solve_master(
         policy, keyed=keyed, domain_idle=domain_idle, opened_idle=opened, used=used, used_idle=used_idle, touched=touched,
         domain_rank=domain_rank,
     )
-    units = max((problem.domain_idle(d) for d in usable), default=0) + sum(
-        len(problem.node_classes[k]) * int(problem.nodes[problem.node_classes[k][0]].units.total) for k in table.patterns
+    spans = level_spans(
+        policy, keyed=keyed, domain_units=max((problem.domain_idle(d) for d in usable), default=0),
+        node_units=problem.max_node_units, nodes=sum(len(problem.node_classes[k]) for k in table.patterns),
+        pods=len(problem.pods), domains=len(problem.domains),
     )
-    nodes = sum(len(problem.node_classes[k]) for k in table.patterns)
-    spans = level_spans(policy, keyed=keyed, units=units, nodes=nodes, domains=len(problem.domains))
     stages = [Level(pods_placed, "max"), Level(score, "max")]
     if levels:
-        stages.append(stacked([Level(lv, "min", span) for lv, span in zip(levels, spans, strict=False)]))
+        stages.extend(stages_of([Level(lv, "min", span) for lv, span in zip(levels, spans, strict=True)]))
     staged = solve_stages(model, stages, time_left=problem.time_left, hints=[*y.values(), *w.values()])
     proto = model.proto
     answer = MasterAnswer(staged.status, solves=staged.solves, variables=len(proto.variables), constraints=len(proto.constraints), gap=staged.gap)

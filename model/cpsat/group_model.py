@@ -43,7 +43,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat import results_of
 from dra_solver.model.cpsat.group_problem import GroupProblem, level_spans, policy_levels
-from dra_solver.model.cpsat.group_solve import Level, Staged, solve_stages, stacked
+from dra_solver.model.cpsat.group_solve import Level, Staged, solve_stages, stages_of
 from dra_solver.model.cpsat.model import AllocationModel, SharedBuild
 from dra_solver.model.cpsat.problem import Choices, Problem, request_of
 from dra_solver.model.node_load import Slot
@@ -107,10 +107,12 @@ class JointModel:
         # --- instances: each pod's claims on each node it may go to -------------------------
         self.instances: dict[tuple[int, str], AllocationModel] = {}
         plans: list[Any] = []
-        for (i, n), var in self.x.items():
+        for count, ((i, n), var) in enumerate(self.x.items()):
             pod = problem.pods[i]
             if not pod.pod.claims:
                 continue
+            if count % 64 == 0:
+                problem.time_left()  # a big model may not finish building before the deadline
             prepared = problem.prepare(n, pod.pod.claims, key=("instance", i, n))
             built = AllocationModel(prepared, policy=policy, shared=self.build, scope=f"p{i}@{n}", active=var)
             if built.infeasible:
@@ -175,8 +177,10 @@ class JointModel:
             policy, keyed=keyed, domain_idle=domain_idle, opened_idle=opened, used=used, used_idle=used_idle, touched=touched,
             domain_rank=domain_rank,
         )
-        units = max((problem.domain_idle(d) for d in self.y), default=0) + sum(int(infos[n].units.total) for n in self.nodes)
-        self.spans = level_spans(policy, keyed=keyed, units=units, nodes=len(self.nodes), domains=len(problem.domains))
+        self.spans = level_spans(
+            policy, keyed=keyed, domain_units=max((problem.domain_idle(d) for d in self.y), default=0),
+            node_units=problem.max_node_units, nodes=len(self.nodes), pods=len(problem.pods), domains=len(problem.domains),
+        )
 
     # --- rules across instances -------------------------------------------------------------
 
@@ -278,7 +282,7 @@ class JointModel:
     def solve(self) -> JointAnswer:
         stages = [Level(self.pods_placed, "max"), Level(self.score, "max")]
         if self.levels:
-            stages.append(stacked([Level(lv, "min", span) for lv, span in zip(self.levels, self.spans, strict=False)]))
+            stages.extend(stages_of([Level(lv, "min", span) for lv, span in zip(self.levels, self.spans, strict=True)]))
         hints = [*self.y.values(), *self.x.values()]
         staged = solve_stages(self.model, stages, time_left=self.problem.time_left, hints=hints)
         proto = self.model.proto

@@ -144,6 +144,7 @@ class GroupProblem:
             touched = units.touched(index.in_use(name).merge(self._flight.get(name, AllocatedState())))
             self.nodes[name] = NodeInfo(name, node, domain, room, units, touched)
             self.domains.setdefault(domain, []).append(name)
+        self.max_node_units = max((int(n.units.total) for n in self.nodes.values()), default=0)
         # --- pods -------------------------------------------------------------------------
         allowed_by_fixed: dict[str, frozenset[str]] = {}
         for _, claim in self.fixed_shared:
@@ -170,29 +171,62 @@ class GroupProblem:
             for i in members:
                 self.pods[i].cls = len(self.pod_classes)
             self.pod_classes.append(members)
+        self._accepted = {name: tuple(name in s for s in candidate_sets) for name in self.nodes}
+        self.solve_keys: dict[str, tuple[object, ...]] = {}
+        """Per node, what its answers depend on besides the pods: equal keys, equal answers
+        (the domain is not part of it: racks alike share their solves)."""
+        self.node_classes: list[list[str]] = []
+        self._classify(local=False)
+        self._verdicts: dict[tuple[int, tuple[object, ...]], Verdict] = {}
+        self._reach: dict[str, frozenset[DeviceID]] = {}
+        self._inventories: dict[str, Inventory] = {}
+        self._prepared: dict[object, Problem] = {}
+
+    # --- classes ------------------------------------------------------------------------------
+
+    def _classify(self, *, local: bool) -> None:
+        """Node classes: nodes alike (``solve_keys``) in one domain. ``local``: by the nodes'
+        own slices only (``NodeIndex.local_shape``), sound once the pods' claims are known to
+        use node-local devices only (``localize``)."""
+        index = self.index
         node_keys: dict[tuple[object, ...], list[str]] = {}
         for name, info in self.nodes.items():
             view = index.view(name)
-            accepted = tuple(name in s for s in candidate_sets)
             flight = self._flight.get(name)
-            node_key = (
-                info.domain,
-                view.shape if view else b"",
+            shape = index.local_shape(name) if local else (view.shape if view else b"")
+            solve_key = (
+                shape,
                 index.inuse_key(name),
                 state_key(flight, name) if flight is not None else b"",
                 info.room,
-                accepted,
+                self._accepted[name],
             )
-            node_keys.setdefault(node_key, []).append(name)
-        self.node_classes: list[list[str]] = []
+            self.solve_keys[name] = solve_key
+            node_keys.setdefault((info.domain, *solve_key), []).append(name)
+        self.node_classes = []
         for names_of in sorted(node_keys.values(), key=lambda m: m[0]):
             for name in names_of:
                 self.nodes[name].cls = len(self.node_classes)
             self.node_classes.append(sorted(names_of))
-        self._verdicts: dict[tuple[int, int], Verdict] = {}
-        self._reach: dict[str, frozenset[DeviceID]] = {}
-        self._inventories: dict[str, Inventory] = {}
-        self._prepared: dict[object, Problem] = {}
+
+    def localize(self) -> None:
+        """Class nodes by their own slices only (the aggregated path, once exact: a pod's
+        claims then see nothing of the rack-level devices that set racks' shapes apart)."""
+        self._classify(local=True)
+        self._verdicts.clear()
+
+    def shapes(self) -> list[str]:
+        """One node per distinct (domain, device shape): enough to learn which devices claims
+        may use anywhere (in-use state only removes candidates)."""
+        seen: set[tuple[str, bytes]] = set()
+        out: list[str] = []
+        for name, info in sorted(self.nodes.items()):
+            view = self.index.view(name)
+            k = (info.domain, view.shape if view else b"")
+            if k not in seen:
+                seen.add(k)
+                out.append(name)
+        return out
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -285,7 +319,7 @@ class GroupProblem:
             return Verdict(False, "node not a candidate")
         if not room_fits(pod.pod, info.room):
             return Verdict(False, "not enough room (cpu, memory or pods)")
-        key = (pod.cls, info.cls)
+        key = (pod.cls, self.solve_keys[node])
         known = self._verdicts.get(key)
         if known is None:
             outcome = self.solve_on(self.node_classes[info.cls][0], pod.pod.claims)
@@ -367,17 +401,20 @@ def policy_levels(
     return tuple(levels)
 
 
-def level_spans(policy: str, *, keyed: bool, units: int, nodes: int, domains: int) -> list[int]:
-    """Bounds on ``|level|`` for ``policy_levels``' levels (``units``: whole units of every
-    node that may be used, and of the largest domain; ``nodes``: nodes that may be used;
-    ``domains``: how many there are)."""
+def level_spans(policy: str, *, keyed: bool, domain_units: int, node_units: int, nodes: int, pods: int, domains: int) -> list[int]:
+    """Bounds on ``|level|`` for ``policy_levels``' levels: ``domain_units`` the most idle
+    units of a domain, ``node_units`` the most units of one node, ``nodes`` and ``pods`` how
+    many may be used and placed, ``domains`` how many there are. At most one node per pod is
+    used, and touched units lie on used nodes or under the shared claims."""
+    used = min(nodes, pods)
+    units = used * node_units + domain_units
     if policy in ("", "pack"):
-        spans = [nodes, nodes, units, units]
+        spans = [used, used, used * node_units, units]
     elif policy == "spread":
-        spans = [nodes, units, units]
+        spans = [used, used * node_units, units]
     else:
         return []
-    return [units, *spans, domains] if keyed else spans
+    return [domain_units, *spans, domains] if keyed else spans
 
 
 _EMPTY_STATS = SolveStats(allocator="cpsat", status="TRIVIAL", wall_seconds=0.0)

@@ -4,7 +4,8 @@ API:
 - ``Level(expr, sense, span)``: one objective level, ``max`` or ``min``; ``span`` bounds
   ``|expr|`` (used to stack several levels into one weighted sum).
 - ``stacked(levels) -> Level``: one ``min`` level that orders solutions like the levels in
-  turn (each level's weight exceeds what the levels below can add up to).
+  turn (each level's weight exceeds what the levels below can add up to); ``stages_of(levels)``
+  as few stacked stages as fit in 64 bits.
 - ``solve_stages(model, stages, *, time_left, hints) -> Staged``: optimise ``stages[0]``,
   fix its value, optimise ``stages[1]``, ...; each solve is hinted with the previous answer.
   When the time runs out in a stage its best answer so far is kept (``status`` FEASIBLE,
@@ -32,6 +33,28 @@ class Level:
     expr: Any
     sense: Sense
     span: int = 0
+
+
+MAX_WEIGHT = 1 << 60
+"""Largest weight a stacked objective may reach (CP-SAT's objective must stay in 64 bits)."""
+
+
+def stages_of(levels: Sequence[Level]) -> list[Level]:
+    """``levels`` as few stages as possible: consecutive levels stacked while their weights
+    fit in ``MAX_WEIGHT``, a new stage where they would not."""
+    out: list[Level] = []
+    group: list[Level] = []
+    weight = 1
+    for level in levels:
+        factor = 2 * level.span + 1
+        if group and weight * factor > MAX_WEIGHT:
+            out.append(stacked(group))
+            group, weight = [], 1
+        group.append(level)
+        weight *= factor
+    if group:
+        out.append(stacked(group))
+    return out
 
 
 def stacked(levels: Sequence[Level]) -> Level:
