@@ -307,10 +307,9 @@ class ControlPlane:
             str(self.bins.path("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
-            # The endpoint reconciler refuses a loopback advertise address; nothing here needs
-            # the in-cluster "kubernetes" Service's endpoints.
-            "--endpoint-reconciler-type=none",
-            # Nothing outside this machine can reach a loopback address: publish no endpoints for it.
+            # The endpoint reconciler refuses a loopback advertise address, and nothing outside
+            # this machine could reach one anyway: publish no endpoints for the in-cluster
+            # "kubernetes" Service.
             "--endpoint-reconciler-type=none",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
