@@ -159,6 +159,43 @@ def test_compare_refuses_an_unknown_node(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 2 and 'Not found: "worker-9"' in _one_error(err)
 
 
+CLAIMS_ONLY = str(ROOT / "examples" / "demo" / "claims" / "notebook.yaml")
+SCENARIO = str(ROOT / "examples" / "compare" / "agree.yaml")
+
+
+def test_compare_refuses_a_scenario_without_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A claims file alone (its cluster elsewhere) compared nothing and printed an empty table."""
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", CLAIMS_ONLY)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {CLAIMS_ONLY}: no nodes (no Node and no node-local ResourceSlice): "
+                               "a scenario file holds the cluster too, not only claims")
+
+
+def test_compare_refuses_a_scenario_without_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [d for d in yaml.safe_load_all(Path(SCENARIO).read_text()) if d["kind"] != "ResourceClaim"]
+    cluster = _file(tmp_path, "cluster.yaml", yaml.safe_dump_all(docs))
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", cluster)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {cluster}: no ResourceClaims: a scenario file holds the claims to "
+                               "allocate and the cluster they go to")
+    # Claims that are all allocated already leave nothing to compare either.
+    allocated = str(ROOT / "examples" / "replay" / "gpu8-cluster.yaml")
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", allocated)
+    assert (code, out) == (2, "")
+    assert _one_error(err).endswith("no ResourceClaims to allocate: every claim in it is allocated already")
+
+
+def test_compare_refuses_a_scenario_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", SCENARIO, SCENARIO)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == f"error: {SCENARIO}: given twice: each FILE is a scenario of its own"
+    other_spelling = str(Path(SCENARIO).parent / ".." / "compare" / Path(SCENARIO).name)
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", SCENARIO, other_spelling)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {other_spelling}: given twice (the same file as {SCENARIO}): "
+                               "each FILE is a scenario of its own")
+
+
 @pytest.mark.parametrize("command", ["schedule", "explain"])
 def test_clients_check_their_input_before_calling_the_service(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
