@@ -56,8 +56,8 @@ from dra_solver.service.inventory import (
     Snapshot,
     StaticSource,
 )
-from dra_solver.service.messages import shown
 from dra_solver.service.metrics import Metrics
+from dra_solver.service.quoting import node_not_found, shown
 from dra_solver.service.reservations import Reservation, ReservationConflict, ReservationStore
 
 log = logging.getLogger(__name__)
@@ -469,7 +469,7 @@ class Engine:
             snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
             check_admin_access(claims, snap.namespaces)
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
-                raise NotFound(f"node {shown(node)} not found in the inventory")
+                raise NotFound(node_not_found(node))
             request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
             solved_at = getattr(self._solved_at, "version", None) if not inline else None
             outcome = self._solve(request)
@@ -550,7 +550,7 @@ class Engine:
         snap = self.current()
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f"node {shown(node)} not found in the inventory")
+            raise NotFound(node_not_found(node))
         results = tuple(c.status.allocation for c in claims if c.status and c.status.allocation)
         bare = tuple(c.model_copy(update={"status": None}) for c in claims)
         request = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
@@ -633,7 +633,17 @@ class Engine:
         verdicts: list[NodeVerdict] = []
         best: tuple[int, str] | None = None
         stopped = False
-        for name in self._visit_order(snap, names, node_policy, explicit=bool(candidates)):
+        # Candidates the inventory does not know at all are reported whatever the visit finds
+        # (it may stop early at a best-scoring node), so a caller can tell a typo from a node
+        # that does not fit.
+        unknown = [n for n in names if index.view(n) is None and n not in index.nodes_by_name]
+        for name in unknown:
+            stats.nodes_evaluated += 1
+            stats.nodes_pruned += 1
+            verdicts.append(NodeVerdict(name, "unschedulable", reason=node_not_found(name)))
+        missing = set(unknown)
+        known_names = [n for n in names if n not in missing] if missing else names
+        for name in self._visit_order(snap, known_names, node_policy, explicit=bool(candidates)):
             if stopped or (deadline is not None and self.clock() >= deadline - self.limits.deadline_margin):
                 break
             rank[name] = len(rank)
@@ -641,8 +651,7 @@ class Engine:
             view = index.view(name)
             if view is None:
                 stats.nodes_pruned += 1
-                known = name in index.nodes_by_name
-                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f"node {shown(name)} not found in the inventory"))
+                verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
                 continue
             if exclusive and not view.shared_devices:
                 free = index.free_devices(name, self.reservations.devices(view.pools))
@@ -813,7 +822,7 @@ class Engine:
         snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f"node {shown(node)} not found in the inventory")
+            raise NotFound(node_not_found(node))
         request = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:
@@ -937,7 +946,7 @@ def cel_features_key(gates: FeatureGates) -> tuple[bool, bool]:
 
 
 def shown_detail(detail: str) -> str:
-    from dra_solver.service.messages import clip
+    from dra_solver.service.quoting import clip
 
     return clip(detail, 200)
 

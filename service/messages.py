@@ -15,25 +15,8 @@ from dra_solver.model.decode import VALIDATION_MODES, ValidationMode
 from dra_solver.model.errors import InvalidInput
 from dra_solver.service import engine as e
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.quoting import clip, shown
 from dra_solver.service.reservations import Reservation
-
-SHOWN_CHARS = 64
-"""Characters of a caller's value quoted back in an error; the rest is elided."""
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters (saying how many were left out), with lone
-    surrogates escaped so the text always encodes as UTF-8 (grpc-message, details)."""
-    if len(text) > limit:
-        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def shown(value: str) -> str:
-    """A caller's value for an error message: JSON-quoted, at most :data:`SHOWN_CHARS`."""
-    if len(value) > SHOWN_CHARS:
-        return json.dumps(value[:SHOWN_CHARS])[:-1] + f'..." ({len(value)} characters)'
-    return json.dumps(value)
 
 
 def to_json(model: o.K8sModel) -> bytes:

@@ -35,7 +35,7 @@ from dra_solver.service import messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inventory import Snapshot
-from dra_solver.service.messages import clip
+from dra_solver.service.quoting import clip
 from dra_solver.service.reservations import ReservationConflict, ReservationLimit
 
 log = logging.getLogger(__name__)
