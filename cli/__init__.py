@@ -16,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, cast
 
+from dra_solver.service.argparsing import ArgumentParser
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
     "compare": ("dra_solver.service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
@@ -41,26 +43,34 @@ def _load(module: str) -> _Command:
 
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    return _build(argv)[0]
+
+
+def _build(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The dispatcher's parser, and each subcommand's (only the wanted one has its flags).
+    Usage errors are one line and exit 2 (:mod:`dra_solver.service.argparsing`)."""
+    parser = ArgumentParser(
         prog="dra-solver",
         description="Exact, fast, optimal Kubernetes DRA device allocation.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
+    parsers: dict[str, argparse.ArgumentParser] = {}
     for name, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = parsers[name] = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:
             _load(module).add_arguments(p)
-    return parser
+    return parser, parsers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list)
-    args = parser.parse_args(args_list)
+    parser, subcommands = _build(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # said by the subcommand, whose --help lists what it takes
+        subcommands.get(args.command or "", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
-        parser.print_help()
-        return 2
+        parser.error(f"a COMMAND is required: {', '.join(SUBCOMMANDS)}")
     module, _ = SUBCOMMANDS[args.command]
     try:
         return _load(module).run(args)

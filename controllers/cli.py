@@ -21,6 +21,7 @@ from typing import Any
 
 from dra_solver.controllers.manager import CONTROLLERS, Options, default_identity, parse_enable
 from dra_solver.model.cpsat.problem import POLICIES
+from dra_solver.service.argparsing import ArgumentParser
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +153,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dra-solver controllers", description="run the companion controllers")
+    parser = ArgumentParser(prog="dra-solver controllers", description="run the companion controllers")
     add_arguments(parser)
     return run(parser.parse_args(argv))

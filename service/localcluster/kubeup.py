@@ -18,8 +18,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
+from dra_solver.service.argparsing import ArgumentParser
 from dra_solver.service.localcluster.cluster import LocalCluster
 from dra_solver.service.localcluster.controlplane import ControlPlaneError, binaries
 
@@ -34,14 +34,8 @@ def default_state_dir() -> Path:
     return cache / "dra-solver" / "kube-up"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line, exit 2, like every other command of the project.
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Start or stop upstream's etcd, kube-apiserver and kube-controller-manager "
+    p = ArgumentParser(prog=PROG, description="Start or stop upstream's etcd, kube-apiserver and kube-controller-manager "
                                        "on loopback (no dra-solver components).")
     p.add_argument("action", nargs="?", choices=["up", "down", "build"], default="up",
                    help="up (default): start and print 'export KUBECONFIG=PATH'; down: stop and clean up; "
