@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dra_solver.model.allocation import ALLOCATORS, AllocationOutcome, AllocationRequest
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model.errors import InvalidInput, clip_lines, quote
 
 if TYPE_CHECKING:
     from dra_solver.model.cel import CelEnvironment
@@ -46,7 +46,7 @@ def allocate(
         raise InvalidInput(
             "",
             ("allocator",),
-            f"Unsupported value: {request.allocator!r}: supported values: {', '.join(ALLOCATORS)}",
+            f"Unsupported value: {quote(request.allocator)}: supported values: {', '.join(ALLOCATORS)}",
         )
     if cel is None:
         cel = default_cel(request)
@@ -107,7 +107,7 @@ def _selector_check(cel: CelEnvironment) -> dict[str, Any]:
         try:
             compiled = cel.compile(expression)
         except CelCompileError as err:
-            message = str(err)
+            message = clip_lines(str(err))
             return message if message.startswith("compilation failed") else f"compilation failed: {message}"
         return CEL_COST_EXCEEDED if compiled.max_cost > CEL_SELECTOR_EXPRESSION_MAX_COST else None
 

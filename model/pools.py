@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import DeviceID
 from dra_solver.model.capacity import CapacitySpec
-from dra_solver.model.errors import AllocationError
+from dra_solver.model.errors import AllocationError, quote
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.quantity import Quantity, parse_quantity
 from dra_solver.model.taints import effective_taints
@@ -244,7 +244,7 @@ def _field_requirement_errors(req: o.NodeSelectorRequirement, path: str) -> list
         return [f"{path}.key: Invalid value: {json.dumps(req.key)}: not a valid field selector key"]
     if req.operator not in ("In", "NotIn"):
         return [
-            f'{path}.operator: Unsupported value: {json.dumps(req.operator)}: supported values: "In", "NotIn"'
+            f'{path}.operator: Unsupported value: {quote(req.operator)}: supported values: "In", "NotIn"'
         ]
     if len(req.values or []) != 1:
         return [f"{path}.values: Required value: must have one element"]

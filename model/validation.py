@@ -28,7 +28,15 @@ from fractions import Fraction
 from typing import Any
 
 from dra_solver.model import objects as o
-from dra_solver.model.errors import FieldPath, InvalidInput, InvalidInputs
+from dra_solver.model.errors import (
+    MAX_STRUCTURED_CHARS,
+    FieldPath,
+    InvalidInput,
+    InvalidInputs,
+    clip,
+    clip_lines,
+    quote,
+)
 from dra_solver.model.quantity import QuantityError, parse_quantity_field
 
 # --- limits (k8s.io/api/resource/v1) ---------------------------------------------------------
@@ -281,10 +289,10 @@ def show_value(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return _go_quote(value)
+        return quote(value)
     if isinstance(value, o.K8sModel):
         value = value.to_api()
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return clip(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), MAX_STRUCTURED_CHARS)
 
 
 class _Report:
@@ -349,7 +357,7 @@ def default_selector_check() -> SelectorCheck | None:
         try:
             compiled = env.compile(expression)
         except compile_error as err:
-            message = str(err)
+            message = clip_lines(str(err))
             return (
                 message
                 if message.startswith("compilation failed")

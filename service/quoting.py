@@ -1,14 +1,14 @@
 """How the service quotes a caller's values back in messages: short, and always valid UTF-8.
 
-A module of its own (no imports from the rest of the service) so that the engine, the gRPC
+A module of its own (nothing from the rest of the service) so that the engine, the gRPC
 layer and the command-line clients share one spelling without importing each other.
 """
 
 from __future__ import annotations
 
-import json
+from dra_solver.model.errors import QUOTED_CHARS, quote
 
-SHOWN_CHARS = 64
+SHOWN_CHARS = QUOTED_CHARS
 """Characters of a caller's value quoted back in an error; the rest is elided."""
 
 
@@ -21,10 +21,9 @@ def clip(text: str, limit: int) -> str:
 
 
 def shown(value: str) -> str:
-    """A caller's value for an error message: JSON-quoted, at most :data:`SHOWN_CHARS`."""
-    if len(value) > SHOWN_CHARS:
-        return json.dumps(value[:SHOWN_CHARS])[:-1] + f'..." ({len(value)} characters)'
-    return json.dumps(value)
+    """A caller's value for an error message: JSON-quoted, at most :data:`SHOWN_CHARS` (the
+    model's own quoting, ASCII-only so that any value fits a grpc-message)."""
+    return quote(value, ascii_only=True)
 
 
 def node_not_found(name: str) -> str:

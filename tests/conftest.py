@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -22,6 +23,16 @@ settings.register_profile(
     "long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fuzz campaigns' largest per-input memory peaks (tests/fuzzbounds.py), when fuzz
+    tests ran in this process (not under xdist's workers): what the long profile reports."""
+    from tests.fuzzbounds import peaks
+
+    if peaks:
+        shown = ", ".join(f"{name} {mib:.1f} MiB" for name, mib in sorted(peaks.items()))
+        terminalreporter.write_line(f"fuzz campaigns, largest Python memory one input took: {shown}")
 
 
 def shared_dir() -> Path:

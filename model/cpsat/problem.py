@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocatedState, AllocationRequest, DeviceID
 from dra_solver.model.capacity import capacity_fits, consumed_capacity
-from dra_solver.model.errors import AllocationError, InvalidInput
+from dra_solver.model.errors import AllocationError, InvalidInput, quote
 from dra_solver.model.matching import (
     ALLOCATION_RESULTS_MAX_SIZE,
     ClaimPlan,
@@ -62,7 +62,7 @@ def checked_policy(name: str) -> str:
     """``name`` or the default for ``""``; an unknown policy is an ``InvalidInput`` naming it."""
     policy = name or DEFAULT_POLICY
     if policy not in POLICIES:
-        raise InvalidInput("", ("policy",), f"Unsupported value: {policy!r}: supported values: {', '.join(POLICIES)}")
+        raise InvalidInput("", ("policy",), f"Unsupported value: {quote(policy)}: supported values: {', '.join(POLICIES)}")
     return policy
 
 OptionKey = tuple[int, int, int]
