@@ -198,6 +198,7 @@ class ControlPlane:
         self.kubeconfig = self.dir / "admin.kubeconfig"
         self.audit_log_path = self.dir / "audit.log"
         self._procs: dict[str, _Proc] = {}
+        self._ssl: dict[str, ssl.SSLContext] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -395,8 +396,13 @@ class ControlPlane:
     # -- access -------------------------------------------------------------------------
 
     def ssl_context(self, user: str = "admin") -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
-        ctx.load_cert_chain(str(self.pki / f"{user}.crt"), str(self.pki / f"{user}.key"))
+        """One context per user, made once: loading the CA and the key pair on every request
+        cost more than the request itself."""
+        ctx = self._ssl.get(user)
+        if ctx is None:
+            ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+            ctx.load_cert_chain(str(self.pki / f"{user}.crt"), str(self.pki / f"{user}.key"))
+            self._ssl[user] = ctx
         return ctx
 
     def _get_text(self, path: str) -> str | None:
