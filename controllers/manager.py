@@ -176,7 +176,9 @@ class Manager:
             for c in self.controllers.values():
                 c.stop()
         for c in self.controllers.values():
-            c.events.flush(timeout=1.0)  # best effort: what was decided gets recorded
+            # Best effort: what was decided gets recorded if the API answers in time.
+            if not c.events.flush(timeout=1.0):
+                log.info("%s: %d events not recorded", c.name, c.events.discard())
         self.metrics.leader.set(0)
         self.leading.clear()
         if was_running and not self._done.is_set():

@@ -92,14 +92,14 @@ class Events:
     """Best-effort core/v1 Events, as kubectl describe shows them; failures are only logged.
 
     Identical events for one object within ``dedupe`` seconds are sent once. Events are sent by
-    a background thread, as client-go's event broadcaster does, so a worker never waits for one
-    (one API round trip per scheduled pod was a sixth of the scheduler's time); at most
-    ``max_pending`` wait to be sent, newer ones are dropped beyond that, as the broadcaster
-    drops when its queue is full.
+    background threads (``senders`` of them), as client-go's event broadcaster sends them, so a
+    worker never waits for one (one API round trip per scheduled pod was a sixth of the
+    scheduler's time); at most ``max_pending`` wait to be sent, newer ones are dropped beyond
+    that, as the broadcaster drops when its queue is full.
     """
 
     def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
-                 clock: Callable[[], float] = time.time, max_pending: int = 1000) -> None:
+                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 4) -> None:
         self.kube = kube_api
         self.component = component
         self.dedupe = dedupe
@@ -109,8 +109,9 @@ class Events:
         self._lock = threading.Lock()
         self._pending: deque[tuple[str, Obj]] = deque()
         self._cond = threading.Condition()
-        self._sending = False
-        self._sender: threading.Thread | None = None
+        self._sending = 0
+        self._senders: list[threading.Thread] = []
+        self._max_senders = senders
         self.dropped = 0
 
     def emit(self, obj: ob.Obj | dict[str, Any], kind: str, *, type_: str, reason: str, message: str) -> None:
@@ -151,10 +152,12 @@ class Events:
                 log.debug("event %s for %s dropped: %d events waiting to be sent", reason, ob.key(obj), len(self._pending))
                 return
             self._pending.append((ob.namespace(obj) or "default", event))
-            if self._sender is None or not self._sender.is_alive():
-                self._sender = threading.Thread(target=self._send_loop, name=f"events-{self.component}", daemon=True)
-                self._sender.start()
-            self._cond.notify_all()
+            self._senders = [t for t in self._senders if t.is_alive()]
+            if len(self._senders) < self._max_senders and len(self._pending) > len(self._senders) - self._sending:
+                sender = threading.Thread(target=self._send_loop, name=f"events-{self.component}", daemon=True)
+                self._senders.append(sender)
+                sender.start()
+            self._cond.notify()
 
     def _send_loop(self) -> None:
         assert self.kube is not None
@@ -163,7 +166,7 @@ class Events:
                 while not self._pending:
                     self._cond.wait()
                 namespace, event = self._pending.popleft()
-                self._sending = True
+                self._sending += 1
             try:
                 self.kube.create_event(namespace, event)
             except kube.ApiError as err:
@@ -172,7 +175,7 @@ class Events:
                 log.exception("event %s not recorded", event["reason"])
             finally:
                 with self._cond:
-                    self._sending = False
+                    self._sending -= 1
                     self._cond.notify_all()
 
     def idle(self) -> bool:
@@ -190,6 +193,16 @@ class Events:
                     return False
                 self._cond.wait(left)
         return True
+
+    def discard(self) -> int:
+        """Drop what is still waiting to be sent (on shutdown, after :meth:`flush` had its
+        chance: a stopping process must not keep knocking on an API server); how many."""
+        with self._cond:
+            left = len(self._pending)
+            self._pending.clear()
+            self.dropped += left
+            self._cond.notify_all()
+        return left
 
 
 class Runner:

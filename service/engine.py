@@ -531,6 +531,7 @@ class Engine:
             claims=[(c.ref, c.metadata.uid or "") for c in request.claims],
             state=state,
             taken=index.allocated,
+            latest_taken=lambda: self.source.snapshot().index.allocated,
             ttl=ttl,
             pod=pod,
             validate=validate,
