@@ -228,11 +228,12 @@ class Scheduler:
         pod = new if new is not None else old
         assert pod is not None
         k = ob.key(pod)
+        placed = new is None or ob.pod_node(new) or ob.pod_terminal(new)
         with self._lock:
             self._usage.update(k, new)
-        if new is None or ob.pod_node(new) or ob.pod_terminal(new):
-            with self._lock:
-                self._assumed.pop(k, None)
+            if placed:
+                self._assumed.pop(k, None)  # counted by the usage now (or gone)
+        if placed:
             # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
             if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
                 self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")

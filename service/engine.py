@@ -637,7 +637,7 @@ class Engine:
         # Candidates the inventory does not know at all are reported whatever the visit finds
         # (it may stop early at a best-scoring node), so a caller can tell a typo from a node
         # that does not fit.
-        unknown = [n for n in names if index.view(n) is None and n not in index.nodes_by_name]
+        unknown = [n for n in names if index.view(n) is None and n not in index.nodes_by_name] if candidates else []
         for name in unknown:
             stats.nodes_evaluated += 1
             stats.nodes_pruned += 1

@@ -32,7 +32,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
     if peaks:
         shown = ", ".join(f"{name} {mib:.1f} MiB" for name, mib in sorted(peaks.items()))
-        terminalreporter.write_line(f"fuzz campaigns, largest Python memory one input took: {shown}")
+        terminalreporter.write_line(f"fuzz campaigns, largest per-input Python memory (and process growth): {shown}")
 
 
 def shared_dir() -> Path:

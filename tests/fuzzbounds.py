@@ -5,14 +5,13 @@
 ``cap_mib`` above what was live when it started. The caps are generous (several times the
 largest peak the long campaign saw, docs/limits-and-errors.md) so they catch a blow-up such as
 an alias bomb expanding, never a slow machine. Native memory (CP-SAT's C++ side) is not traced;
-``rss_mib`` reads the process's resident size for the gRPC campaign, which checks it over the
-whole run.
+``rss_mib`` reads the process's resident size, which the gRPC campaign checks per call too.
 
 The per-input time bound is hypothesis' ``deadline`` on each fuzz test (also generous: a
 limit reached while parsing answers in milliseconds, the bound is seconds).
 
-``peaks`` keeps the largest peak seen per campaign, which the long profile prints at the end
-(``HYPOTHESIS_PROFILE=long pytest -s tests/...``).
+``peaks`` keeps the largest peak seen per campaign, which the suite prints at the end when the
+campaigns ran in the main process (``-p no:xdist``; docs/limits-and-errors.md).
 """
 
 from __future__ import annotations

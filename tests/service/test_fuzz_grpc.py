@@ -1,8 +1,8 @@
 """Fuzzing the gRPC payloads (issue 15): whatever a caller sends, the answer is OK or a
 documented status code, with a bounded message; never INTERNAL or UNKNOWN. Each call is
-answered within a time bound (hypothesis' deadline) and a memory bound (``tests/fuzzbounds``:
-the Python memory the in-process server takes for one call at its peak); the process's resident
-size stays within a fixed margin of where the campaign started (native memory included).
+answered within a time bound (hypothesis' deadline) and memory bounds: the Python memory the
+in-process server takes for one call at its peak (``tests/fuzzbounds``), and the process's
+resident size, native memory included, grows by less than a fixed cap over one call.
 
 Hypothesis, derandomized by the suite's default profile (tests/conftest.py);
 ``HYPOTHESIS_PROFILE=long`` explores fresh examples before landing.
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.server import SERVICE_NAME
-from tests.fuzzbounds import bounded, rss_mib
+from tests.fuzzbounds import bounded, peaks, rss_mib
 from tests.service.conftest import Running, gpu_claim
 from tests.service.test_status_codes import DOCUMENTED, STATUS_BYTES
 
@@ -95,23 +95,23 @@ def _check(err: Any) -> None:
 MEMORY_CAP_MIB = 32
 """Python memory of one call at its peak (client and in-process server)."""
 
-RSS_MARGIN_MIB = 400
-"""Growth of the process over a campaign: the service's bounded caches (about 300 MiB at most,
-docs/limits-and-errors.md) plus headroom; an unbounded leak passes it within a few hundred calls."""
-
-_rss_start: list[float] = []
+RSS_CAP_MIB = 64
+"""Growth of the process's resident size over one call, native memory included (CP-SAT, the
+gRPC core). Measured per call, not over the campaign: the test process also holds hypothesis'
+own bookkeeping, which grows by some 20 KiB an example (a real ``serve`` process's growth over
+10,000 calls is tests/service/test_serve_bounds.py's)."""
 
 
 def _call(method: Any, request: Any) -> None:
-    if not _rss_start:
-        _rss_start.append(rss_mib())
+    before = rss_mib()
     with bounded(MEMORY_CAP_MIB, campaign="grpc"):
         try:
             method(request, timeout=30)
         except grpc.RpcError as err:
             _check(err)
-    grown = rss_mib() - _rss_start[0]
-    assert grown < RSS_MARGIN_MIB, f"the process grew {grown:.0f} MiB during the campaign"
+    grown = rss_mib() - before
+    peaks["grpc per-call RSS growth"] = max(peaks.get("grpc per-call RSS growth", 0.0), grown)
+    assert grown < RSS_CAP_MIB, f"one call grew the process by {grown:.0f} MiB"
 
 
 @pytest.fixture(scope="module", autouse=True)
