@@ -233,10 +233,9 @@ class Scheduler:
             self._usage.update(k, new)
             if placed:
                 self._assumed.pop(k, None)  # counted by the usage now (or gone)
-        if placed:
-            # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
-            if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
-                self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
+        # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
+        if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
+            self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
         if not self._pending(new):
             self.pending.scheduled(k)
         elif logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
