@@ -77,6 +77,7 @@ from dra_solver.model.decode import (
     parse_documents,
 )
 from dra_solver.model.errors import (
+    QUOTED_CHARS,
     AllocationError,
     DraSolverError,
     FieldPath,
@@ -86,6 +87,7 @@ from dra_solver.model.errors import (
     SolveTimeout,
     StrictDecodingError,
     format_field_path,
+    quote,
 )
 from dra_solver.model.explain import (
     RESERVED_HOLDER,
@@ -137,6 +139,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
     "POLICIES",
+    "QUOTED_CHARS",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
     "AllocatedState",
@@ -210,6 +213,7 @@ __all__ = [
     "parse_quantity",
     "parse_quantity_field",
     "qualified_name_errors",
+    "quote",
     "state_key",
     "summarize",
     "tolerates",
