@@ -59,6 +59,12 @@ version_ldflags() {
       done ;;
     # etcd's version is a constant in its source (etcd --version says 3.6.x already); its
     # Git SHA is unknown without git and stays "Not provided".
+    helm)
+      # helm's release builds stamp the full version (the source says only vX.Y); the pinned
+      # one is the helm.sh/helm/v4 line of tools/helm/go.mod.
+      local hv
+      hv="$(awk '$1 == "helm.sh/helm/v4" {print $2}' "$tools/helm/go.mod")"
+      printf ' -X helm.sh/helm/v4/internal/version.version=%s -X helm.sh/helm/v4/internal/version.gitTreeState=clean' "$hv" ;;
   esac
 }
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from dra_solver.controllers.runtime import Events
 from dra_solver.service.kubeapi import client as kube
-from tests.controllers import builders as b
+from tests import builders as b
 
 
 class GatedKube:
