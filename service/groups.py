@@ -37,8 +37,8 @@ from dra_solver.service import engine as e
 from dra_solver.service.admission import check_admin_access
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.inventory import Snapshot
+from dra_solver.service.quoting import shown
 from dra_solver.service.reservations import Reservation, ReservationConflict
-from dra_solver.service.text import shown
 
 MAX_GROUP_PODS = model.MAX_GROUP_PODS
 
@@ -221,6 +221,7 @@ def _reserve(engine: e.Engine, request: GroupRequest, outcome: GroupOutcome, *, 
         claims=[(c.ref, c.metadata.uid or "") for c, _ in pairs],
         state=state,
         taken=request.index.allocated,
+        latest_taken=lambda: engine.source.snapshot().index.allocated,
         ttl=ttl,
         validate=validate,
         solved_at=solved_at,
