@@ -149,6 +149,7 @@ class GroupProblem:
         allowed_by_fixed: dict[str, frozenset[str]] = {}
         for _, claim in self.fixed_shared:
             allowed_by_fixed[claim.ref] = self._selected_nodes(claim)
+        self._fixed_allowed = allowed_by_fixed
         self.pods: list[PodInfo] = []
         for i, pod in enumerate(request.pods):
             nodes = set(self.nodes) if pod.nodes is None else set(pod.nodes) & set(self.nodes)
@@ -316,7 +317,11 @@ class GroupProblem:
         """The pod alone on the node: its filter, the room, then its claims."""
         info = self.nodes[node]
         if node not in pod.nodes:
-            return Verdict(False, "node not a candidate")
+            for ref in pod.pod.shared:
+                allowed = self._fixed_allowed.get(ref)
+                if allowed is not None and node not in allowed:
+                    return Verdict(False, f"shared claim {ref} is already allocated on devices the node cannot reach")
+            return Verdict(False, "node not a candidate (the pod's node filter)")
         if not room_fits(pod.pod, info.room):
             return Verdict(False, "not enough room (cpu, memory or pods)")
         key = (pod.cls, self.solve_keys[node])
