@@ -29,7 +29,8 @@ preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``Schedule
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
-encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
+encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
+blocking reason, one line); ``RESERVED_HOLDER``; ``NO_FIX``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
@@ -88,10 +89,12 @@ from dra_solver.model.errors import (
     format_field_path,
 )
 from dra_solver.model.explain import (
+    NO_FIX,
     RESERVED_HOLDER,
     ExplainAnswer,
     Restriction,
     explain_node,
+    headline,
     summarize,
 )
 from dra_solver.model.features import FeatureGates
@@ -136,6 +139,7 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
+    "NO_FIX",
     "POLICIES",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
@@ -203,6 +207,7 @@ __all__ = [
     "field_problems",
     "first_available_score",
     "format_field_path",
+    "headline",
     "invalid_pools_error",
     "node_key",
     "node_selector_matches",
