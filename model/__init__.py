@@ -30,7 +30,7 @@ preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``Schedule
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
 encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
-blocking reason, one line); ``RESERVED_HOLDER``; ``NO_FIX``.
+blocking reason, one line, of ``Worded`` reasons); ``RESERVED_HOLDER``; ``NO_FIX``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
@@ -93,6 +93,7 @@ from dra_solver.model.explain import (
     RESERVED_HOLDER,
     ExplainAnswer,
     Restriction,
+    Worded,
     explain_node,
     headline,
     summarize,
@@ -189,6 +190,7 @@ __all__ = [
     "ValidationMode",
     "VerdictCache",
     "Violation",
+    "Worded",
     "allocate",
     "allocate_cpsat",
     "check_allocation",

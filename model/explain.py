@@ -18,8 +18,9 @@ API:
 - ``Restriction``: one rule instance in words: ``kind`` (request, selector, class-selector,
   taint, in-use, reserved, constraint, counter, capacity), ``message``, the claim, request and
   devices concerned, and whether a user could lift it (``fixable``).
-- ``summarize(reasons, fixes, *, no_fix=False) -> str``; ``headline(answer) -> str``: the first
-  blocking reason in one line (what ``dra-solver allocate`` says when claims do not fit).
+- ``summarize(reasons, fixes, *, no_fix=False) -> str``; ``headline(reasons) -> str``: the first
+  blocking reason in one line (what ``dra-solver allocate`` says when claims do not fit), for
+  ``Restriction``s or the gRPC API's reasons alike (``Worded``).
 
 One encoding: the rules are the allocation model's (``model.cpsat.model``); this module only
 words the rule instances the model switched (a rule instance without wording fails loudly
@@ -31,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
@@ -154,16 +156,29 @@ def summarize(reasons: Sequence[Restriction], fixes: Sequence[Restriction], *, n
     return text
 
 
-def headline(answer: ExplainAnswer) -> str:
+class Worded(Protocol):
+    """A reason in words: a ``Restriction``, or the ``Reason`` message of the gRPC API."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+UNLIFTABLE_KINDS = frozenset({"request"})
+"""The kinds of the reasons no user can lift (what a claim asks is the question): their
+``Restriction.fixable`` is False."""
+
+
+def headline(reasons: Sequence[Worded]) -> str:
     """The first blocking reason in one line: the first reason a user could lift (what the
-    claims ask comes before it in ``reasons`` but is not what blocks them), or the first reason
-    when none can be lifted; with how many more reasons there are."""
-    if answer.allocatable:
-        return answer.summary
-    if not answer.reasons:
-        return answer.summary
-    first = next((r for r in answer.reasons if r.fixable), answer.reasons[0])
-    more = len(answer.reasons) - 1
+    claims ask comes first in ``reasons`` but is not what blocks them), or the first reason
+    when none can be lifted; with how many more reasons there are. "" without reasons."""
+    if not reasons:
+        return ""
+    first = next((r for r in reasons if r.kind not in UNLIFTABLE_KINDS), reasons[0])
+    more = len(reasons) - 1
     return first.message + (f" (and {_plural(more, 'more reason')})" if more else "")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dra_solver.model import DeviceID, FeatureGates, explain_node, headline
 from dra_solver.model.cpsat.model import AllocationModel
 from dra_solver.model.cpsat.problem import Rule, prepare_problem
+from dra_solver.model.explain import UNLIFTABLE_KINDS
 from tests.builders import DRIVER_A, claim, request
 from tests.model.alloc_builders import device, slice_, taint_rule
 from tests.model.cpsat_helpers import CEL, consumes, counter_slice, make_request
@@ -98,7 +99,7 @@ def test_a_count_above_what_the_node_has_is_proven_to_have_no_fix() -> None:
     ]
     assert answer.fixes == ()
     assert answer.summary.endswith(" No change makes them fit on this node.")
-    assert headline(answer) == answer.reasons[0].message
+    assert headline(answer.reasons) == answer.reasons[0].message
 
 
 def test_a_deadline_gives_sufficient_reasons_and_says_so() -> None:
@@ -124,5 +125,7 @@ def test_the_headline_is_the_first_reason_a_user_can_lift() -> None:
         allocated_claims=(claim("holder").request(count=None).allocated("d3").decode(),),
     )
     answer = explain_node(req, cel=CEL, holders={})
-    assert headline(answer).startswith("claim default/c, request req-0, selector #0 (")
-    assert headline(answer).endswith("rejects 2 devices: pool-1/d0, pool-1/d1 (and 2 more reasons)")
+    line = headline(answer.reasons)
+    assert line.startswith("claim default/c, request req-0, selector #0 (")
+    assert line.endswith("rejects 2 devices: pool-1/d0, pool-1/d1 (and 2 more reasons)")
+    assert all((r.kind not in UNLIFTABLE_KINDS) == r.fixable for r in answer.reasons)
