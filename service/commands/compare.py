@@ -113,10 +113,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         targets = [parse_target(path) for path in args.files]
         if any(targets):
-            if len(targets) > 1:
-                raise InvalidInput("", (), "Invalid value: give one pod/NAME or resourceclaim/NAME and no FILEs with it")
-            assert targets[0] is not None
-            return _run_live(args, targets[0], gates)
+            return _run_live(args, liveopts.one_target(targets), gates)
         liveopts.refuse_without_target(args)
         return _run_compare(args, gates)
     except DraSolverError as err:

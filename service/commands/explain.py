@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         gates = FeatureGates.parse(args.feature_gates)
         targets = [parse_target(x) for x in args.inputs]
         if any(targets):
-            (target,) = _one_target(args.inputs, targets)
+            target = liveopts.one_target(targets)
             if args.server:
                 raise InvalidInput("", ("--server",), "Forbidden: pod/NAME and resourceclaim/NAME are read from the cluster, not sent to a service")
             return _run_live(args, target, gates)
@@ -115,13 +115,6 @@ def run(args: argparse.Namespace) -> int:
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_INVALID
-
-
-def _one_target(inputs: Sequence[str], targets: Sequence[Target | None]) -> tuple[Target]:
-    if len(inputs) > 1:
-        raise InvalidInput("", (), "Invalid value: give one pod/NAME or resourceclaim/NAME and no FILEs with it")
-    assert targets[0] is not None
-    return (targets[0],)
 
 
 # --- files, here -------------------------------------------------------------------------------

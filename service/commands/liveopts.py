@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
 from dra_solver.model import InvalidInput
 from dra_solver.service.clusterinputs import Live, Target, default_namespace, read_live
@@ -24,6 +25,13 @@ def add_live_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
     live.add_argument("-n", "--namespace", metavar="NAMESPACE",
                       help="the namespace of the pod or claim (default: the kubeconfig context's, else default)")
+
+
+def one_target(targets: Sequence[Target | None]) -> Target:
+    """The one live object asked about (never mixed with FILEs or another object)."""
+    if len(targets) > 1 or targets[0] is None:
+        raise InvalidInput("", (), "Invalid value: give one pod/NAME or resourceclaim/NAME and no FILEs with it")
+    return targets[0]
 
 
 def refuse_without_target(args: argparse.Namespace) -> None:

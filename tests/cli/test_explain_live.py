@@ -112,8 +112,11 @@ def test_compare_a_pending_pod_with_upstreams_allocator(kube_cluster: KubeCluste
 
 
 def test_pod_targets_and_files_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _main(capsys, "explain", "pod/train-0", str(tmp_path / "x.yaml"))
-    assert code == 2 and "give one pod/NAME or resourceclaim/NAME and no FILEs with it" in err
+    mixed = "error: Invalid value: give one pod/NAME or resourceclaim/NAME and no FILEs with it\n"
+    for command in ("explain", "compare"):
+        for inputs in (["pod/train-0", str(tmp_path / "x.yaml")], [str(tmp_path / "x.yaml"), "pod/train-0"],
+                       ["pod/train-0", "resourceclaim/c"]):
+            assert _main(capsys, command, *inputs) == (2, "", mixed)
     code, _, err = _main(capsys, "explain", "--kubeconfig", str(tmp_path / "kc"), "--node", "n", str(tmp_path / "x.yaml"))
     assert code == 2 and "error: --kubeconfig: Forbidden" in err
     code, _, err = _main(capsys, "explain", "--kubeconfig", str(tmp_path / "kc"), "pod/train-0")
