@@ -78,6 +78,7 @@ from dra_solver.model.decode import (
     parse_documents,
 )
 from dra_solver.model.errors import (
+    QUOTED_CHARS,
     AllocationError,
     DraSolverError,
     FieldPath,
@@ -87,6 +88,7 @@ from dra_solver.model.errors import (
     SolveTimeout,
     StrictDecodingError,
     format_field_path,
+    quote,
 )
 from dra_solver.model.explain import (
     NO_FIX,
@@ -142,6 +144,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "NO_FIX",
     "POLICIES",
+    "QUOTED_CHARS",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
     "AllocatedState",
@@ -217,6 +220,7 @@ __all__ = [
     "parse_quantity",
     "parse_quantity_field",
     "qualified_name_errors",
+    "quote",
     "state_key",
     "summarize",
     "tolerates",

@@ -11,6 +11,7 @@ dispatcher): everything they may import from ``dra_solver.service``, and nothing
 - ``nodefilter``: whether a pod may go to a node, devices and node resources aside, in the
   scheduler's words (node selector and affinity, taints, unschedulable; the nodes that can reach
   a pod's allocated claims): the controllers' scheduler filters with it, as explain does.
+- ``ArgumentParser``: argparse with one-line usage errors (exit 2), for every command line.
 - What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``) and
   ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``).
 
@@ -20,6 +21,7 @@ them. The service itself never imports the companions (another contract).
 """
 
 from dra_solver.service import logsetup, nodefilter
+from dra_solver.service.argparsing import ArgumentParser
 from dra_solver.service.client import Client
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.httpendpoint import HttpEndpoint, no_created_series
@@ -29,6 +31,7 @@ from dra_solver.service.kubeapi.informer import Informer, Store, wait_for_sync
 from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 
 __all__ = [
+    "ArgumentParser",
     "Client",
     "ElectionConfig",
     "HttpEndpoint",
