@@ -29,7 +29,6 @@ checks (``--validate=ignore``), so a newer server's fields do not make them unre
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -53,6 +52,7 @@ from dra_solver.service.inventory import (
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as km
 from dra_solver.service.nodefilter import NodeFilter, candidate_nodes
+from dra_solver.service.quoting import shown
 
 TargetKind = Literal["pod", "resourceclaim"]
 
@@ -84,7 +84,7 @@ def parse_target(text: str) -> Target | None:
         return None
     problems = dns1123_subdomain_errors(name)
     if problems:
-        raise InvalidInput("", (), f"Invalid value: {json.dumps(text)}: {kind} name: {problems[0]}")
+        raise InvalidInput("", (), f"Invalid value: {shown(text)}: {kind} name: {problems[0]}")
     return Target(_KINDS[kind.lower()], name)
 
 

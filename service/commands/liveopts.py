@@ -5,7 +5,6 @@ exit status per way a read can fail."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -13,6 +12,7 @@ from dra_solver.model import InvalidInput
 from dra_solver.service.clusterinputs import Live, Target, default_namespace, read_live
 from dra_solver.service.files import one_line
 from dra_solver.service.kubeapi import client as kube
+from dra_solver.service.quoting import shown
 
 EXIT_INVALID = 2
 EXIT_UNAVAILABLE = 4
@@ -68,5 +68,5 @@ def nodes_asked(live: Live, node: str | None) -> tuple[str, ...]:
     if node in live.nodes.candidates:
         return (node,)
     if node not in live.nodes.reasons and node not in live.raw_nodes:
-        raise InvalidInput("", ("--node",), f"Not found: {json.dumps(node)}: not a node of the cluster")
+        raise InvalidInput("", ("--node",), f"Not found: {shown(node)}: not a node of the cluster")
     return ()

@@ -31,6 +31,8 @@ def test_targets_are_kubectls_spellings(text: str, target: Target | None) -> Non
 def test_a_target_with_a_bad_name_is_invalid_input() -> None:
     with pytest.raises(InvalidInput, match=r'Invalid value: "pod/Train_0": pod name: '):
         parse_target("pod/Train_0")
+    with pytest.raises(InvalidInput, match=r'Invalid value: "pod/x{60}\.\.\." \(304 characters\): pod name: must be no more'):
+        parse_target("pod/" + "x" * 300)  # a caller's value is quoted by its first characters and its length
 
 
 def test_pod_claims_resolve_as_the_scheduler_does() -> None:
