@@ -43,8 +43,8 @@ def refuse_without_target(args: argparse.Namespace) -> None:
 
 def read(args: argparse.Namespace, target: Target) -> Live | int:
     """The target's inputs, or the exit status after a one-line error: 2 for a target that
-    does not exist or a kubeconfig that does not work, 4 when the API server does not answer
-    (or refuses a read)."""
+    does not exist or a kubeconfig that does not work (unreadable, credentials refused), 4 when
+    the API server does not answer (unreachable, timed out) or refuses a read."""
     namespace = args.namespace or default_namespace(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster)
     try:
         api = kube.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, user_agent="dra-solver-cli")
@@ -52,6 +52,9 @@ def read(args: argparse.Namespace, target: Target) -> Live | int:
             return read_live(kube.Kube(api), target, namespace=namespace)
         finally:
             api.close()
+    except kube.Unreachable as err:
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except (kube.NotFound, kube.ConfigError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_INVALID

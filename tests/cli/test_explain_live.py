@@ -121,3 +121,16 @@ def test_pod_targets_and_files_do_not_mix(tmp_path: Path, capsys: pytest.Capture
     assert code == 2 and "error: --kubeconfig: Forbidden" in err
     code, _, err = _main(capsys, "explain", "--kubeconfig", str(tmp_path / "kc"), "pod/train-0")
     assert code == 2 and f"kubeconfig {tmp_path / 'kc'}: no such file" in err
+
+
+def test_an_api_server_that_does_not_answer_exits_4_not_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],  # nothing listens on port 1
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    for command in ("explain", "compare"):
+        code, out, err = _main(capsys, command, "--kubeconfig", str(kubeconfig), "pod/train-0")
+        assert (code, out) == (4, "") and err.count("\n") == 1
+        assert err.startswith("error: cannot reach the Kubernetes API server at https://127.0.0.1:1 (from kubeconfig ")
