@@ -90,6 +90,12 @@ def test_explain_a_claim_and_the_errors(kube_cluster: KubeCluster, capsys: pytes
     ns = make_cluster(kube_cluster, gpus_per_pod=1)
     code, out, _ = _main(capsys, "explain", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "resourceclaim/holder")
     assert code == 0 and f"claim {ns}/holder: allocated already" in out
+    kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", b.ONE_GPU.named("one", ns=ns).obj())
+    code, out, err = _main(capsys, "explain", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "resourceclaim/one")
+    assert code == 0, err  # a claim alone: every node is a candidate (no pod to select or tolerate)
+    assert out.splitlines()[:2] == [f"resourceclaim {ns}/one: 1 claim to allocate: {ns}/one",
+                                    "the claims fit on 3 of 4 nodes: worker-2, worker-3, worker-4"]
+    assert f"node worker-1: the claims do not fit: device gpu.example.com/worker-1/gpu-0 is in use by claim {ns}/holder" in out
     code, _, err = _main(capsys, "explain", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "pod/nope")
     assert code == 2 and err.startswith("error: get pod ") and "not found" in err
     code, _, err = _main(capsys, "explain", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "--node", "worker-9", "pod/train-0")
