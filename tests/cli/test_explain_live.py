@@ -72,6 +72,9 @@ def test_explain_a_pending_pod_per_candidate_node(kube_cluster: KubeCluster, cap
     assert group["nodes"] == ["worker-1"] and [r["kind"] for r in group["answer"]["fixes"]] == ["in-use", "in-use"]
     assert doc["nodes"]["filtered"] == {"worker-3": "node(s) had untolerated taint {gpu: broken}",
                                         "worker-4": "node(s) didn't match Pod's node affinity/selector"}
+    # --node the scheduler would not consider: its reason, and "does not fit".
+    code, out, _ = _main(capsys, "explain", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "--node", "worker-3", "pod/train-0")
+    assert code == 1 and out.splitlines()[2] == "node worker-3: node(s) had untolerated taint {gpu: broken}"
 
 
 def test_explain_a_pod_that_fits_nowhere_says_so_like_the_scheduler(kube_cluster: KubeCluster, capsys: pytest.CaptureFixture[str]) -> None:
