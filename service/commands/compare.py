@@ -3,8 +3,9 @@ allocator, when it is built: ``--upstream``), per node or over a replay.
 
     dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html]
                        [--validate strict|warn|ignore] FILE...
-    dra-solver compare [--kubeconfig FILE | --in-cluster] [-n NAMESPACE] [--node NAME]
-                       [--upstream auto|on|off] [-o table|json] pod/NAME | resourceclaim/NAME
+    dra-solver compare [--kubeconfig FILE | --in-cluster] [-n NAMESPACE] [--node NAME] [--policy NAME]
+                       [--upstream auto|on|off] [-o table|json] [--report FILE.html]
+                       pod/NAME | resourceclaim/NAME
     dra-solver compare --replay CLUSTER_FILE --workload WORKLOAD_FILE [--node-choice first|score]
                        [--upstream auto|on|off] [-o table|json] [--report FILE.html]
                        [--validate strict|warn|ignore]
@@ -219,7 +220,14 @@ def _run_live(args: argparse.Namespace, target: Target, gates: FeatureGates) -> 
         }
         json.dump(doc, sys.stdout, indent=2)
         print()
-        return 0
+    else:
+        _print_live(live, rows, alike)
+    if args.report:
+        _write_report(args.report, rows=rows, title=UPSTREAM_TITLE if any(r.upstream is not None for r in rows) else "")
+    return 0
+
+
+def _print_live(live: Live, rows: list[CompareRow], alike: dict[str, list[str]]) -> None:
     claims = ", ".join(c.ref for c in live.claims.to_allocate)
     print(f"{live.subject}: " + (f"cannot be scheduled yet: {live.claims.wait}" if live.claims.wait
                                   else f"claims to allocate: {claims}" if claims else "no claims to allocate"))
@@ -231,7 +239,6 @@ def _run_live(args: argparse.Namespace, target: Target, gates: FeatureGates) -> 
         print(format_table(rows))
         for row in rows:
             print(_devices_text(row, alike.get(row.node, [])))
-    return 0
 
 
 def _live_objects(live: Live) -> list[o.TypedObject]:

@@ -35,9 +35,10 @@ def one_target(targets: Sequence[Target | None]) -> Target:
 
 
 def refuse_without_target(args: argparse.Namespace) -> None:
-    """``--kubeconfig``/``--in-cluster`` with FILEs: a mistake, not something to ignore."""
-    if args.kubeconfig or args.in_cluster:
-        flag = "--kubeconfig" if args.kubeconfig else "--in-cluster"
+    """``--kubeconfig``/``--in-cluster``/``--namespace`` with FILEs: a mistake, not something
+    to ignore (the files' objects carry their own namespaces)."""
+    if args.kubeconfig or args.in_cluster or args.namespace:
+        flag = "--kubeconfig" if args.kubeconfig else "--in-cluster" if args.in_cluster else "--namespace"
         raise InvalidInput("", (flag,), "Forbidden: a live cluster is asked about pod/NAME or resourceclaim/NAME, not FILEs")
 
 

@@ -105,10 +105,14 @@ def test_explain_a_claim_and_the_errors(kube_cluster: KubeCluster, capsys: pytes
     assert code == 2 and 'error: --node: Not found: "worker-9"' in err
 
 
-def test_compare_a_pending_pod_with_upstreams_allocator(kube_cluster: KubeCluster, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_a_pending_pod_with_upstreams_allocator(kube_cluster: KubeCluster, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     ns = make_cluster(kube_cluster, gpus_per_pod=2)
-    code, out, err = _main(capsys, "compare", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "--upstream", "on", "-o", "json", "pod/train-0")
-    assert code == 0, err
+    report = tmp_path / "report.html"
+    code, out, err = _main(capsys, "compare", "--kubeconfig", kube_cluster.kubeconfig, "-n", ns, "--upstream", "on", "-o", "json",
+                           "--quiet", "--report", str(report), "pod/train-0")
+    assert code == 0 and err == f"report written to {report}\n"
+    assert "pod/train-0" in report.read_text()
     doc: dict[str, Any] = json.loads(out)
     rows = {r["node"]: r for r in doc["rows"]}
     assert sorted(rows) == ["worker-1", "worker-2"]
@@ -128,6 +132,8 @@ def test_pod_targets_and_files_do_not_mix(tmp_path: Path, capsys: pytest.Capture
             assert _main(capsys, command, *inputs) == (2, "", mixed)
     code, _, err = _main(capsys, "explain", "--kubeconfig", str(tmp_path / "kc"), "--node", "n", str(tmp_path / "x.yaml"))
     assert code == 2 and "error: --kubeconfig: Forbidden" in err
+    code, _, err = _main(capsys, "explain", "-n", "ml", "--node", "n", str(tmp_path / "x.yaml"))
+    assert code == 2 and err.startswith("error: --namespace: Forbidden: a live cluster is asked about pod/NAME")
     code, _, err = _main(capsys, "explain", "--kubeconfig", str(tmp_path / "kc"), "pod/train-0")
     assert code == 2 and f"kubeconfig {tmp_path / 'kc'}: no such file" in err
 
