@@ -29,7 +29,8 @@ preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``Schedule
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
-encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
+encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
+blocking reason, one line, of ``Worded`` reasons); ``RESERVED_HOLDER``; ``NO_FIX``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
@@ -90,10 +91,13 @@ from dra_solver.model.errors import (
     quote,
 )
 from dra_solver.model.explain import (
+    NO_FIX,
     RESERVED_HOLDER,
     ExplainAnswer,
     Restriction,
+    Worded,
     explain_node,
+    headline,
     summarize,
 )
 from dra_solver.model.features import FeatureGates
@@ -138,6 +142,7 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
+    "NO_FIX",
     "POLICIES",
     "QUOTED_CHARS",
     "RESERVED_HOLDER",
@@ -188,6 +193,7 @@ __all__ = [
     "ValidationMode",
     "VerdictCache",
     "Violation",
+    "Worded",
     "allocate",
     "allocate_cpsat",
     "check_allocation",
@@ -206,6 +212,7 @@ __all__ = [
     "field_problems",
     "first_available_score",
     "format_field_path",
+    "headline",
     "invalid_pools_error",
     "node_key",
     "node_selector_matches",
