@@ -32,6 +32,18 @@ ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation mode
 encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
 blocking reason, one line, of ``Worded`` reasons); ``RESERVED_HOLDER``; ``NO_FIX``.
 
+Place a PodGroup whole (``model.group``): ``schedule_group(request, *, cel=None,
+solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom``,
+``GroupPath``/``GROUP_PATHS``, ``MAX_GROUP_PODS``); the answer's ``PodPlacement``,
+``GroupObjective``, ``GroupStats``, ``GroupExplanation`` (``GroupReason``, ``DomainVerdict``);
+``check_group(request, outcome, *, cel)``: the validator for groups. Pods and nodes as JSON
+(``model.podfit``): ``pod_requests``/``PodRequests``, ``node_room``, ``node_filter``,
+``candidate_nodes``, ``fits_room``. PodGroups and their pods as JSON (``model.podgroup``):
+``gang_min_count``, ``podgroup_problems``, ``podgroup_ref``, ``shared_entry``,
+``generated_name``, ``resolve_group`` -> ``ResolvedGroup`` (``ResolvedPod``) and
+``podgroup_request`` (the ``GroupRequest`` of a resolved group), ``PODGROUP_API_VERSION``,
+``POD_CLAIM_ANNOTATION``, ``PODGROUP_CLAIM_ANNOTATION``.
+
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
 ``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
@@ -62,7 +74,7 @@ from dra_solver.model.cel import (
     CelFeatures,
     CelRuntimeError,
 )
-from dra_solver.model.check import Violation, check_allocation
+from dra_solver.model.check import Violation, check_allocation, check_group
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.decode import (
     DEFAULT_LIMITS,
@@ -101,8 +113,46 @@ from dra_solver.model.explain import (
     summarize,
 )
 from dra_solver.model.features import FeatureGates
+from dra_solver.model.group import schedule_group
+from dra_solver.model.group_request import (
+    GROUP_PATHS,
+    MAX_GROUP_PODS,
+    DomainVerdict,
+    GroupExplanation,
+    GroupObjective,
+    GroupOutcome,
+    GroupPath,
+    GroupPod,
+    GroupReason,
+    GroupRequest,
+    GroupStats,
+    NodeRoom,
+    PodPlacement,
+)
 from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
 from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.podfit import (
+    PodRequests,
+    candidate_nodes,
+    fits_room,
+    node_filter,
+    node_room,
+    pod_requests,
+)
+from dra_solver.model.podgroup import (
+    POD_CLAIM_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_CLAIM_ANNOTATION,
+    ResolvedGroup,
+    ResolvedPod,
+    gang_min_count,
+    generated_name,
+    podgroup_problems,
+    podgroup_ref,
+    resolve_group,
+    shared_entry,
+)
+from dra_solver.model.podgroup import group_request as podgroup_request
 from dra_solver.model.policy import DEFAULT_POLICY, POLICIES, Policy, checked_policy
 from dra_solver.model.pools import DeviceParseCache, NodeSelectorError, node_selector_matches
 from dra_solver.model.quantity import (
@@ -142,7 +192,12 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
+    "GROUP_PATHS",
+    "MAX_GROUP_PODS",
     "NO_FIX",
+    "PODGROUP_API_VERSION",
+    "PODGROUP_CLAIM_ANNOTATION",
+    "POD_CLAIM_ANNOTATION",
     "POLICIES",
     "QUOTED_CHARS",
     "RESERVED_HOLDER",
@@ -161,11 +216,20 @@ __all__ = [
     "DecodeLimits",
     "DeviceID",
     "DeviceParseCache",
+    "DomainVerdict",
     "DraSolverError",
     "ExplainAnswer",
     "FeatureGates",
     "FieldPath",
     "Format",
+    "GroupExplanation",
+    "GroupObjective",
+    "GroupOutcome",
+    "GroupPath",
+    "GroupPod",
+    "GroupReason",
+    "GroupRequest",
+    "GroupStats",
     "GroupVerdict",
     "InFlight",
     "InvalidInput",
@@ -176,14 +240,19 @@ __all__ = [
     "NodeChoiceOptions",
     "NodeIndex",
     "NodeLocalError",
+    "NodeRoom",
     "NodeSelectorError",
     "NodeUnits",
     "NodeVerdict",
     "NodeView",
+    "PodPlacement",
+    "PodRequests",
     "Policy",
     "PoolKey",
     "Quantity",
     "QuantityError",
+    "ResolvedGroup",
+    "ResolvedPod",
     "Restriction",
     "ScheduleStats",
     "SelectorCheck",
@@ -196,8 +265,10 @@ __all__ = [
     "Worded",
     "allocate",
     "allocate_cpsat",
+    "candidate_nodes",
     "check_allocation",
     "check_fields",
+    "check_group",
     "check_mode",
     "checked_policy",
     "choose_node",
@@ -211,16 +282,28 @@ __all__ = [
     "explain_node",
     "field_problems",
     "first_available_score",
+    "fits_room",
     "format_field_path",
+    "gang_min_count",
+    "generated_name",
     "headline",
     "invalid_pools_error",
+    "node_filter",
     "node_key",
+    "node_room",
     "node_selector_matches",
     "parse_documents",
     "parse_quantity",
     "parse_quantity_field",
+    "pod_requests",
+    "podgroup_problems",
+    "podgroup_ref",
+    "podgroup_request",
     "qualified_name_errors",
     "quote",
+    "resolve_group",
+    "schedule_group",
+    "shared_entry",
     "state_key",
     "summarize",
     "tolerates",

@@ -5,6 +5,9 @@ API:
   ``results`` (one ``AllocationResult`` per claim of ``request``, in claim order, or an
   ``AllocationOutcome``; an outcome that did not allocate is trivially valid). Empty = valid.
 - ``assert_valid(request, results, *, cel)``: the same, raising :class:`InvalidAllocation`.
+- ``check_group(request, outcome, *, cel) -> list[Violation]``: the same for a gang placement
+  (``model.group_request``): quorum, domain, shared claims once and reachable, room, score,
+  then ``check_allocation`` per node used with the rest of the group counted as in use.
 - ``Violation(rule, claim, message, result=None)``: one broken rule; ``rule`` is a short id
   (``device``, ``selector``, ``count``, ``first-available``, ``exclusive``, ``counters``,
   ``capacity``, ``constraint``, ``taint``, ``binding``, ``node-selector``, ``config``,
@@ -42,6 +45,7 @@ from dra_solver.model.allocation import (
 from dra_solver.model.cel import CelCompileError, CelDevice, CelEnvironment, CelRuntimeError
 from dra_solver.model.errors import DraSolverError, quote
 from dra_solver.model.features import FeatureGates
+from dra_solver.model.group_request import GroupOutcome, GroupPod, GroupRequest
 from dra_solver.model.quantity import Format, Quantity, QuantityError, parse_quantity
 from dra_solver.model.semver import parse_semver
 
@@ -1051,3 +1055,130 @@ def _score(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResu
                 if f"{req.name}/{sub.name}" in names:
                     score += o.FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE - i
     return score
+
+
+# --- groups -------------------------------------------------------------------------------------
+
+
+def check_group(request: GroupRequest, outcome: GroupOutcome, *, cel: CelEnvironment) -> list[Violation]:
+    """Every rule a group placement breaks (empty: valid; not placed is trivially valid).
+
+    Re-derived from the request alone: the quorum (``group-min-count``), known pods placed
+    once with every claim, on a candidate node (``group-pod``), one domain (``group-domain``),
+    each shared claim allocated once and reachable from every node using it
+    (``group-shared-once``, ``group-reach``), CPU, memory and pod slots (``group-room``), the
+    score (``score``); then, per node used, :func:`check_allocation` of the claims placed there
+    with everything else the group took counted as in use, and each shared claim the same way
+    on a node that uses it.
+    """
+    if not outcome.placed:
+        return []
+    out: list[Violation] = []
+    index = request.index
+    pods = {p.name: p for p in request.pods}
+    if outcome.pods_placed < request.min_count:
+        out.append(Violation("group-min-count", "", f"{outcome.pods_placed} pods placed, minCount is {request.min_count}"))
+    placed: dict[str, GroupPlacementView] = {}
+    for pl in outcome.pods:
+        pod = pods.get(pl.name)
+        if pod is None:
+            out.append(Violation("group-pod", "", f"pod {pl.name} is not in the group"))
+            continue
+        if pl.name in placed:
+            out.append(Violation("group-pod", "", f"pod {pl.name} is placed twice"))
+            continue
+        if len(pl.results) != len(pod.claims):
+            out.append(Violation("group-pod", "", f"pod {pl.name}: {len(pl.results)} results for {len(pod.claims)} claims"))
+            continue
+        if pod.nodes is not None and pl.node not in pod.nodes:
+            out.append(Violation("group-pod", "", f"pod {pl.name}: node {pl.node} is not one of its candidates"))
+        if pl.node not in index.nodes_by_name and pl.node not in index.views:
+            out.append(Violation("group-pod", "", f"pod {pl.name}: node {pl.node} is not in the inventory"))
+            continue
+        placed[pl.name] = GroupPlacementView(pod, pl.node, pl.results)
+    key = request.topology_key
+    if key:
+        for view in placed.values():
+            node = index.nodes_by_name.get(view.node)
+            value = (node.metadata.labels or {}).get(key) if node else None
+            if value is None or value != outcome.domain:
+                out.append(Violation("group-domain", "", f"pod {view.pod.name}: node {view.node} has {key}={value}, the group's domain is {outcome.domain}"))
+    if len(outcome.shared) != len(request.shared_claims):
+        out.append(Violation("group-shared-once", "", f"{len(outcome.shared)} shared results for {len(request.shared_claims)} shared claims"))
+        return out
+    shared_results = dict(zip((c.ref for c in request.shared_claims), outcome.shared, strict=True))
+    for claim in request.shared_claims:
+        given = claim.status.allocation if claim.status else None
+        if given is not None and _canonical(given) != _canonical(shared_results[claim.ref]):
+            out.append(Violation("group-shared-once", claim.ref, "an allocated shared claim got a new allocation"))
+    for view in placed.values():
+        node = index.nodes_by_name.get(view.node) or index.inventory.node(view.node)
+        for ref in view.pod.shared:
+            result = shared_results.get(ref)
+            if result is None:
+                out.append(Violation("group-reach", ref, f"pod {view.pod.name} uses an unknown shared claim"))
+                continue
+            selector = result.node_selector
+            if selector is not None and not _node_ok(node, None, None, selector)[0]:
+                out.append(Violation("group-reach", ref, f"pod {view.pod.name}: node {view.node} does not reach the shared claim's devices"))
+    by_node: dict[str, list[GroupPlacementView]] = defaultdict(list)
+    for view in placed.values():
+        by_node[view.node].append(view)
+    for name, views in sorted(by_node.items()):
+        room = request.rooms.get(name)
+        if room is None:
+            continue
+        cpu = sum(v.pod.cpu_millis for v in views)
+        memory = sum(v.pod.memory_bytes for v in views)
+        if room.pods is not None and len(views) > room.pods:
+            out.append(Violation("group-room", "", f"node {name}: {len(views)} pods, room for {room.pods}"))
+        if room.cpu_millis is not None and cpu > room.cpu_millis:
+            out.append(Violation("group-room", "", f"node {name}: {cpu}m cpu requested, {room.cpu_millis}m left"))
+        if room.memory_bytes is not None and memory > room.memory_bytes:
+            out.append(Violation("group-room", "", f"node {name}: {memory} bytes of memory requested, {room.memory_bytes} left"))
+    score = sum(_score(v.pod.claims, v.results) for v in placed.values())
+    score += _score(request.shared_claims, outcome.shared)
+    if score != outcome.score:
+        out.append(Violation("score", "", f"outcome reports score {outcome.score}, the results score {score}"))
+    if out:
+        return out
+    # Every DRA rule, per node, with the rest of the group's devices counted as in use.
+    everything = [(v.pod.claims, v.results, v.node) for v in placed.values()]
+    open_shared = [(c, shared_results[c.ref]) for c in request.shared_claims if not c.allocated]
+    for name, views in sorted(by_node.items()):
+        claims = [c for v in views for c in v.pod.claims]
+        results = [r for v in views for r in v.results]
+        if not claims:
+            continue
+        others = [r for cl, rs, n in everything if n != name for r in rs] + [r for _, r in open_shared]
+        req = _group_node_request(request, name, claims, others)
+        out.extend(check_allocation(req, results, cel=cel))
+    for claim, result in open_shared:
+        users = sorted(v.node for v in placed.values() if claim.ref in v.pod.shared)
+        host = users[0] if users else next(iter(sorted(by_node)), "")
+        if not host:
+            continue
+        others = [r for _, rs, _ in everything for r in rs] + [r for c, r in open_shared if c is not claim]
+        req = _group_node_request(request, host, [claim], others)
+        out.extend(check_allocation(req, [result], cel=cel))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlacementView:
+    pod: GroupPod
+    node: str
+    results: tuple[o.AllocationResult, ...]
+
+
+def _canonical(result: o.AllocationResult) -> str:
+    return json.dumps(result.to_api(), sort_keys=True)
+
+
+def _group_node_request(
+    request: GroupRequest, node: str, claims: Sequence[o.ResourceClaim], others: Sequence[o.AllocationResult]
+) -> AllocationRequest:
+    taken = AllocatedState.from_claims(o.ResourceClaim(status=o.ResourceClaimStatus(allocation=r)) for r in others)
+    inventory = request.index.node_inventory(node, request.in_flight.merge(taken))
+    node_obj = request.index.nodes_by_name.get(node) or request.index.inventory.node(node)
+    return AllocationRequest(claims=tuple(claims), node=node_obj, inventory=inventory, gates=request.gates)

@@ -8,6 +8,7 @@ API:
     its exclusive device count);
   - ``node_inventory(node, extra=None)``: the reduced ``Inventory`` the core needs for ``node``
     (its pools' slices, non-local slices, its devices in use plus ``extra``);
+  - ``local_shape(node)``: the fingerprint of the node's own slices alone (gang placement);
   - ``inuse_key(node)``, ``global_key``, ``shared_inuse_key``: fingerprints that make equal
     questions on equal nodes recognisable (nodes with equal shape and in-use fingerprints have
     the same answer);
@@ -225,6 +226,21 @@ class NodeIndex:
 
     def view(self, node: str) -> NodeView | None:
         return self.views.get(node)
+
+    def local_shape(self, node: str) -> bytes:
+        """Fingerprint of ``node``'s own slices only, its name factored out: what claims that
+        can only use node-local devices see of it (nodes of racks with different rack-level
+        devices have different ``shape``s but may have equal local shapes)."""
+        view = self.views.get(node)
+        if view is None:
+            return b""
+        parts = [
+            self._slice_parts[id(s)][1]
+            for pool in view.pools
+            for s in self.slices_by_pool[pool]
+            if s.spec.node_name == node and id(s) in self._slice_parts
+        ]
+        return _digest(parts)
 
     def invalid_pools_of(self, node: str) -> tuple[PoolKey, ...]:
         """Invalid pools ``node`` may reach (their devices are never allocated)."""

@@ -4,7 +4,9 @@ API:
 - ``NodeUnits.of(slices)``: a node's devices counted in units: every shared-counter set is one
   unit (a physical GPU, however it is partitioned), every device that draws on no counters is
   one unit. ``total`` is their number; ``busy(in_use)`` how much of them devices in use take
-  (a counter set counts its most consumed counter's fraction).
+  (a counter set counts its most consumed counter's fraction); ``touched(in_use)``,
+  ``idle(in_use)`` and ``units_of(device)``: whole units with anything in use, with nothing
+  in use, and the units a device occupies (gang placement counts GPUs left idle with them).
 - ``node_key(policy, free, name)``: the sort key that orders nodes from most to least
   preferred, given their free units. ``pack`` prefers the node with the fewest free units
   (best fit: a node already in use fills up, empty nodes stay empty for claims that need a
@@ -84,6 +86,27 @@ class NodeUnits:
         for counters in consumed.values():
             busy += min(1.0, max(counters.values(), default=0.0))
         return busy
+
+    def touched(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> frozenset[Slot]:
+        """The whole units with anything in use: a plain device in use, or a counter set some
+        device in use draws on (a GPU with one partition taken is not idle)."""
+        devices: set[DeviceID] = set(in_use.devices) | {d for d, _ in in_use.shared} | set(in_use.capacity)
+        used = {(d.driver, pool(d.pool), d.device) for d in devices}
+        out = set(used & self.plain)
+        for dev in used:
+            for slot, _ in self.draws.get(dev, ()):
+                out.add(slot)
+        return frozenset(out)
+
+    def idle(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> int:
+        """Whole units with nothing in use (GPUs left idle)."""
+        return int(self.total) - len(self.touched(in_use, pool=pool))
+
+    def units_of(self, device: Slot) -> tuple[Slot, ...]:
+        """The whole units a device occupies when used: itself, or the counter sets it draws on."""
+        if device in self.plain:
+            return (device,)
+        return tuple(slot for slot, _ in self.draws.get(device, ()))
 
     def free(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> float:
         return max(0.0, self.total - self.busy(in_use, pool=pool))

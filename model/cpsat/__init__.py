@@ -8,6 +8,8 @@ API:
   allocated / ``NodeLocalError`` / ``SolveTimeout``); ``start`` is the ``clock`` reading the
   attempt began at (``request.time_limit`` counts from it).
 - ``warm_up() -> None``: import OR-Tools and solve a trivial model once.
+- ``results_of(problem, choices) -> list[AllocationResult]``: upstream-shaped results for
+  what a model chose (the group model decodes each of its instances with it).
 
 The front door (``model.allocators.allocate_cpsat``) runs the phases in order:
 1. prepare (``model.cpsat.problem``): pools, upstream's pre-search checks and errors, and the
@@ -44,7 +46,7 @@ from dra_solver.model.policy import Policy
 from dra_solver.model.results import ChosenDevice, build_result
 from dra_solver.model.score import first_available_score
 
-__all__ = ["prepare_problem", "solve_problem", "warm_up"]
+__all__ = ["prepare_problem", "results_of", "solve_problem", "warm_up"]
 
 ALLOCATOR_NAME = "cpsat"
 
@@ -141,7 +143,8 @@ def solve_problem(
     raise RuntimeError(f"cpsat: the solver rejected the model ({solution.status})")
 
 
-def _outcome(problem: Problem, choices: Choices, stats: SolveStats) -> AllocationOutcome:
+def results_of(problem: Problem, choices: Choices) -> list[o.AllocationResult]:
+    """Upstream-shaped results, one per claim of ``problem``, for what a model chose."""
     request = problem.request
     results: list[o.AllocationResult] = []
     for plan in problem.plans:
@@ -161,10 +164,15 @@ def _outcome(problem: Problem, choices: Choices, stats: SolveStats) -> Allocatio
             )
         except AllocationError as err:
             raise AllocationError(f"create NodeSelector for claim {plan.claim.name}: {err}") from err
+    return results
+
+
+def _outcome(problem: Problem, choices: Choices, stats: SolveStats) -> AllocationOutcome:
+    results = results_of(problem, choices)
     return AllocationOutcome(
         allocated=True,
         results=tuple(results),
-        score=first_available_score(request.claims, results),
+        score=first_available_score(problem.request.claims, results),
         stats=stats,
     )
 

@@ -7,6 +7,12 @@ API:
   ``RequestKey``; ``infeasible`` names a reason when the problem was found impossible while
   building (no solve needed); ``score_weight``/``max_penalty`` scale the objective
   (``model.cpsat.objective``).
+- Shared builds (``SharedBuild``; the group model, ``model.cpsat.group_model``):
+  ``AllocationModel(problem, shared=build, scope=name, active=literal)`` adds one instance's
+  variables and claim-scoped rules (requests, FirstAvailable as "one option when ``active``",
+  the claim limit, claim constraints) to ``build.model``, without device rules or objective;
+  ``AllocationModel.device_rules(build, context)`` adds the device-scoped rules once over all
+  instances. Without ``shared`` nothing changes.
 - Relaxed problems (``Problem.relaxed``, what explain builds): every instance of a rule that can
   keep the claims off the node (``model.cpsat.problem.Rule``) is guarded by one switch literal,
   ``switches[rule]`` ("this rule instance holds"); with every switch on the model is the
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 from math import ceil, floor, lcm
@@ -72,7 +79,7 @@ from dra_solver.model.policy import DEFAULT_POLICY, Policy
 from dra_solver.model.pools import Pool
 from dra_solver.model.quantity import Quantity
 
-__all__ = ["AllocationModel", "DeviceChoiceVars"]
+__all__ = ["AllocationModel", "DeviceChoiceVars", "SharedBuild"]
 
 _MAX_COEFFICIENT = 1 << 40
 """Scaled quantities above this are rounded conservatively (amounts up, limits down)."""
@@ -94,19 +101,46 @@ class _CpModel(cp_model.CpModel):
         return None
 
 
+@dataclass(eq=False)
+class SharedBuild:
+    """Several allocation problems (instances) built into one CP-SAT model: the group model
+    builds a pod's claims once per candidate node, each copy switched on by "the pod goes
+    there". Every instance adds its claims' own rules; ``AllocationModel.device_rules`` then
+    adds the device-scoped rules once, over every instance's literals (``uses``, by device)."""
+
+    model: cp_model.CpModel = field(default_factory=lambda: _CpModel())
+    uses: DeviceChoiceVars = field(default_factory=DeviceChoiceVars)
+    options: list[tuple[RequestKey, OptionData]] = field(default_factory=list)
+    """Every instance's options, in build order (device symmetry numbers them)."""
+
+
 class AllocationModel:
     """CP-SAT model of ``problem``; see the module docstring for the rules."""
 
-    def __init__(self, problem: Problem, *, policy: str = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        *,
+        policy: str = DEFAULT_POLICY,
+        shared: SharedBuild | None = None,
+        scope: str = "",
+        active: Any = None,
+    ) -> None:
         self.problem = problem
         self.policy = Policy(policy or DEFAULT_POLICY)
-        self.model: cp_model.CpModel = _CpModel()
+        self.shared = shared
+        self.model: cp_model.CpModel = shared.model if shared is not None else _CpModel()
         self.choices = DeviceChoiceVars()
         self.selected: dict[RequestKey, cp_model.IntVar] = {}
         self.switches: dict[Rule, cp_model.IntVar] = {}
         """Relaxed problems: the literal "this rule instance holds", one per instance."""
         self.infeasible = ""
+        self.scope = scope
+        """Shared builds: this instance's name (in variable names and the device store)."""
+        self.active = active
+        """Shared builds: the literal "these claims are allocated" (None: always)."""
         self._used: dict[DeviceID, Any] = {}
+        self._option_list: list[tuple[RequestKey, OptionData]] | None = None
         self.max_penalty = 0
         self.score_weight = 1
         self._add_variables()
@@ -115,19 +149,54 @@ class AllocationModel:
         self._add_blocked_pairs()
         self._add_counts()
         self._add_first_available()
-        self._add_exclusive_use()
+        if shared is None:
+            self._add_exclusive_use()
         self._add_claim_limit()
-        self._add_shared_counters()
-        self._add_consumable_capacity()
+        if shared is None:
+            self._add_shared_counters()
+            self._add_consumable_capacity()
         self._add_match_attribute()
         self._add_distinct_attribute()
-        if problem.relaxed:
+        if problem.relaxed or shared is not None:
             return
         self._add_symmetry_breaking()
         scale = add_objective(
             self.model, problem, self.choices, self.selected, policy=self.policy, used=self._used_literal
         )
         self.score_weight, self.max_penalty = scale.score_weight, scale.max_penalty
+
+    @classmethod
+    def device_rules(cls, shared: SharedBuild, context: Problem) -> AllocationModel:
+        """The device-scoped rules (exclusive use, shared counters, consumable capacity, device
+        symmetry) over every instance built into ``shared``: each instance only builds its
+        claims' own rules, so a device that several instances may use is constrained once, over
+        all of their literals. ``context`` supplies the gates and what was in use before (every
+        instance's problem must agree with it); ``used_literal`` then gives the literal "the
+        device is newly in use" for objectives over devices."""
+        rules = cls.__new__(cls)
+        rules.problem = context
+        rules.policy = DEFAULT_POLICY
+        rules.shared = shared
+        rules.model = shared.model
+        rules.choices = shared.uses
+        rules.selected = {}
+        rules.switches = {}
+        rules.infeasible = ""
+        rules.scope = ""
+        rules.active = None
+        rules._used = {}
+        rules._option_list = shared.options
+        rules.max_penalty = 0
+        rules.score_weight = 1
+        rules._add_exclusive_use()
+        rules._add_shared_counters()
+        rules._add_consumable_capacity()
+        rules._add_symmetry_breaking()
+        return rules
+
+    def used_literal(self, candidate: Candidate) -> Any:
+        """The literal (or 0, or a sum of literals) "``candidate`` is newly in use"."""
+        return self._used_literal(candidate)
 
     # -- switches (relaxed problems) -----------------------------------------------------------
 
@@ -146,24 +215,35 @@ class AllocationModel:
     def _add_variables(self) -> None:
         """One literal per option and one per (option, eligible device); none otherwise."""
         relaxed = self.problem.relaxed
-        for c, claim in enumerate(self.problem.options):
-            for r, options in enumerate(claim):
+        for claim in self.problem.options:
+            for options in claim:
                 if not any(opt.possible for opt in options):
                     self.infeasible = _why_impossible(options)
                     return
+        shared = self.shared
+        prefix = f"{self.scope}:" if shared is not None else ""
+        for c, claim in enumerate(self.problem.options):
+            for r, options in enumerate(claim):
                 for i, opt in enumerate(options):
                     if not opt.possible:
                         continue
-                    selected = self.model.new_bool_var(f"sel[{c},{r},{i}]")
+                    selected = self.model.new_bool_var(f"{prefix}sel[{c},{r},{i}]")
                     self.selected[opt.key] = selected
+                    if shared is not None:
+                        shared.options.append((opt.key, opt))
                     for cand in opt.candidates:
                         if opt.view.is_all and not relaxed:
                             var = selected  # every device of an All option comes with it
                         else:
-                            var = self.model.new_bool_var(f"x[{c},{r},{i},{cand.id}]")
+                            var = self.model.new_bool_var(f"{prefix}x[{c},{r},{i},{cand.id}]")
                         self.choices.add(opt, cand, var)
+                        if shared is not None:
+                            shared.uses.add_use(opt, cand, var, scope=self.scope)
 
     def _options(self) -> Iterable[tuple[RequestKey, OptionData]]:
+        if self._option_list is not None:
+            yield from self._option_list  # device rules over a shared build: every instance's
+            return
         for claim in self.problem.options:
             for options in claim:
                 for opt in options:
@@ -205,7 +285,10 @@ class AllocationModel:
         for key, var in self.selected.items():
             by_request[request_of(key)].append(var)
         for literals in by_request.values():
-            self.model.add_exactly_one(literals)
+            if self.active is None:
+                self.model.add_exactly_one(literals)
+            else:
+                self.model.add(sum(literals) == self.active)
 
     def _add_exclusive_use(self) -> None:
         """A device serves at most one option of a claim, and at most one option without
@@ -216,10 +299,10 @@ class AllocationModel:
             uses = self.choices.of_device(candidate.id)
             if len(uses) < 2:
                 continue
-            per_claim: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+            per_claim: dict[tuple[str, int], list[cp_model.IntVar]] = defaultdict(list)
             exclusive: list[cp_model.IntVar] = []
             for opt, var in uses:
-                per_claim[opt.key.claim].append(var)
+                per_claim[self.choices.claim_of(opt)].append(var)
                 if not opt.view.admin_access:
                     exclusive.append(var)
             for literals in per_claim.values():

@@ -7,6 +7,8 @@ API:
   ``of_option(key)`` an option's (candidate, literal) pairs and ``of_device(id)`` a device's
   (option, literal) pairs, both in upstream's search order; ``candidates()`` every candidate
   with a literal, in search order; ``extract(solver)`` the chosen candidates per option.
+  ``add_use(option, candidate, var, scope=...)`` and ``claim_of(option)``: a shared build's
+  store, by device across instances.
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ class DeviceChoiceVars:
         self._vars: dict[RequestKey, dict[DeviceID, Any]] = {}
         self._by_device: dict[DeviceID, list[tuple[OptionData, Any]]] = defaultdict(list)
         self._candidates: dict[DeviceID, Candidate] = {}
+        self._scopes: dict[int, str] = {}
+
+    def add_use(self, option: OptionData, candidate: Candidate, var: Any, *, scope: str) -> None:
+        """A shared build's store (``model.cpsat.model.SharedBuild``): the literal by device
+        only, its option marked with the instance it belongs to (``claim_of``)."""
+        self._by_device[candidate.id].append((option, var))
+        self._candidates[candidate.id] = candidate
+        self._scopes[id(option)] = scope
+
+    def claim_of(self, option: OptionData) -> tuple[str, int]:
+        """The claim an option belongs to: its instance (shared builds) and claim index."""
+        return self._scopes.get(id(option), ""), option.key.claim
 
     def add(self, option: OptionData, candidate: Candidate, var: Any) -> None:
         self._vars.setdefault(option.key, {})[candidate.id] = var
