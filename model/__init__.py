@@ -32,9 +32,9 @@ ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation mode
 encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
-``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
-``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
-``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
+``iter_documents``, ``check_fields``, ``fields_clean``, ``without_devices``, ``check_mode``,
+``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``, ``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
+``ValidationMemo``, ``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
 ``dns1123_subdomain_errors``); quantities (``Quantity``, ``Format``, ``parse_quantity``,
 ``parse_quantity_field``, ``QuantityError``); CEL (``CelEnvironment``, ``CelFeatures``,
 ``CelDevice``, ``CelCompileError``, ``CelRuntimeError``); taints (``tolerates``,
@@ -74,7 +74,10 @@ from dra_solver.model.decode import (
     decode_object,
     decode_text,
     field_problems,
+    fields_clean,
+    iter_documents,
     parse_documents,
+    without_devices,
 )
 from dra_solver.model.errors import (
     AllocationError,
@@ -123,6 +126,7 @@ from dra_solver.model.stats import SolveStats
 from dra_solver.model.taints import BLOCKING_EFFECTS, tolerates
 from dra_solver.model.validation import (
     SelectorCheck,
+    ValidationMemo,
     default_selector_check,
     dns1123_label_errors,
     dns1123_subdomain_errors,
@@ -182,6 +186,7 @@ __all__ = [
     "SolveStats",
     "SolveTimeout",
     "StrictDecodingError",
+    "ValidationMemo",
     "ValidationMode",
     "VerdictCache",
     "Violation",
@@ -201,9 +206,11 @@ __all__ = [
     "dns1123_subdomain_errors",
     "explain_node",
     "field_problems",
+    "fields_clean",
     "first_available_score",
     "format_field_path",
     "invalid_pools_error",
+    "iter_documents",
     "node_key",
     "node_selector_matches",
     "parse_documents",
@@ -216,4 +223,5 @@ __all__ = [
     "validate_object",
     "validate_objects",
     "warm_up",
+    "without_devices",
 ]
