@@ -80,6 +80,7 @@ from dra_solver.model.decode import (
     without_devices,
 )
 from dra_solver.model.errors import (
+    QUOTED_CHARS,
     AllocationError,
     DraSolverError,
     FieldPath,
@@ -89,6 +90,7 @@ from dra_solver.model.errors import (
     SolveTimeout,
     StrictDecodingError,
     format_field_path,
+    quote,
 )
 from dra_solver.model.explain import (
     RESERVED_HOLDER,
@@ -141,6 +143,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
     "POLICIES",
+    "QUOTED_CHARS",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
     "AllocatedState",
@@ -217,6 +220,7 @@ __all__ = [
     "parse_quantity",
     "parse_quantity_field",
     "qualified_name_errors",
+    "quote",
     "state_key",
     "summarize",
     "tolerates",
