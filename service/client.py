@@ -135,7 +135,10 @@ class Client:
         pod: str = "",
         timeout: float | None = None,
         validate: str = "",
+        in_flight: Sequence[ObjectLike] | None = None,
     ) -> pb.ScheduleResponse:
+        """``in_flight``: every allocated claim this caller has in flight (docs/replicas.md);
+        given (even empty), no replica keeps a reservation for the call."""
         request = pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
@@ -144,13 +147,22 @@ class Client:
             reservation_ttl_seconds=ttl,
             feasible_nodes_wanted=feasible_nodes_wanted,
             pod=pod,
+            in_flight=[encode(c) for c in in_flight or ()],
+            in_flight_complete=in_flight is not None,
         )
         response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
         return response
 
-    def reserve(self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None) -> pb.Reservation:
-        """Hold allocations: ``claims`` must carry ``status.allocation`` (see with_allocations)."""
-        request = pb.ReserveRequest(claims=[encode(c) for c in claims], node=node, ttl_seconds=ttl, pod=pod)
+    def reserve(
+        self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None,
+        in_flight: Sequence[ObjectLike] | None = None,
+    ) -> pb.Reservation:
+        """Hold allocations: ``claims`` must carry ``status.allocation`` (see with_allocations).
+        With ``in_flight`` (as in :meth:`schedule`) only check them: nothing is held."""
+        request = pb.ReserveRequest(
+            claims=[encode(c) for c in claims], node=node, ttl_seconds=ttl, pod=pod,
+            in_flight=[encode(c) for c in in_flight or ()], in_flight_complete=in_flight is not None,
+        )
         response: pb.ReserveResponse = self.stub.Reserve(request, timeout=self._timeout(timeout))
         return response.reservation
 

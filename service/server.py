@@ -159,6 +159,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.allocate(
                 list(request.claims), request.node, objects=list(request.objects), opts=messages.solve_options(request.options),
                 reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
+                flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.allocate_response(a, now=self.engine.clock()), "allocated" if a.allocated else "unsatisfiable"
 
@@ -169,7 +170,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.schedule(
                 list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
                 ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
-                caller=caller_identity(context),
+                caller=caller_identity(context), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
 
@@ -177,7 +178,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
         def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
-            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context))
+            flight = self.engine.decode_flight(list(request.in_flight), request.in_flight_complete)
+            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context), flight=flight)
             return pb.ReserveResponse(reservation=messages.reservation(r, now=self.engine.clock())), "reserved"
 
         return self._handle("Reserve", "", context, run)
@@ -192,7 +194,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
     def Explain(self, request: pb.ExplainRequest, context: grpc.ServicerContext) -> pb.ExplainResponse:
         def run(deadline: float | None) -> tuple[pb.ExplainResponse, str]:
             x = self.engine.explain(list(request.claims), request.node, objects=list(request.objects),
-                                    opts=messages.solve_options(request.options), deadline=deadline)
+                                    opts=messages.solve_options(request.options), deadline=deadline,
+                                    flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete))
             return messages.explain_response(x), "allocatable" if x.allocatable else "explained"
 
         return self._handle("Explain", request.options.allocator, context, run)
