@@ -88,7 +88,7 @@ class RoundRobin:
             try:
                 answer = getattr(self.replicas[i].stub, method)(request, timeout=30)
             except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                if err.code() != grpc.StatusCode.UNAVAILABLE:
                     raise
                 continue
             self.used.append(i)
@@ -142,7 +142,7 @@ def run_pods(rr: RoundRobin, prefix: str, *, send_in_flight: bool, between: Call
             try:
                 held = rr.call("Reserve", pb.ReserveRequest(claims=[encode(allocated[0])], node=answer.node, in_flight=sent, in_flight_complete=True))
             except grpc.RpcError as err:
-                assert err.code() == grpc.StatusCode.ABORTED, err  # type: ignore[attr-defined]
+                assert err.code() == grpc.StatusCode.ABORTED, err
                 continue  # taken meanwhile: schedule again
             assert held.reservation.id == "", "a stateless call must leave nothing on the replica"
             in_flight.append(allocated[0])  # what the scheduler writes to the API server next
