@@ -230,7 +230,6 @@ def _release(values: list[Any], size: int) -> Iterator[tuple[int, Any, int]]:
 
 # JSON: Python's decoder recurses once per level, so the depth is measured on the text first.
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
 _JSON_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
 
 
@@ -247,9 +246,7 @@ class _LoneSurrogate(ValueError):
 
 def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     """One JSON value, an array of them, or several values one after another."""
-    skeleton = _JSON_STRING.sub("", text)
-    levels = itertools.accumulate(1 if b in "[{" else -1 for b in _JSON_BRACKET.findall(skeleton))
-    if max(levels, default=0) > limits.max_depth:
+    if _json_depth_exceeds(text, limits.max_depth):
         raise _TooDeep
     decoder = json.JSONDecoder(object_pairs_hook=_json_mapping)
     values: list[Any] = []
@@ -264,6 +261,28 @@ def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     if len(values) == 1 and isinstance(values[0], list):
         return list(values[0])
     return values
+
+
+_JSON_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_JSON_INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+def _json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``limit``. Each pass drops the
+    innermost pairs (one level) in C, so a document of depth d costs d passes over its
+    brackets, and at most ``limit`` passes are made whatever the input."""
+    brackets = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    removed = 0  # levels dropped so far; they never enclose what is left
+    while removed <= limit:
+        if not brackets:
+            return False
+        fewer = _JSON_INNERMOST.sub("", brackets)
+        if len(fewer) == len(brackets):
+            break  # unbalanced: measure what is left one bracket at a time
+        brackets = fewer
+        removed += 1
+    levels = itertools.accumulate(1 if b in "[{" else -1 for b in brackets)
+    return removed + max(levels, default=0) > limit
 
 
 def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
