@@ -95,3 +95,20 @@ def test_not_serving_with_progress_until_loaded(inventory: Path) -> None:
         if client is not None:
             client.close()
         service.stop(0)
+
+
+def test_cli_inputs_report_progress_on_large_files(inventory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``allocate`` and ``schedule`` read their files through ``read_inputs(progress=...)``: a
+    file over the size threshold gets progress lines, and a last line with the total."""
+    from dra_solver.service import files
+
+    lines: list[str] = []
+    monkeypatch.setattr(files, "PROGRESS_INTERVAL", 0.0)
+    small = files.read_inputs([str(inventory)], progress=lines.append)
+    assert not lines  # under the threshold: quiet
+    monkeypatch.setattr(files, "PROGRESS_MIN_CHARS", 1)
+    large = files.read_inputs([str(inventory)], progress=lines.append)
+    assert [o.describe() for o in large.objects] == [o.describe() for o in small.objects]
+    total = 1 + 2 * NODES
+    assert lines[0].startswith(f"{inventory}: read 1 objects (")
+    assert lines[-1].startswith(f"{inventory}: read {total:,} objects (0 MB) in ")
