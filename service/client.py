@@ -15,6 +15,7 @@ and message (``err.code()``, ``err.details()``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -200,8 +201,19 @@ class Client:
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
 
     def wait_ready(self, *, timeout: float = 30.0) -> None:
-        """Block until the channel connects (raises grpc.FutureTimeoutError)."""
+        """Block until the channel connects and health says SERVING: ``serve`` opens its port
+        before its inventory is loaded (raises grpc.FutureTimeoutError)."""
+        end = time.monotonic() + timeout
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        while True:
+            try:
+                if self.health(timeout=max(0.1, min(5.0, end - time.monotonic()))) == "SERVING":
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() >= end:
+                raise grpc.FutureTimeoutError()
+            time.sleep(0.05)
 
     @staticmethod
     def with_allocations(claims: Sequence[ObjectLike], response: pb.AllocateResponse | pb.ScheduleResponse) -> list[dict[str, Any]]:
