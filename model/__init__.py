@@ -29,7 +29,8 @@ preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``Schedule
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
-encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
+encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
+blocking reason, one line, of ``Worded`` reasons); ``RESERVED_HOLDER``; ``NO_FIX``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``iter_documents``, ``check_fields``, ``fields_clean``, ``without_devices``, ``check_mode``,
@@ -93,10 +94,13 @@ from dra_solver.model.errors import (
     quote,
 )
 from dra_solver.model.explain import (
+    NO_FIX,
     RESERVED_HOLDER,
     ExplainAnswer,
     Restriction,
+    Worded,
     explain_node,
+    headline,
     summarize,
 )
 from dra_solver.model.features import FeatureGates
@@ -142,6 +146,7 @@ __all__ = [
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
     "DEFAULT_POLICY",
+    "NO_FIX",
     "POLICIES",
     "QUOTED_CHARS",
     "RESERVED_HOLDER",
@@ -193,6 +198,7 @@ __all__ = [
     "ValidationMode",
     "VerdictCache",
     "Violation",
+    "Worded",
     "allocate",
     "allocate_cpsat",
     "check_allocation",
@@ -212,6 +218,7 @@ __all__ = [
     "fields_clean",
     "first_available_score",
     "format_field_path",
+    "headline",
     "invalid_pools_error",
     "iter_documents",
     "node_key",
