@@ -59,6 +59,9 @@ from dra_solver.service.api import kube, pb
 log = logging.getLogger(__name__)
 
 PERMANENT_CODES = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "NOT_FOUND"})
+IN_FLIGHT_LINGER = 10.0
+"""Seconds a claim we wrote is still sent as in flight after our watch shows it allocated: a
+solver replica's watch may be behind ours (the replica counts it once either way)."""
 """gRPC codes that mean "these claims cannot be placed as they are": report, do not hammer."""
 
 
@@ -110,13 +113,16 @@ class Solver:
         finally:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
-    def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str) -> Placement:
+    def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str, in_flight: Sequence[Obj | bytes] | None = None) -> Placement:
+        """``in_flight``: every allocation we decided that the API may not show yet; with it any
+        solver replica answers the same and none keeps a reservation (docs/replicas.md)."""
+        extra: dict[str, Any] = {} if in_flight is None else {"in_flight": list(in_flight)}
         resp = self._timed(
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
                                          ttl=self.reservation_ttl, pod=pod, timeout=self.timeout,
                                          feature_gates=self.feature_gates,
-                                         validate="ignore"),  # the API server validated these claims
+                                         validate="ignore", **extra),  # the API server validated these claims
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}
         if not resp.node:
@@ -216,6 +222,12 @@ class Scheduler:
             self._usage.update(ob.key(pod), pod)
         self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
         self._inflight: dict[str, Mapping[str, Obj]] = {}
+        self._lingering: dict[str, tuple[Obj, float]] = {}
+        """Claim key -> (the claim as we wrote it, when): still sent as in flight for a while after
+        our own watch shows it, since a solver replica's watch may lag behind ours."""
+        self.stateless = True
+        self._encodings: dict[str, tuple[Obj, bytes]] = {}
+        """Send our in-flight allocations with every Schedule (any solver replica will do)."""
         self._held: dict[str, set[str]] = {}
         """Reservation id -> claims (keys) we allocated under it that the API still shows allocated."""
         self._held_by_claim: dict[str, str] = {}
@@ -437,8 +449,13 @@ class Scheduler:
 
     def _bound(self, pod: Obj, node: str, placement: Placement, allocations: Mapping[str, Obj]) -> None:
         key = ob.key(pod)
+        now = self.clock()
         with self._lock:
             self._inflight.pop(key, None)
+            for ck in allocations:
+                written = self.claims.store.get(ck)
+                if written is not None and ob.allocation(written):
+                    self._lingering[ck] = (written, now)
         self.pending.scheduled(key)
         self._hold(placement.reservation, allocations)
         self.metrics.bindings.inc()
@@ -608,7 +625,7 @@ class Scheduler:
             for n in candidates:
                 asked[n] = claims
             try:
-                placement = self.solver.schedule(claims, candidates, pod=key)
+                placement = self.solver.schedule(claims, candidates, pod=key, in_flight=self._in_flight_claims() if self.stateless else None)
             except SolverError as err:
                 if err.code in PERMANENT_CODES:
                     self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}", by_solver=True)
@@ -624,6 +641,47 @@ class Scheduler:
         message = self._explain(first, filtered, Placement("", {}, reason=reason, verdicts=verdicts), total=len(nodes))
         self._mark_unschedulable(pod, message, by_solver=True)
         return None
+
+    def _in_flight_claims(self) -> list[bytes]:
+        """Allocations the solver must count beside what its inventory shows: those other
+        workers are writing (between assume and bind), and those we wrote recently (until
+        every solver replica's watch has surely caught up, or the claim is freed)."""
+        now = self.clock()
+        out: dict[str, bytes] = {}
+        with self._lock:
+            for allocations in self._inflight.values():
+                for ck, alloc in allocations.items():
+                    out[ck] = self._encoded(ck, alloc)
+            for ck, (written, at) in list(self._lingering.items()):
+                current = self.claims.store.get(ck)
+                if now - at > IN_FLIGHT_LINGER or current is None or not ob.allocation(current) or ob.uid(current) != ob.uid(written):
+                    del self._lingering[ck]  # long seen, or freed: the API's word is final
+                    continue
+                if ck not in out:
+                    out[ck] = self._encoded(ck, written)
+            for ck in [k for k in self._encodings if k not in out]:
+                del self._encodings[ck]
+        return [out[k] for k in sorted(out)]
+
+    def _encoded(self, key: str, source: Obj) -> bytes:
+        """JSON of an in-flight claim (a claim we wrote, or an allocation being written), once
+        per version: it goes with every Schedule until the API shows it."""
+        hit = self._encodings.get(key)
+        if hit is not None and hit[0] is source:
+            return hit[1]
+        if source.get("kind") == "ResourceClaim":
+            doc = source
+        else:
+            current = self.claims.store.get(key) or {}
+            meta = {k: v for k, v in (current.get("metadata") or {}).items() if k in ("name", "namespace", "uid")}
+            if not meta:
+                ns, n = ob.split_key(key)
+                meta = {"namespace": ns, "name": n}
+            doc = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": {"devices": {}},
+                   "status": {"allocation": source}}
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        self._encodings[key] = (source, data)
+        return data
 
     def _reservation_may_expire(self) -> None:
         """A Schedule call ended without an answer, so the solver may hold a reservation we

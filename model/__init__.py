@@ -45,9 +45,9 @@ solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom`
 ``POD_CLAIM_ANNOTATION``, ``PODGROUP_CLAIM_ANNOTATION``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
-``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
-``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
-``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
+``iter_documents``, ``check_fields``, ``fields_clean``, ``without_devices``, ``check_mode``,
+``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``, ``DEFAULT_LIMITS``); API validation (``validate_object``, ``validate_objects``,
+``ValidationMemo``, ``default_selector_check``, ``SelectorCheck``, ``dns1123_label_errors``,
 ``dns1123_subdomain_errors``); quantities (``Quantity``, ``Format``, ``parse_quantity``,
 ``parse_quantity_field``, ``QuantityError``); CEL (``CelEnvironment``, ``CelFeatures``,
 ``CelDevice``, ``CelCompileError``, ``CelRuntimeError``); taints (``tolerates``,
@@ -87,7 +87,10 @@ from dra_solver.model.decode import (
     decode_object,
     decode_text,
     field_problems,
+    fields_clean,
+    iter_documents,
     parse_documents,
+    without_devices,
 )
 from dra_solver.model.errors import (
     QUOTED_CHARS,
@@ -179,6 +182,7 @@ from dra_solver.model.stats import SolveStats
 from dra_solver.model.taints import BLOCKING_EFFECTS, tolerates
 from dra_solver.model.validation import (
     SelectorCheck,
+    ValidationMemo,
     default_selector_check,
     dns1123_label_errors,
     dns1123_subdomain_errors,
@@ -259,6 +263,7 @@ __all__ = [
     "SolveStats",
     "SolveTimeout",
     "StrictDecodingError",
+    "ValidationMemo",
     "ValidationMode",
     "VerdictCache",
     "Violation",
@@ -281,6 +286,7 @@ __all__ = [
     "dns1123_subdomain_errors",
     "explain_node",
     "field_problems",
+    "fields_clean",
     "first_available_score",
     "fits_room",
     "format_field_path",
@@ -288,6 +294,7 @@ __all__ = [
     "generated_name",
     "headline",
     "invalid_pools_error",
+    "iter_documents",
     "node_filter",
     "node_key",
     "node_room",
@@ -310,4 +317,5 @@ __all__ = [
     "validate_object",
     "validate_objects",
     "warm_up",
+    "without_devices",
 ]

@@ -36,7 +36,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -110,19 +110,39 @@ class _Duplicated(dict[str, Any]):
     def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle keep what was duplicated
         return (_Duplicated, (dict(self), self.duplicates))
 
+    def __repr__(self) -> str:  # content keys (repr) must tell it from a plain mapping
+        return f"_Duplicated({dict.__repr__(self)}, {self.duplicates!r})"
+
 
 def parse_documents(
     text: str, *, source: str = "", limits: DecodeLimits = DEFAULT_LIMITS
 ) -> list[dict[str, Any]]:
     """Every top-level object in ``text`` (YAML or JSON), with ``List`` kinds flattened."""
+    return list(iter_documents(text, source=source, limits=limits))
+
+
+Progress = Callable[[int], None]
+"""Told how many characters of the text have been read, as objects come out."""
+
+
+def iter_documents(
+    text: str,
+    *,
+    source: str = "",
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    progress: Progress | None = None,
+) -> Iterator[dict[str, Any]]:
+    """:func:`parse_documents` one object at a time: YAML is read a document at a time, and each
+    object of a ``List`` is released once the caller has it, so a caller that decodes and drops
+    each raw object never holds the whole file's raw objects at once. Errors surface when the
+    object they are in is reached (the size and Unicode checks come first)."""
     if len(text) > limits.max_chars:
         raise InvalidInput(
             "", (), f"input is {len(text)} characters: must be at most {limits.max_chars}", source=source
         )
     _check_unicode(text, source=source)
-    docs = _load(text, source=source, limits=limits)
-    out: list[dict[str, Any]] = []
-    for index, doc in enumerate(docs):
+    count = 0
+    for index, doc, position in _load(text, source=source, limits=limits):
         if doc is None:
             continue
         if not isinstance(doc, dict):
@@ -133,12 +153,14 @@ def parse_documents(
                 source=source,
             )
         for obj in _flatten_lists(doc, source=source):
-            out.append(obj)
-            if len(out) > limits.max_objects:
+            count += 1
+            if count > limits.max_objects:
                 raise InvalidInput(
                     "", (), f"more than {limits.max_objects} objects in one input", source=source
                 )
-    return out
+            yield obj
+        if progress is not None:
+            progress(position)
 
 
 def _check_unicode(text: str, *, source: str) -> None:
@@ -152,11 +174,12 @@ def _check_unicode(text: str, *, source: str) -> None:
         ) from None
 
 
-def _load(text: str, *, source: str, limits: DecodeLimits) -> list[Any]:
+def _load(text: str, *, source: str, limits: DecodeLimits) -> Iterator[tuple[int, Any, int]]:
+    """(index, document, characters read so far) of each top-level document."""
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
-            return _load_json(stripped, limits=limits)
+            values = _load_json(stripped, limits=limits)
         except _TooDeep:
             raise InvalidInput(
                 "", (), f"cannot parse JSON: nesting is deeper than {limits.max_depth} levels", source=source
@@ -167,9 +190,12 @@ def _load(text: str, *, source: str, limits: DecodeLimits) -> list[Any]:
             json_error = err
         except ValueError:  # Python refuses to convert integers this long
             raise InvalidInput("", (), f"cannot parse JSON: {_TOO_MANY_DIGITS}", source=source) from None
+        else:
+            yield from _release(values, len(text))
+            return
         # YAML flow style also starts with a brace; only report JSON's complaint if YAML fails too.
         try:
-            return _load_yaml(text, limits=limits)
+            docs = list(_load_yaml(text, limits=limits))
         except (yaml.YAMLError, _YamlLimit):
             raise InvalidInput(
                 "",
@@ -177,8 +203,11 @@ def _load(text: str, *, source: str, limits: DecodeLimits) -> list[Any]:
                 f"cannot parse JSON: line {json_error.lineno}, column {json_error.colno}: {json_error.msg}",
                 source=source,
             ) from None
+        yield from ((i, doc, pos) for i, (doc, pos) in enumerate(docs))
+        return
     try:
-        return _load_yaml(text, limits=limits)
+        for index, (doc, position) in enumerate(_load_yaml(text, limits=limits)):
+            yield index, doc, position
     except _YamlLimit as err:
         raise InvalidInput("", (), f"cannot parse YAML: {err}", source=source) from None
     except yaml.MarkedYAMLError as err:
@@ -190,9 +219,17 @@ def _load(text: str, *, source: str, limits: DecodeLimits) -> list[Any]:
         raise InvalidInput("", (), f"cannot parse YAML: {_one_line(err)}", source=source) from None
 
 
+def _release(values: list[Any], size: int) -> Iterator[tuple[int, Any, int]]:
+    """JSON values one by one, each dropped from ``values`` once handed out (the position is
+    the share of the values handed out, JSON being parsed whole)."""
+    total = len(values)
+    for index in range(total):
+        value, values[index] = values[index], None
+        yield index, value, size * (index + 1) // total
+
+
 # JSON: Python's decoder recurses once per level, so the depth is measured on the text first.
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_JSON_BRACKET = re.compile(r"[\[\]{}]")
 _JSON_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
 
 
@@ -209,9 +246,7 @@ class _LoneSurrogate(ValueError):
 
 def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     """One JSON value, an array of them, or several values one after another."""
-    skeleton = _JSON_STRING.sub("", text)
-    levels = itertools.accumulate(1 if b in "[{" else -1 for b in _JSON_BRACKET.findall(skeleton))
-    if max(levels, default=0) > limits.max_depth:
+    if _json_depth_exceeds(text, limits.max_depth):
         raise _TooDeep
     decoder = json.JSONDecoder(object_pairs_hook=_json_mapping)
     values: list[Any] = []
@@ -226,6 +261,28 @@ def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     if len(values) == 1 and isinstance(values[0], list):
         return list(values[0])
     return values
+
+
+_JSON_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_JSON_INNERMOST = re.compile(r"\[\]|\{\}")
+
+
+def _json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than ``limit``. Each pass drops the
+    innermost pairs (one level) in C, so a document of depth d costs d passes over its
+    brackets, and at most ``limit`` passes are made whatever the input."""
+    brackets = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    removed = 0  # levels dropped so far; they never enclose what is left
+    while removed <= limit:
+        if not brackets:
+            return False
+        fewer = _JSON_INNERMOST.sub("", brackets)
+        if len(fewer) == len(brackets):
+            break  # unbalanced: measure what is left one bracket at a time
+        brackets = fewer
+        removed += 1
+    levels = itertools.accumulate(1 if b in "[{" else -1 for b in brackets)
+    return removed + max(levels, default=0) > limit
 
 
 def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -276,6 +333,9 @@ _SCALAR_TAGS = {
     "tag:yaml.org,2002:str",
 }
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"  # kept as written, as the API machinery does
+_RESOLVED_FIRST = frozenset(k for k in _RESOLVER.yaml_implicit_resolvers if k)
+"""First characters that may make a plain scalar something other than a string."""
+assert None not in _RESOLVER.yaml_implicit_resolvers  # no resolver that looks at every scalar
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 
@@ -302,6 +362,7 @@ class _Frame:
 
     value: dict[str, Any] | list[Any]
     anchor: str | None
+    is_list: bool
     size: int = 1
     height: int = 1
     key: Any = _NO_KEY
@@ -309,76 +370,159 @@ class _Frame:
     merges: list[Any] = dataclasses.field(default_factory=list)
 
 
-def _load_yaml(text: str, *, limits: DecodeLimits) -> list[Any]:
-    docs: list[Any] = []
+def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
+    """Each document, and the characters read once it ends.
+
+    The hot loop of large inventories: dispatch on the event's class, and scalars are resolved
+    without PyYAML's per-node machinery when their text alone decides (see :func:`_plain`).
+    """
     anchors: dict[str, tuple[Any, int, int]] = {}  # name -> (value, size, height)
     stack: list[_Frame] = []
     alias_values = 0
+    plain = _PlainScalars()
+    done: list[Any] = []  # the document just completed (at most one)
 
     def emit(value: Any, size: int, height: int, mark: Any, anchor: str | None) -> None:
         if anchor is not None:
             anchors[anchor] = (value, size, height)
         if not stack:
-            docs.append(value)
+            done.append(value)
             return
         top = stack[-1]
         top.size += size
-        top.height = max(top.height, height + 1)
-        if isinstance(top.value, list):
-            top.value.append(value)
+        if height >= top.height:
+            top.height = height + 1
+        if top.is_list:
+            top.value.append(value)  # type: ignore[union-attr]
         elif top.key is _NO_KEY:
-            if value is not _MERGE and not isinstance(value, str):
+            if value is not _MERGE and type(value) is not str:
                 raise _YamlLimit(mark, f"mapping keys must be strings, not {_json_type(value)}")
             top.key = value
         elif top.key is _MERGE:
             top.merges.append(value)
             top.key = _NO_KEY
         else:
-            if top.key in top.value:
+            mapping = typing.cast(dict[str, Any], top.value)
+            if top.key in mapping:
                 top.duplicates.append(top.key)
-            top.value[top.key] = value
+            mapping[top.key] = value
             top.key = _NO_KEY
 
-    for event in yaml.parse(text, Loader=_Loader):
-        if isinstance(event, yaml.ScalarEvent):
-            value = _scalar(event, key=bool(stack) and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY)
-            emit(value, 1, 0, event.start_mark, event.anchor)
-        elif isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-            if stack and isinstance(stack[-1].value, dict) and stack[-1].key is _NO_KEY:
-                raise _YamlLimit(event.start_mark, "a mapping or list cannot be a mapping key")
-            if len(stack) + 1 > limits.max_depth:
-                raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
-            mapping = isinstance(event, yaml.MappingStartEvent)
-            expected = _MAP_TAG if mapping else _SEQ_TAG
-            if event.tag not in (None, "!", expected):
-                raise _YamlLimit(event.start_mark, f"unsupported tag {event.tag}")
-            stack.append(_Frame({} if mapping else [], event.anchor))
-        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-            frame = stack.pop()
-            built = frame.value
-            if isinstance(built, dict):
-                built = _finish_mapping(built, frame, event.start_mark)
-            emit(built, frame.size, frame.height, event.start_mark, frame.anchor)
-        elif isinstance(event, yaml.AliasEvent):
-            if event.anchor not in anchors:
-                raise _YamlLimit(event.start_mark, f"unknown anchor {event.anchor!r}")
-            value, size, height = anchors[event.anchor]
-            alias_values += size
-            if alias_values > limits.max_alias_values:
-                raise _YamlLimit(
-                    event.start_mark, f"aliases expand to more than {limits.max_alias_values} values"
-                )
-            if len(stack) + height > limits.max_depth:
-                raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
-            emit(value, size, height, event.start_mark, None)
-        elif isinstance(event, yaml.DocumentStartEvent):
-            anchors.clear()  # anchors do not cross documents
-    return docs
+    scalar_event, mapping_start, sequence_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
+    mapping_end, sequence_end, alias_event = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.AliasEvent
+    document_start, document_end = yaml.DocumentStartEvent, yaml.DocumentEndEvent
+    resolved_first = _RESOLVED_FIRST
+    event: Any  # the event classes' attributes are dispatched on by class below
+    top: _Frame | None = None  # stack[-1], kept at hand
+    loader = _Loader(text)
+    next_event = loader.get_event  # None after the stream's end (yaml.parse, without its generator)
+    try:
+        while (event := next_event()) is not None:
+            cls = type(event)
+            if cls is scalar_event:
+                if top is not None and event.tag is None and event.anchor is None:
+                    # The common case, inlined: an untagged scalar inside a mapping or list.
+                    value = event.value
+                    if event.implicit[0] and (not value or value[0] in resolved_first):
+                        value = plain.value(event)
+                    top.size += 1
+                    if top.is_list:
+                        top.value.append(event.value if value is _MERGE else value)  # type: ignore[union-attr]
+                    elif top.key is _NO_KEY:
+                        if type(value) is not str and value is not _MERGE:
+                            raise _YamlLimit(event.start_mark, f"mapping keys must be strings, not {_json_type(value)}")
+                        top.key = value
+                    else:
+                        if value is _MERGE:
+                            value = event.value
+                        if top.key is _MERGE:
+                            top.merges.append(value)
+                        else:
+                            mapping = typing.cast(dict[str, Any], top.value)
+                            if top.key in mapping:
+                                top.duplicates.append(top.key)
+                            mapping[top.key] = value
+                        top.key = _NO_KEY
+                    continue
+                as_key = top is not None and not top.is_list and top.key is _NO_KEY
+                emit(_scalar(event, key=as_key, plain=plain), 1, 0, event.start_mark, event.anchor)
+            elif cls is mapping_end or cls is sequence_end:
+                frame = stack.pop()
+                top = stack[-1] if stack else None
+                built = frame.value
+                if not frame.is_list:
+                    built = _finish_mapping(typing.cast(dict[str, Any], built), frame, event.start_mark)
+                emit(built, frame.size, frame.height, event.start_mark, frame.anchor)
+            elif cls is mapping_start or cls is sequence_start:
+                if stack and not stack[-1].is_list and stack[-1].key is _NO_KEY:
+                    raise _YamlLimit(event.start_mark, "a mapping or list cannot be a mapping key")
+                if len(stack) + 1 > limits.max_depth:
+                    raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
+                is_list = cls is sequence_start
+                expected = _SEQ_TAG if is_list else _MAP_TAG
+                if event.tag not in (None, "!", expected):
+                    raise _YamlLimit(event.start_mark, f"unsupported tag {event.tag}")
+                top = _Frame([] if is_list else {}, event.anchor, is_list)
+                stack.append(top)
+            elif cls is alias_event:
+                if event.anchor not in anchors:
+                    raise _YamlLimit(event.start_mark, f"unknown anchor {event.anchor!r}")
+                value, size, height = anchors[event.anchor]
+                alias_values += size
+                if alias_values > limits.max_alias_values:
+                    raise _YamlLimit(
+                        event.start_mark, f"aliases expand to more than {limits.max_alias_values} values"
+                    )
+                if len(stack) + height > limits.max_depth:
+                    raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
+                emit(value, size, height, event.start_mark, None)
+            elif cls is document_start:
+                anchors.clear()  # anchors do not cross documents
+            elif cls is document_end:
+                if done:
+                    yield done.pop(), event.end_mark.index
+                else:
+                    yield None, event.end_mark.index  # an empty document
+    finally:
+        loader.dispose()
+    while done:  # a stream without a document end (not produced by PyYAML, kept for safety)
+        yield done.pop(0), len(text)
 
 
-def _scalar(event: yaml.ScalarEvent, *, key: bool) -> Any:
+_PLAIN_MEMO_SIZE = 65_536
+"""Distinct plain scalars remembered per input (their values are immutable)."""
+
+
+class _PlainScalars:
+    """Values of plain (unquoted) scalars. Most plain text is a string whatever it says: only a
+    first character with an implicit resolver (digits, signs, ``t``/``f``/``n``/``y``/``o``,
+    ``~``, ``.``, ``<``, ...) can make it a number, boolean, null, timestamp or merge key, and
+    those are resolved once per distinct text (inventories repeat the same few)."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[str, Any] = {}
+
+    def value(self, event: Any) -> Any:
+        text: str = event.value
+        if text and text[0] not in _RESOLVED_FIRST:
+            return text
+        hit = self._memo.get(text, _NO_KEY)
+        if hit is not _NO_KEY:
+            return hit
+        value = _scalar(event, key=True, plain=None)
+        if len(self._memo) < _PLAIN_MEMO_SIZE:
+            self._memo[text] = value
+        return value
+
+
+def _scalar(event: yaml.ScalarEvent, *, key: bool, plain: _PlainScalars | None) -> Any:
     tag = event.tag
     if tag is None or tag == "!":
+        if plain is not None and tag is None and event.implicit[0]:
+            value = plain.value(event)
+            return event.value if value is _MERGE and not key else value
         tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)  # type: ignore[no-untyped-call]
     if tag == _MERGE_TAG and key:
         return _MERGE
@@ -417,7 +561,11 @@ def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, An
                 kind, ("items",), f"Invalid value: {_shown(items)}: must be a list", source=source
             )
         item_kind = kind[: -len("List")] or None
-        for index, item in enumerate(items):
+        for index in range(len(items)):
+            # Released as it is handed out: the caller decodes and drops each object, so the
+            # raw objects of a large List are never all held beside their decoded forms.
+            # (Nothing else can refer to this list: the wrapper's other fields are dropped.)
+            item, items[index] = items[index], None
             if not isinstance(item, dict):
                 raise InvalidInput(
                     kind,
@@ -547,9 +695,69 @@ _OPAQUE: _Shape = ("opaque", None)
 def field_problems(model: type[BaseModel], doc: dict[str, Any]) -> list[tuple[FieldPath, str]]:
     """Unknown and duplicate fields of ``doc`` read as ``model``, with their paths, in document
     order, at most :data:`MAX_STRICT_PROBLEMS` (the API server's cap)."""
+    if fields_clean(model, doc):
+        return []
     problems: list[tuple[FieldPath, str]] = []
     _walk(_model_shape(model), doc, (), problems)
     return problems[:MAX_STRICT_PROBLEMS]
+
+
+def without_devices(doc: dict[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice document with an empty device list (what was duplicated is kept), for
+    checking and decoding the rest of a slice whose devices are handled one by one."""
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return doc
+    return _replaced(doc, "spec", _replaced(spec, "devices", []))
+
+
+def _replaced(mapping: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    out = {**mapping, key: value}
+    return _Duplicated(out, mapping.duplicates) if isinstance(mapping, _Duplicated) else out
+
+
+def fields_clean(model: type[BaseModel], doc: Any) -> bool:
+    """Whether ``doc`` read as ``model`` has no unknown or duplicate field: the common case,
+    answered without building paths (set operations per mapping); :func:`field_problems`
+    walks again for the paths only when it is not."""
+    return _clean(_model_shape(model), doc)
+
+
+def _clean(shape: _Shape, value: Any) -> bool:
+    what, inner = shape
+    if what == "opaque":
+        return True
+    if what == "list":
+        if type(value) is list and inner[0] != "opaque":
+            return all(_clean(inner, item) for item in value)
+        return True
+    if not isinstance(value, dict):
+        return True
+    if type(value) is _Duplicated:
+        return False
+    if what == "map":
+        return inner[0] == "opaque" or all(_clean(inner, item) for item in value.values())
+    keys, children = _compiled_fields(inner)
+    if not value.keys() <= keys:
+        return False
+    for key, child in children:
+        item = value.get(key)
+        if item is not None and not _clean(child, item):
+            return False
+    return True
+
+
+_compiled: dict[Any, tuple[frozenset[str], tuple[tuple[str, _Shape], ...]]] = {}
+
+
+def _compiled_fields(fields: Any) -> tuple[frozenset[str], tuple[tuple[str, _Shape], ...]]:
+    """A model's field names, and those whose values have fields of their own."""
+    hit = _compiled.get(fields)
+    if hit is None:
+        table = typing.cast(dict[str, _Shape], fields())
+        hit = (frozenset(table), tuple((k, v) for k, v in table.items() if v[0] != "opaque"))
+        _compiled[fields] = hit
+    return hit
 
 
 def _walk(shape: _Shape, value: Any, path: FieldPath, problems: list[tuple[FieldPath, str]]) -> None:
@@ -588,9 +796,11 @@ def _model_fields(model: type[BaseModel]) -> dict[str, _Shape]:
     return out
 
 
+@functools.cache
 def _model_shape(model: type[BaseModel]) -> _Shape:
-    # Fields are looked up lazily so that models referring to each other need no ordering.
-    return ("model", lambda: _model_fields(model))
+    # Fields are looked up lazily so that models referring to each other need no ordering
+    # (one shape per model, so that its compiled field table is found by identity).
+    return ("model", functools.partial(_model_fields, model))
 
 
 def _shape(annotation: Any) -> _Shape:

@@ -39,21 +39,23 @@ def _quantity_text(value: Any) -> Any:
         except ValueError:  # an integer with more digits than Python prints
             raise PydanticCustomError("quantity", "quantity has too many digits") from None
     if isinstance(value, str):
-        trimmed = trim_quantity_field(value)
-        problem = _quantity_problem(trimmed)
+        trimmed, problem = _checked_quantity(value)
         if problem:
             raise PydanticCustomError("quantity", "{reason}", {"reason": problem})
         return trimmed
     return value
 
 
-@functools.lru_cache(maxsize=4096)
-def _quantity_problem(text: str) -> str:
+@functools.lru_cache(maxsize=16_384)
+def _checked_quantity(text: str) -> tuple[str, str]:
+    """The trimmed text and why it is not a quantity ("" if it is), once per distinct text
+    (an inventory repeats a few quantities on every device)."""
+    trimmed = trim_quantity_field(text)
     try:
-        parse_quantity(text)
+        parse_quantity(trimmed)
     except QuantityError as err:
-        return str(err)
-    return ""
+        return trimmed, str(err)
+    return trimmed, ""
 
 
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]

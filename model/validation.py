@@ -18,6 +18,7 @@ first. CEL selectors are compiled with ``model.cel`` (``default_selector_check``
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -236,6 +237,36 @@ def _name_prefix_errors(value: str) -> list[str]:
     return dns1123_subdomain_errors(value)
 
 
+# Inventories repeat a few names and quantities hundreds of thousands of times (every device of
+# every node): each distinct text is checked once. Bounded, and keyed by the text alone.
+_TEXT_MEMO = 16_384
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _label_problems(value: str) -> tuple[str, ...]:
+    return tuple(dns1123_label_errors(value))
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _subdomain_problems(value: str) -> tuple[str, ...]:
+    return tuple(dns1123_subdomain_errors(value))
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _qualified_name_problems(value: str) -> tuple[str, ...]:
+    return tuple(qualified_name_errors(value))
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _label_value_problems(value: str) -> tuple[str, ...]:
+    return tuple(label_value_errors(value))
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _c_identifier_problems(value: str) -> tuple[str, ...]:
+    return tuple(_c_identifier_errors(value))
+
+
 # --- quantities ------------------------------------------------------------------------------
 
 def parse_quantity_value(text: str) -> Fraction:
@@ -249,6 +280,15 @@ def parse_quantity_value(text: str) -> Fraction:
         return parse_quantity_field(text).to_fraction()
     except QuantityError as err:
         raise ValueError(str(err)) from None
+
+
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _quantity_or_problem(text: str) -> Fraction | str:
+    """:func:`parse_quantity_value`, remembered: the value, or why it does not parse."""
+    try:
+        return parse_quantity_value(text)
+    except ValueError as err:
+        return str(err)
 
 
 def _ceil_int(value: Fraction) -> int:
@@ -375,13 +415,41 @@ def _compile_check(cel: CelEnvironment) -> SelectorCheck:
     return check
 
 
+class ValidationMemo:
+    """What one validation pass over many objects learned about shared ``Device`` objects.
+
+    Inventories decode identical devices into one shared object (thousands of nodes publish
+    the same devices), so the problems of each such object (with field paths relative to the
+    device) are found once per pass and re-rooted at every place it appears. Keyed by
+    identity, holding each device so that no identity is reused while the memo lives: create
+    one per pass and drop it afterwards.
+    """
+
+    __slots__ = ("_devices",)
+
+    def __init__(self) -> None:
+        self._devices: dict[tuple[int, bool], tuple[o.Device, tuple[tuple[FieldPath, str], ...]]] = {}
+
+    def device_problems(
+        self, device: o.Device, per_device_node_selection: bool, check: Callable[[], tuple[tuple[FieldPath, str], ...]]
+    ) -> tuple[tuple[FieldPath, str], ...]:
+        key = (id(device), per_device_node_selection)
+        hit = self._devices.get(key)
+        if hit is not None and hit[0] is device:
+            return hit[1]
+        problems = check()
+        self._devices[key] = (device, problems)
+        return problems
+
+
 class _Validator:
     """Validation of one object; methods mirror the upstream functions they re-state."""
 
-    def __init__(self, obj: str, *, selector_check: SelectorCheck | None) -> None:
+    def __init__(self, obj: str, *, selector_check: SelectorCheck | None, memo: ValidationMemo | None = None) -> None:
         self.r = _Report(obj)
         self._selector_check = selector_check
         self._compiled: dict[str, str | None] = {}
+        self._memo = memo
 
     # names -----------------------------------------------------------------------------------
 
@@ -391,7 +459,7 @@ class _Validator:
             return
         if len(name) > DRIVER_NAME_MAX_LENGTH:
             self.r.too_long(path, DRIVER_NAME_MAX_LENGTH)
-        self.r.each_invalid(path, name, dns1123_subdomain_errors(name.lower()))
+        self.r.each_invalid(path, name, _subdomain_problems(name.lower()))
 
     def pool_name(self, name: str, path: FieldPath) -> None:
         if not name:
@@ -400,14 +468,14 @@ class _Validator:
         if len(name) > POOL_NAME_MAX_LENGTH:
             self.r.too_long(path, POOL_NAME_MAX_LENGTH)
         for part in name.split("/"):
-            self.r.each_invalid(path, part, dns1123_subdomain_errors(part))
+            self.r.each_invalid(path, part, _subdomain_problems(part))
 
     def label(self, name: str, path: FieldPath) -> None:
         """DNS label: device, request, counter and counter-set names."""
-        self.r.each_invalid(path, name, dns1123_label_errors(name))
+        self.r.each_invalid(path, name, _label_problems(name))
 
     def subdomain(self, name: str, path: FieldPath) -> None:
-        self.r.each_invalid(path, name, dns1123_subdomain_errors(name))
+        self.r.each_invalid(path, name, _subdomain_problems(name))
 
     def device_class_name(self, name: str, path: FieldPath) -> None:
         if not name:
@@ -416,15 +484,15 @@ class _Validator:
             self.subdomain(name, path)
 
     def label_name(self, name: str, path: FieldPath) -> None:
-        self.r.each_invalid(path, name, qualified_name_errors(name))
+        self.r.each_invalid(path, name, _qualified_name_problems(name))
 
     def label_value(self, value: str, path: FieldPath) -> None:
-        self.r.each_invalid(path, value, label_value_errors(value))
+        self.r.each_invalid(path, value, _label_value_problems(value))
 
     def c_identifier(self, name: str, path: FieldPath) -> None:
         if len(name) > DEVICE_MAX_ID_LENGTH:
             self.r.too_long(path, DEVICE_MAX_ID_LENGTH)
-        self.r.each_invalid(path, name, _c_identifier_errors(name))
+        self.r.each_invalid(path, name, _c_identifier_problems(name))
 
     def qualified_name(self, name: str, path: FieldPath) -> None:
         """Attribute/capacity name: a C identifier, optionally behind ``domain/``."""
@@ -483,11 +551,11 @@ class _Validator:
         """The value of a quantity field, or None (after reporting) when it does not parse."""
         if text is None:
             return None
-        try:
-            return parse_quantity_value(text)
-        except ValueError as err:
-            self.r.invalid(path, text, str(err))
+        value = _quantity_or_problem(text)
+        if isinstance(value, str):
+            self.r.invalid(path, text, value)
             return None
+        return value
 
     # metadata --------------------------------------------------------------------------------
 
@@ -501,7 +569,7 @@ class _Validator:
             if not meta.generate_name:
                 self.r.required((*path, "name"), "name or generateName is required")
         else:
-            self.r.each_invalid((*path, "name"), meta.name, dns1123_subdomain_errors(meta.name))
+            self.r.each_invalid((*path, "name"), meta.name, _subdomain_problems(meta.name))
         # A missing namespace is filled in from the request (kubectl's context), and the API
         # server drops a namespace on cluster-scoped kinds, so only a malformed one is an error.
         if namespaced and meta.namespace:
@@ -518,12 +586,12 @@ class _Validator:
     def labels(self, labels: Mapping[str, str] | None, path: FieldPath) -> None:
         for key in sorted(labels or {}):
             self.label_name(key, path)
-            self.r.each_invalid(path, (labels or {})[key], label_value_errors((labels or {})[key]))
+            self.r.each_invalid(path, (labels or {})[key], _label_value_problems((labels or {})[key]))
 
     def annotations(self, annotations: Mapping[str, str] | None, path: FieldPath) -> None:
         total = 0
         for key in sorted(annotations or {}):
-            self.r.each_invalid(path, key, qualified_name_errors(key.lower()))
+            self.r.each_invalid(path, key, _qualified_name_problems(key.lower()))
             total += len(key) + len((annotations or {})[key])
         if total > ANNOTATIONS_MAX_TOTAL_SIZE:
             self.r.too_long(path, ANNOTATIONS_MAX_TOTAL_SIZE)
@@ -1031,12 +1099,9 @@ class _Validator:
             if len(devices) > limit:
                 self.r.too_many(dpath, len(devices), limit)
             else:
+                per_device = bool(spec.per_device_node_selection)
                 for i, device in enumerate(devices):
-                    self.device(
-                        device,
-                        (*dpath, i),
-                        per_device_node_selection=bool(spec.per_device_node_selection),
-                    )
+                    self._device_at(device, (*dpath, i), per_device_node_selection=per_device)
                 self._duplicates([d.name for d in devices], dpath)
 
         counter_sets = spec.shared_counters
@@ -1081,6 +1146,20 @@ class _Validator:
                     (*_key(cpath, key, truncate=_DNS1123_LABEL_MAX_LENGTH), "value"),
                 )
 
+    def _device_at(self, device: o.Device, path: FieldPath, *, per_device_node_selection: bool) -> None:
+        """:meth:`device`, through the pass's memo when there is one."""
+        if self._memo is None:
+            self.device(device, path, per_device_node_selection=per_device_node_selection)
+            return
+
+        def check() -> tuple[tuple[FieldPath, str], ...]:
+            alone = _Validator(self.r.obj, selector_check=self._selector_check)
+            alone.device(device, (), per_device_node_selection=per_device_node_selection)
+            return tuple((err.field_path, err.detail) for err in alone.r.errors)
+
+        for relative, detail in self._memo.device_problems(device, per_device_node_selection, check):
+            self.r.errors.append(InvalidInput(self.r.obj, (*path, *relative), detail))
+
     def device(self, device: o.Device, path: FieldPath, *, per_device_node_selection: bool) -> None:
         self.label(device.name, (*path, "name"))
         attributes = device.attributes or {}
@@ -1092,24 +1171,32 @@ class _Validator:
                 total,
                 f"the total number of attributes and capacities must not exceed {SLICE_MAX_ATTRIBUTES_AND_CAPACITIES_PER_DEVICE}",
             )
-        values = sum(_attribute_value_count(a) for a in attributes.values())
-        if values > SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
-            self.r.invalid(
-                path,
-                values,
-                f"the total number of attribute values must not exceed {SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}",
-            )
+        # Without list values every attribute counts one value: at most `total`, within limits.
+        if len(attributes) > SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE or _has_list_attribute(device):
+            values = sum(_attribute_value_count(a) for a in attributes.values())
+            if values > SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE:
+                self.r.invalid(
+                    path,
+                    values,
+                    f"the total number of attribute values must not exceed {SLICE_MAX_ATTRIBUTE_VALUES_PER_DEVICE}",
+                )
+        # Names and values are checked in full only when the quick checks (the common, valid
+        # case of every device of every node) do not settle them.
         apath = (*path, "attributes")
         for name in sorted(attributes):
-            self.qualified_name(name, apath)
-            self.attribute(attributes[name], _key(apath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH))
+            if not _good_qualified_name(name):
+                self.qualified_name(name, apath)
+            attribute = attributes[name]
+            if not _plain_attribute(attribute):
+                self.attribute(attribute, _key(apath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH))
         cpath = (*path, "capacity")
         shared = bool(device.allow_multiple_allocations)
         for name in sorted(capacity):
-            self.qualified_name(name, cpath)
-            self.capacity(
-                capacity[name], _key(cpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH), shared=shared
-            )
+            if not _good_qualified_name(name):
+                self.qualified_name(name, cpath)
+            value = capacity[name]
+            if value.request_policy is not None or isinstance(_quantity_or_problem(value.value), str):
+                self.capacity(value, _key(cpath, name, truncate=_ATTRIBUTE_KEY_MAX_LENGTH), shared=shared)
 
         taints = device.taints
         if taints is not None:
@@ -1456,6 +1543,30 @@ def _request_names(devices: o.DeviceClaim) -> _RequestNames:
     return _RequestNames(names)
 
 
+@functools.lru_cache(maxsize=_TEXT_MEMO)
+def _good_qualified_name(name: str) -> bool:
+    """Whether an attribute or capacity name passes ``_Validator.qualified_name``."""
+    v = _Validator("", selector_check=None)
+    v.qualified_name(name, ())
+    return not v.r.errors
+
+
+def _plain_attribute(attribute: o.DeviceAttribute) -> bool:
+    """One scalar value that needs no further check: an int, a bool, or a string short enough
+    (16 characters are at most 64 bytes)."""
+    if (
+        attribute.ints is not None
+        or attribute.bools is not None
+        or attribute.strings is not None
+        or attribute.versions is not None
+        or attribute.version is not None
+    ):
+        return False
+    string = attribute.string
+    count = (attribute.int_ is not None) + (attribute.bool_ is not None) + (string is not None)
+    return count == 1 and (string is None or len(string) <= 16 or len(string.encode()) <= DEVICE_ATTRIBUTE_MAX_VALUE_LENGTH)
+
+
 def _has_list_attribute(device: o.Device) -> bool:
     return any(
         a.ints is not None or a.bools is not None or a.strings is not None or a.versions is not None
@@ -1493,9 +1604,9 @@ def validate_device_class(
 
 
 def validate_resource_slice(
-    obj: o.ResourceSlice, *, selector_check: SelectorCheck | None = None
+    obj: o.ResourceSlice, *, selector_check: SelectorCheck | None = None, memo: ValidationMemo | None = None
 ) -> list[InvalidInput]:
-    v = _Validator(obj.describe(), selector_check=selector_check)
+    v = _Validator(obj.describe(), selector_check=selector_check, memo=memo)
     v.object_meta(obj.metadata, namespaced=False)
     v.slice_spec(obj.spec, ("spec",))
     return v.r.errors
@@ -1543,12 +1654,13 @@ _UNSET: Any = object()
 
 
 def validate_object(
-    obj: o.TypedObject, *, selector_check: SelectorCheck | None = _UNSET
+    obj: o.TypedObject, *, selector_check: SelectorCheck | None = _UNSET, memo: ValidationMemo | None = None
 ) -> list[InvalidInput]:
     """Every problem the API server would report when ``obj`` is created, in its words.
 
     ``selector_check`` compiles CEL selectors; by default ``default_selector_check()``. Pass
-    None to skip compiling.
+    None to skip compiling. ``memo``: shared devices already validated in this pass
+    (:class:`ValidationMemo`).
     """
     check = default_selector_check() if selector_check is _UNSET else selector_check
     if isinstance(obj, o.ResourceClaim):
@@ -1556,7 +1668,7 @@ def validate_object(
     if isinstance(obj, o.ResourceClaimTemplate):
         return validate_claim_template(obj, selector_check=check)
     if isinstance(obj, o.ResourceSlice):
-        return validate_resource_slice(obj, selector_check=check)
+        return validate_resource_slice(obj, selector_check=check, memo=memo)
     if isinstance(obj, o.DeviceClass):
         return validate_device_class(obj, selector_check=check)
     if isinstance(obj, o.DeviceTaintRule):

@@ -165,7 +165,7 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
             rng = random.Random(seed)
             claims = [pod_claim(i, shape=shape, rng=rng) for i in range(pods)]
             with Client(target, timeout=120) as client:
-                client.wait_ready(timeout=60)
+                client.wait_ready(timeout=900)  # serve listens before its inventory is loaded
                 client.schedule([claims[0]], nodes=[], reserve=False)  # warm-up: builds the node index
                 startup = time.perf_counter() - started
                 latencies: list[float] = []

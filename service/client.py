@@ -15,6 +15,7 @@ and message (``err.code()``, ``err.details()``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,7 +136,10 @@ class Client:
         pod: str = "",
         timeout: float | None = None,
         validate: str = "",
+        in_flight: Sequence[ObjectLike] | None = None,
     ) -> pb.ScheduleResponse:
+        """``in_flight``: every allocated claim this caller has in flight (docs/replicas.md);
+        given (even empty), no replica keeps a reservation for the call."""
         request = pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
@@ -144,13 +148,22 @@ class Client:
             reservation_ttl_seconds=ttl,
             feasible_nodes_wanted=feasible_nodes_wanted,
             pod=pod,
+            in_flight=[encode(c) for c in in_flight or ()],
+            in_flight_complete=in_flight is not None,
         )
         response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
         return response
 
-    def reserve(self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None) -> pb.Reservation:
-        """Hold allocations: ``claims`` must carry ``status.allocation`` (see with_allocations)."""
-        request = pb.ReserveRequest(claims=[encode(c) for c in claims], node=node, ttl_seconds=ttl, pod=pod)
+    def reserve(
+        self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None,
+        in_flight: Sequence[ObjectLike] | None = None,
+    ) -> pb.Reservation:
+        """Hold allocations: ``claims`` must carry ``status.allocation`` (see with_allocations).
+        With ``in_flight`` (as in :meth:`schedule`) only check them: nothing is held."""
+        request = pb.ReserveRequest(
+            claims=[encode(c) for c in claims], node=node, ttl_seconds=ttl, pod=pod,
+            in_flight=[encode(c) for c in in_flight or ()], in_flight_complete=in_flight is not None,
+        )
         response: pb.ReserveResponse = self.stub.Reserve(request, timeout=self._timeout(timeout))
         return response.reservation
 
@@ -214,8 +227,19 @@ class Client:
         return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
 
     def wait_ready(self, *, timeout: float = 30.0) -> None:
-        """Block until the channel connects (raises grpc.FutureTimeoutError)."""
+        """Block until the channel connects and health says SERVING: ``serve`` opens its port
+        before its inventory is loaded (raises grpc.FutureTimeoutError)."""
+        end = time.monotonic() + timeout
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        while True:
+            try:
+                if self.health(timeout=max(0.1, min(5.0, end - time.monotonic()))) == "SERVING":
+                    return
+            except grpc.RpcError:
+                pass
+            if time.monotonic() >= end:
+                raise grpc.FutureTimeoutError()
+            time.sleep(0.05)
 
     @staticmethod
     def with_allocations(claims: Sequence[ObjectLike], response: pb.AllocateResponse | pb.ScheduleResponse) -> list[dict[str, Any]]:

@@ -51,6 +51,15 @@ from dra_solver.model import (
 )
 from dra_solver.model import objects as o
 from dra_solver.service.admission import check_admin_access
+from dra_solver.service.inflight import (
+    MAX_IN_FLIGHT,
+    NO_FLIGHT,
+    CallerFlight,
+    FlightDecoder,
+    Overlay,
+    flight_claim,
+    subtract,
+)
 from dra_solver.service.inventory import InventorySource, ObjectDecoder, Snapshot, StaticSource
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.quoting import clip, node_not_found, shown
@@ -244,6 +253,7 @@ class Engine:
         # (service.inventory.ObjectDecoder): parse each once for every solve.
         self._devices = DeviceParseCache(self.limits.parsed_devices)
         self._flight_free: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] = {}
+        self._flights = FlightDecoder()
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:
         """A CEL environment for these gates (its optional features follow them), one per
@@ -303,6 +313,35 @@ class Engine:
         if len(claims) > self.limits.max_claims:
             raise InvalidInput("", (field_name,), f"Too many: {len(claims)}: must have at most {self.limits.max_claims} items")
         return tuple(claims)
+
+    def decode_flight(self, blobs: Sequence[bytes], complete: bool) -> CallerFlight:
+        """A call's ``in_flight`` claims (docs/replicas.md): allocated claims, decoded without
+        validation (the caller's own earlier answers), remembered by their bytes."""
+        if not blobs:
+            return CallerFlight((), complete) if complete else NO_FLIGHT
+        if len(blobs) > MAX_IN_FLIGHT:
+            raise LimitExceeded(f"inFlight: Too many: {len(blobs)}: must have at most {MAX_IN_FLIGHT} items")
+        out = []
+        for i, blob in enumerate(blobs):
+            hit = self._flights.get(blob)
+            if hit is None:
+                decoded = self._decode_blob(blob, source=f"inFlight[{i}]", validate="ignore")
+                if len(decoded) != 1 or not isinstance(decoded[0], o.ResourceClaim):
+                    raise InvalidInput("", (), "Invalid value: must be one ResourceClaim", source=f"inFlight[{i}]")
+                claim = decoded[0]
+                if not claim.allocated:
+                    raise InvalidInput(claim.describe(), ("status", "allocation"), "Required value: an in-flight claim carries its allocation", source=f"inFlight[{i}]")
+                hit = flight_claim(claim)
+                self._flights.put(blob, hit)
+            out.append(hit)
+        return CallerFlight(tuple(out), complete)
+
+    def _in_flight(self, snap: Snapshot, flight: CallerFlight, claims: Sequence[o.ResourceClaim]) -> ReservationStore | Overlay:
+        """What counts as in flight for a call: the replica's reservations, plus the caller's
+        in-flight claims (not the call's own) when it sent any."""
+        if not flight.claims:
+            return self.reservations
+        return Overlay(self.reservations, flight.state(snap, excluding=[c.ref for c in claims]))
 
     def _decode_blob(
         self, blob: bytes, *, source: str, decoder: ObjectDecoder | None = None, validate: ValidationMode = "strict"
@@ -424,6 +463,7 @@ class Engine:
         *,
         time_limit: float,
         use_reservations: bool,
+        in_flight: ReservationStore | Overlay | None = None,
     ) -> tuple[AllocationRequest, int | None]:
         """The core's request for ``node`` and the reservation version it was built against
         (None without reservations): a reservation made from the answer is refused if
@@ -432,11 +472,12 @@ class Engine:
         extra = None
         version = None
         if use_reservations:
-            version = self.reservations.version
+            held = in_flight or self.reservations
+            version = held.version
             view = index.view(node)
             pools = list(view.pools) if view else []
             pools.extend(index.shared_pools)
-            extra = self.reservations.state(pools)
+            extra = held.state(pools)
         request = AllocationRequest(
             claims=claims,
             node=index.nodes_by_name.get(node) or snap.inventory.node(node),
@@ -462,6 +503,7 @@ class Engine:
         ttl: float = 0.0,
         deadline: float | None = None,
         caller: str = "",
+        flight: CallerFlight = NO_FLIGHT,
     ) -> AllocateAnswer:
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to allocate on")
@@ -474,7 +516,8 @@ class Engine:
             check_admin_access(claims, snap.namespaces)
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
                 raise NotFound(node_not_found(node))
-            request, solved_at = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+            held = None if inline else self._in_flight(snap, flight, claims)
+            request, solved_at = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline, in_flight=held)
             outcome = self._solve(request)
             if not outcome.allocated:
                 broken = None if inline else model.invalid_pools_error(snap.index, node)
@@ -485,7 +528,7 @@ class Engine:
             reservation = None
             if reserve:
                 try:
-                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="", solved_at=solved_at, caller=caller)
+                    reservation = self._reserve(snap, request, outcome, ttl=ttl, pod="", solved_at=solved_at, caller=caller, flight=flight)
                 except ReservationConflict:
                     if attempt == self.limits.reserve_retries:
                         raise
@@ -507,19 +550,23 @@ class Engine:
 
     def _reserve(
         self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str, solved_at: int | None = None,
-        caller: str = "",
+        caller: str = "", flight: CallerFlight = NO_FLIGHT,
     ) -> Reservation:
         state = AllocatedState.from_claims(_with_results(request.claims, outcome.results))
         index = snap.index
+        if flight.stateless:
+            return self._check_free(snap, request, outcome, state, flight, pod=pod)
+        # The caller's in-flight claims count as taken beside the snapshot's.
+        theirs = flight.state(snap, excluding=[c.ref for c in request.claims])
 
         def validate(others: AllocatedState) -> None:
             # The allocation must still be valid with every other in-flight allocation counted.
-            if not (others.devices or others.shared or others.capacity):
+            if not (others.devices or others.shared or others.capacity or theirs.devices or theirs.shared or theirs.capacity):
                 return
             view = index.view(request.node.name)
             pools = list(view.pools) if view else []
             pools.extend(index.shared_pools)
-            inv = index.node_inventory(request.node.name, self.reservations.state(pools))
+            inv = index.node_inventory(request.node.name, self.reservations.state(pools).merge(theirs))
             again = replace(request, inventory=inv)
             try:
                 self._verify(again, outcome)
@@ -534,7 +581,7 @@ class Engine:
             node=request.node.name,
             claims=[(c.ref, c.metadata.uid or "") for c in request.claims],
             state=state,
-            taken=index.allocated,
+            taken=index.allocated.merge(theirs) if flight.claims else index.allocated,
             latest_taken=lambda: self.source.snapshot().index.allocated,
             ttl=ttl,
             pod=pod,
@@ -543,7 +590,43 @@ class Engine:
             caller=caller,
         )
 
-    def reserve(self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "", caller: str = "") -> Reservation:
+    def _check_free(
+        self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, state: AllocatedState, flight: CallerFlight, *, pod: str
+    ) -> Reservation:
+        """Stateless replicas: the allocation must be free of the snapshot's claims (other than
+        these claims themselves), the caller's other in-flight claims and other callers'
+        reservations; nothing is stored (the caller holds it), so the answer has an empty id."""
+        refs = {c.ref for c in request.claims}
+        index = snap.index
+        own = [c for c in snap.inventory.claims if c.ref in refs and c.allocated]
+        taken = subtract(index.allocated, own) if own else index.allocated
+        theirs = flight.state(snap, excluding=refs)
+        view = index.view(request.node.name)
+        pools = list(view.pools) if view else []
+        pools.extend(index.shared_pools)
+        others = self.reservations.state(pools)
+        for dev in sorted(state.devices):
+            if dev in taken.devices:
+                raise ReservationConflict(f"device {dev} is already allocated")
+            if dev in theirs.devices:
+                raise ReservationConflict(f"device {dev} is in flight for another of the caller's claims")
+            if dev in others.devices:
+                raise ReservationConflict(f"device {dev} is already reserved")
+        # Shares, capacity and counters: the independent check against everything in use.
+        shown_state = index.node_inventory(request.node.name)
+        if own:
+            shown_state = replace(shown_state, extra_allocated=subtract(shown_state.extra_allocated, own))
+        inv = replace(shown_state, extra_allocated=shown_state.extra_allocated.merge(theirs).merge(others))
+        try:
+            self._verify(replace(request, inventory=inv), outcome)
+        except CheckFailed as err:
+            raise ReservationConflict(f"the allocation conflicts with one in use or in flight: {err}") from err
+        claims = tuple((c.ref, c.metadata.uid or "") for c in request.claims)
+        return Reservation("", request.node.name, claims, state, self.clock(), pod)
+
+    def reserve(
+        self, claim_blobs: Sequence[bytes], node: str, *, ttl: float = 0.0, pod: str = "", caller: str = "", flight: CallerFlight = NO_FLIGHT
+    ) -> Reservation:
         """Hold allocations the caller already has (claims with status.allocation set)."""
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node the claims were allocated on")
@@ -561,11 +644,12 @@ class Engine:
         request, _ = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
         stats = SolveStats(allocator="caller", status="GIVEN", wall_seconds=0.0)
         outcome = AllocationOutcome(True, results, 0, stats)
-        try:
-            self._verify(request, outcome)
-        except CheckFailed as err:
-            raise ReservationConflict(f"the allocation is not valid on node {node}: {err}") from err
-        return self._reserve(snap, request, outcome, ttl=ttl, pod=pod, caller=caller)
+        if not flight.stateless:
+            try:
+                self._verify(request, outcome)
+            except CheckFailed as err:
+                raise ReservationConflict(f"the allocation is not valid on node {node}: {err}") from err
+        return self._reserve(snap, request, outcome, ttl=ttl, pod=pod, caller=caller, flight=flight)
 
     def unreserve(self, reservation_id: str, claims: Sequence[str]) -> int:
         if not reservation_id and not claims:
@@ -589,6 +673,7 @@ class Engine:
         pod: str = "",
         deadline: float | None = None,
         caller: str = "",
+        flight: CallerFlight = NO_FLIGHT,
     ) -> ScheduleAnswer:
         _check_pod(pod)
         claims = self.decode_claims(claim_blobs, validate=opts.validate)
@@ -599,11 +684,13 @@ class Engine:
         for attempt in range(self.limits.reserve_retries + 1):
             snap = self.current()
             check_admin_access(claims, snap.namespaces)
-            answer, request, outcome, solved_at = self._schedule_once(snap, claims, nodes, opts, wanted=wanted, deadline=deadline)
+            answer, request, outcome, solved_at = self._schedule_once(
+                snap, claims, nodes, opts, wanted=wanted, deadline=deadline, in_flight=self._in_flight(snap, flight, claims)
+            )
             if not reserve or request is None or outcome is None:
                 return answer
             try:
-                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod, solved_at=solved_at, caller=caller)
+                reservation = self._reserve(snap, request, outcome, ttl=ttl, pod=pod, solved_at=solved_at, caller=caller, flight=flight)
             except ReservationConflict:
                 if attempt == self.limits.reserve_retries:
                     raise
@@ -620,14 +707,16 @@ class Engine:
         *,
         wanted: int,
         deadline: float | None,
+        in_flight: ReservationStore | Overlay | None = None,
     ) -> tuple[ScheduleAnswer, AllocationRequest | None, AllocationOutcome | None, int | None]:
         """Node choice (``model.choose_node``) on one snapshot: the engine supplies the solves
         (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
+        held = in_flight or self.reservations
 
         def attempt(node: str) -> NodeAttempt | None:
             try:
-                request, version = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=True)
+                request, version = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=True, in_flight=held)
             except DeadlineExceeded:
                 return None
             return NodeAttempt(request, self._solve(request), version)
@@ -644,7 +733,7 @@ class Engine:
                 index=snap.index,
                 options=options,
                 attempt=attempt,
-                in_flight=self.reservations,
+                in_flight=held,
                 cache=self._cache,
                 expired=expired if deadline is not None else None,
                 memo=self._flight_free,
@@ -684,6 +773,7 @@ class Engine:
         objects: Sequence[bytes] = (),
         opts: SolveOptions = SolveOptions(),
         deadline: float | None = None,
+        flight: CallerFlight = NO_FLIGHT,
     ) -> ExplainAnswer:
         if not node:
             raise InvalidInput("", ("node",), "Required value: the node to explain")
@@ -693,10 +783,13 @@ class Engine:
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
             raise NotFound(node_not_found(node))
-        request, _ = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
+        held = None if inline else self._in_flight(snap, flight, claims)
+        request, _ = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline, in_flight=held)
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:
             holders.update({d: f"{model.RESERVED_HOLDER} for claim {refs}" for d, refs in self.reservations.holders().items()})
+            for c in flight.claims:
+                holders.update({d: f"{model.RESERVED_HOLDER} for claim {c.ref} (in flight)" for d in c.state.devices if d not in holders})
         return model.explain_node(request, cel=self.cel_for(request.gates), holders=holders, solve=self._solve)
 
     # --- Inventory --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,9 @@ from dra_solver.model import (
     InvalidInput,
     StrictDecodingError,
     ValidationMode,
+    decode_object,
     decode_text,
+    iter_documents,
 )
 from dra_solver.model import objects as o
 
@@ -121,6 +124,16 @@ class Inputs:
     """``obj.describe()`` -> the file it came from (``<stdin>`` for ``-``)."""
 
 
+PROGRESS_MIN_CHARS = 5_000_000
+"""Files at least this large report progress while they are read (when asked to)."""
+PROGRESS_INTERVAL = 2.0
+"""Seconds between progress lines."""
+
+
+def progress_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def read_inputs(
     paths: Sequence[str],
     *,
@@ -128,13 +141,15 @@ def read_inputs(
     validate: ValidationMode = "strict",
     warn: Warn | None = None,
     limits: DecodeLimits = DEFAULT_LIMITS,
+    progress: Warn | None = None,
 ) -> Inputs:
     """All objects of all arguments (files in argument order, documents in file order).
 
     Each argument must hold at least one object, and no object may be defined twice (unless
     ``validate="ignore"``, which skips API validation).
     ``validate`` is the decoder's field strictness; ``warn`` receives ``--validate=warn``
-    problems (default: stderr).
+    problems (default: stderr). ``progress`` receives a line every few seconds while a large
+    file (:data:`PROGRESS_MIN_CHARS`) is read, and one when it is done.
     """
     inputs = Inputs()
     report = warn or warn_on_stderr
@@ -148,7 +163,10 @@ def read_inputs(
             shown = "<stdin>" if path == "-" else path
             warnings: list[StrictDecodingError] = []
             text = read_text(path, stdin=stdin, limits=limits)
-            objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
+            if progress is not None and len(text) >= PROGRESS_MIN_CHARS:
+                objects = _decode_with_progress(text, shown, validate=validate, limits=limits, warnings=warnings, progress=progress)
+            else:
+                objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
             for warning in warnings:
                 report(warning.warning())
             for obj in objects:
@@ -158,6 +176,30 @@ def read_inputs(
             kinds = ", ".join(sorted(o.KIND_MODELS))
             raise InvalidInput("", (), f"no objects (expected {kinds}, or a List of them)", source=shown_arg)
     return inputs
+
+
+def _decode_with_progress(
+    text: str, source: str, *, validate: ValidationMode, limits: DecodeLimits, warnings: list[StrictDecodingError], progress: Warn
+) -> list[o.TypedObject]:
+    """:func:`decode_text` of a large file, saying how far it got every few seconds."""
+    started = time.monotonic()
+    next_line = started + PROGRESS_INTERVAL
+    read = 0
+    objects: list[o.TypedObject] = []
+
+    def at(position: int) -> None:
+        nonlocal read
+        read = position
+
+    mb = 1_000_000
+    for doc in iter_documents(text, source=source, limits=limits, progress=at):
+        objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
+        now = time.monotonic()
+        if now >= next_line:
+            next_line = now + PROGRESS_INTERVAL
+            progress(f"{source}: read {len(objects):,} objects ({read / mb:.0f}/{len(text) / mb:.0f} MB)")
+    progress(f"{source}: read {len(objects):,} objects ({len(text) / mb:.0f} MB) in {time.monotonic() - started:.1f}s")
+    return objects
 
 
 def _add(inputs: Inputs, obj: o.TypedObject, source: str, *, validate: ValidationMode) -> None:
@@ -182,6 +224,7 @@ def read_objects(
     stdin: TextIO | None = None,
     validate: ValidationMode = "strict",
     warn: Warn | None = None,
+    progress: Warn | None = None,
 ) -> list[o.TypedObject]:
     """:func:`read_inputs`' objects."""
-    return read_inputs(paths, stdin=stdin, validate=validate, warn=warn).objects
+    return read_inputs(paths, stdin=stdin, validate=validate, warn=warn, progress=progress).objects

@@ -24,11 +24,17 @@ Namespaces (labels only) ride along for the admin-access check on claims callers
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import gc
+import hashlib
 import logging
+import marshal
+import re
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,14 +48,18 @@ from dra_solver.model import (
     PoolKey,
     SelectorCheck,
     StrictDecodingError,
+    ValidationMemo,
     ValidationMode,
     check_fields,
     decode_object,
     default_selector_check,
     dns1123_label_errors,
+    fields_clean,
+    iter_documents,
     parse_documents,
     parse_quantity,
     validate_object,
+    without_devices,
 )
 from dra_solver.model import objects as o
 from dra_solver.service.files import expand_paths, read_text
@@ -72,11 +82,20 @@ class ObjectDecoder:
     """Decodes API objects, sharing identical ``Device`` values between ResourceSlices.
 
     Real clusters publish the same device description on every node; sharing cuts memory by
-    the node count and decodes each distinct device once.
+    the node count and decodes, checks and validates each distinct device once. Devices that
+    differ (a per-GPU UUID) still share their equal parts: attribute and capacity values are
+    kept once per distinct value, attribute and capacity names once per name.
     """
 
+    MAX_SHARED = 1_000_000
+    """Distinct values remembered for sharing; beyond it the tables start over (a long-lived
+    watch decoder must not grow without end)."""
+
     def __init__(self, *, validate: ValidationMode = "strict") -> None:
-        self._devices: dict[str, o.Device] = {}
+        self._devices: dict[bytes, o.Device] = {}
+        self._values: dict[tuple[type, str], Any] = {}
+        self._clean: set[bytes] = set()
+        """Devices (by content) without unknown or duplicate fields."""
         self.validate: ValidationMode = validate
         """Field validation (kubectl's --validate) of every object decoded."""
         self._warnings: list[StrictDecodingError] = []
@@ -88,29 +107,79 @@ class ObjectDecoder:
         return out
 
     def decode(self, doc: dict[str, Any], *, source: str = "") -> o.TypedObject:
-        if doc.get("kind") == "Namespace":
+        kind = doc.get("kind")
+        if kind == "Namespace":
             return decode_namespace(doc, source=source)
         spec = doc.get("spec")
         devices = spec.get("devices") if isinstance(spec, dict) else None
-        if doc.get("kind") != "ResourceSlice" or not isinstance(devices, list) or not devices:
+        if kind != "ResourceSlice" or not isinstance(devices, list) or not devices:
             return decode_object(doc, source=source, validate=self.validate, warnings=self._warnings)
-        assert isinstance(spec, dict)
-        # Unknown and duplicate fields are checked on the whole document, shared devices or not.
-        check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
         try:
-            keys = [repr(d) for d in devices]  # equal repr => equal content; key order only costs a miss
+            keys = [_content_key(d) for d in devices]
         except (TypeError, ValueError):
+            check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
             return decode_object(doc, source=source, validate="ignore")
+        # Unknown and duplicate fields: the slice without its devices, and each distinct device
+        # once (the whole document again, for the paths, when any is not clean).
+        if self.validate != "ignore":
+            if all(k in self._clean for k in keys):
+                check_fields(without_devices(doc), source=source, validate=self.validate, warnings=self._warnings)
+            else:
+                self._forget_if_full(self._clean)
+                if fields_clean(o.ResourceSlice, doc):
+                    self._clean.update(keys)
+                else:
+                    check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
+                    self._clean.update(k for k, d in zip(keys, devices, strict=True) if fields_clean(o.Device, d))
         if any(k not in self._devices for k in keys):
             # Decode the whole object once: errors then carry the exact field path.
-            full = decode_object(doc, source=source, validate="ignore")
-            assert isinstance(full, o.ResourceSlice)
-            for key, dev in zip(keys, full.spec.devices or [], strict=True):
-                self._devices.setdefault(key, dev)
-        head = decode_object({**doc, "spec": {**spec, "devices": []}}, source=source, validate="ignore")
-        assert isinstance(head, o.ResourceSlice)
+            head = decode_object(doc, source=source, validate="ignore")
+            assert isinstance(head, o.ResourceSlice)
+            self._forget_if_full(self._devices)
+            for key, raw, dev in zip(keys, devices, head.spec.devices or [], strict=True):
+                if key not in self._devices:
+                    self._devices[key] = self._shared_parts(dev, raw)
+        else:
+            head = decode_object(without_devices(doc), source=source, validate="ignore")
+            assert isinstance(head, o.ResourceSlice)
         head.spec.devices = [self._devices[k] for k in keys]
         return head
+
+    def _shared_parts(self, device: o.Device, raw: Any) -> o.Device:
+        """``device`` with its attribute and capacity values (and names) shared with equal ones
+        already decoded (equal raw values decode equally). The device is new and not yet
+        visible to anyone."""
+        raw_attributes = raw.get("attributes") if isinstance(raw, dict) else None
+        if device.attributes and isinstance(raw_attributes, dict):
+            device.attributes = {sys.intern(k): self._shared(v, raw_attributes.get(k)) for k, v in device.attributes.items()}
+        raw_capacity = raw.get("capacity") if isinstance(raw, dict) else None
+        if device.capacity and isinstance(raw_capacity, dict):
+            device.capacity = {sys.intern(k): self._shared(v, raw_capacity.get(k)) for k, v in device.capacity.items()}
+        return device
+
+    def _shared(self, value: Any, raw: Any) -> Any:
+        key = (type(value), repr(raw))
+        found = self._values.get(key)
+        if found is None:
+            self._forget_if_full(self._values)
+            found = self._values[key] = value
+        return found
+
+    def _forget_if_full(self, table: dict[Any, Any] | set[Any]) -> None:
+        if len(table) >= self.MAX_SHARED:
+            table.clear()
+
+
+def _content_key(raw: Any) -> bytes:
+    """A key equal for raw values of equal content: their ``marshal`` form (plain dicts, lists
+    and scalars; equal bytes => equal content, key order or shared objects only cost a miss),
+    else their repr (a mapping with duplicate keys, which says so), hashed to 128 bits so that
+    the table stays small when every device differs."""
+    try:
+        data = b"m" + marshal.dumps(raw)
+    except ValueError:
+        data = b"r" + repr(raw).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class Namespace(o.TypedObject):
@@ -223,34 +292,62 @@ def _raw_slice_node(doc: Mapping[str, Any] | o.TypedObject) -> str:
     return node if isinstance(node, str) else ""
 
 
-def allocator_parse_error(obj: o.ResourceSlice) -> str:
+def allocator_parse_error(obj: o.ResourceSlice, *, memo: dict[int, tuple[o.Device, str, str]] | None = None) -> str:
     """What the allocator's own parsing of a slice would fail on (quantities of counters and
     capacities), or "": checked for every slice whatever the validation mode, so such a slice
-    can only ever invalidate its pool, never fail a call."""
+    can only ever invalidate its pool, never fail a call. ``memo``: verdicts on shared devices
+    already checked in this pass, by identity (each entry holds its device)."""
     try:
         for i, counter_set in enumerate(obj.spec.shared_counters or []):
             for name, c in counter_set.counters.items():
-                _parse_at(parse_quantity, c.value, f"spec.sharedCounters[{i}].counters[{name}].value")
-        for i, device in enumerate(obj.spec.devices or []):
-            for j, consumed in enumerate(device.consumes_counters or []):
-                for name, c in consumed.counters.items():
-                    _parse_at(parse_quantity, c.value, f"spec.devices[{i}].consumesCounters[{j}].counters[{name}].value")
-            for name, cap in (device.capacity or {}).items():
-                _parse_at(CapacitySpec.from_api, cap, f"spec.devices[{i}].capacity[{name}]")
+                _parse_at(_parsed_quantity, c.value, f"spec.sharedCounters[{i}].counters[{name}].value")
     except _ParseFailure as err:
         return str(err)
+    for i, device in enumerate(obj.spec.devices or []):
+        hit = memo.get(id(device)) if memo is not None else None
+        if hit is None or hit[0] is not device:
+            hit = (device, *_device_parse_error(device))
+            if memo is not None:
+                memo[id(device)] = hit
+        if hit[2]:
+            return f"spec.devices[{i}].{hit[1]}: {hit[2]}"
     return ""
 
 
+def _device_parse_error(device: o.Device) -> tuple[str, str]:
+    """(field path below the device, problem) of the first value that does not parse, or ("", "")."""
+    try:
+        for j, consumed in enumerate(device.consumes_counters or []):
+            for name, c in consumed.counters.items():
+                _parse_at(_parsed_quantity, c.value, f"consumesCounters[{j}].counters[{name}].value")
+        for name, cap in (device.capacity or {}).items():
+            if cap.request_policy is None:
+                _parse_at(_parsed_quantity, cap.value, f"capacity[{name}]")
+            else:
+                _parse_at(CapacitySpec.from_api, cap, f"capacity[{name}]")
+    except _ParseFailure as err:
+        return err.path, err.problem
+    return "", ""
+
+
+@functools.lru_cache(maxsize=16_384)
+def _parsed_quantity(text: str) -> object:
+    """``parse_quantity``, once per distinct text (raises the same errors)."""
+    return parse_quantity(text)
+
+
 class _ParseFailure(Exception):
-    pass
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 def _parse_at(parse: Callable[[Any], object], value: Any, path: str) -> None:
     try:
         parse(value)
     except Exception as err:  # QuantityError, and anything else the parser trips on
-        raise _ParseFailure(f"{path}: Invalid value: {_clipped(repr(getattr(value, 'value', value)), 64)}: {_clipped(str(err), 200)}") from None
+        raise _ParseFailure(path, f"Invalid value: {_clipped(repr(getattr(value, 'value', value)), 64)}: {_clipped(str(err), 200)}") from None
 
 
 @dataclass(frozen=True)
@@ -290,6 +387,8 @@ def screen_objects(
     namespaces: dict[str, Mapping[str, str]] | None = {} if namespaces_known else None
     check: SelectorCheck | None = None
     fresh: dict[int, tuple[o.TypedObject, str]] = {}
+    memo = ValidationMemo()  # shared devices: validated once in this pass
+    parse_memo: dict[int, tuple[o.Device, str, str]] = {}
     for obj in objects:
         if isinstance(obj, Namespace):
             if namespaces is None:
@@ -303,11 +402,11 @@ def screen_objects(
             error = ""
             if validate:
                 check = check or default_selector_check()
-                errs = validate_object(obj, selector_check=check)
+                errs = validate_object(obj, selector_check=check, memo=memo)
                 if errs:
                     error = "; ".join(f"{e.field}: {e.detail}" if e.field_path else e.detail for e in errs[:3])
             if not error and isinstance(obj, o.ResourceSlice):
-                error = allocator_parse_error(obj)
+                error = allocator_parse_error(obj, memo=parse_memo)
         fresh[id(obj)] = (obj, error)
         if error:
             known.append((InventoryProblem((sources or {}).get(id(obj), ""), obj.kind, _clipped(obj.ref, 128), _clipped(error, 300), _slice_pool(obj)), _raw_slice_node(obj)))
@@ -517,21 +616,72 @@ def load_objects(paths: Sequence[str], *, decoder: ObjectDecoder | None = None, 
     return objects
 
 
+@dataclass
+class LoadProgress:
+    """How far loading an inventory's files has come (for progress lines)."""
+
+    files: int = 0
+    files_done: int = 0
+    chars: int = 0
+    """Characters of all files (their sizes in bytes until read: the same for ASCII)."""
+    chars_done: int = 0
+    objects: int = 0
+    nodes: int = 0
+    nodes_expected: int = 0
+    """Node objects the files hold, counted from their text before decoding (an estimate
+    from the files read so far while some are not; 0 when none could be counted)."""
+    nodes_exact: bool = False
+
+    def line(self) -> str:
+        """``loaded 2,500/21,869 nodes, 5,001 objects (14/54 MB)``."""
+        nodes = f"{self.nodes:,}"
+        if self.nodes_expected >= self.nodes and self.nodes_expected:
+            nodes += f"/{'' if self.nodes_exact else '~'}{self.nodes_expected:,}"
+        mb = 1_000_000
+        return f"loaded {nodes} nodes, {self.objects:,} objects ({self.chars_done / mb:.0f}/{self.chars / mb:.0f} MB)"
+
+
+_NODE_KIND = re.compile(r'kind"?[ \t]*:[ \t]*(?:"Node"|\'Node\'|Node(?=[ \t]*(?:#|$)))', re.MULTILINE)
+"""``kind: Node`` (YAML) or ``"kind":"Node"`` (JSON): counts Node objects in a file's text for
+progress lines (an estimate: it starts with a literal, so the scan takes milliseconds)."""
+
+
 def load_inventory_files(
-    paths: Sequence[str], *, decoder: ObjectDecoder | None = None, sources: dict[int, str] | None = None
+    paths: Sequence[str],
+    *,
+    decoder: ObjectDecoder | None = None,
+    sources: dict[int, str] | None = None,
+    progress: Callable[[LoadProgress], None] | None = None,
 ) -> tuple[list[o.TypedObject], list[tuple[InventoryProblem, str]]]:
     """Objects of an inventory's files, and the documents that did not decode (each with the
     node of its slice): a bad object costs itself (or its pool), not the inventory. A file
     that cannot be read or parsed at all still fails the load. ``sources`` gets each object's
-    file, by identity."""
+    file, by identity. Raw objects are decoded as they are parsed and dropped, so memory holds
+    one file's text and the decoded objects, not every raw object besides. ``progress`` is
+    told after every object (the caller decides how often to say so)."""
     dec = decoder or ObjectDecoder()
     objects: list[o.TypedObject] = []
     problems: list[tuple[InventoryProblem, str]] = []
     files = expand_paths(paths)
     if not files:
         raise InvalidInput("", (), "no .yaml, .yml or .json files", source=", ".join(paths))
-    for path in files:
-        for doc in parse_documents(read_text(path), source=path):
+    count = LoadProgress(files=len(files), chars=sum(_size(f) for f in files))
+    read_chars = 0
+    read_nodes = 0
+    for index, path in enumerate(files):
+        text = read_text(path)
+        count.chars += len(text) - _size(path)
+        base = read_chars
+        read_chars += len(text)
+        if progress is not None:
+            read_nodes += len(_NODE_KIND.findall(text))
+            count.nodes_exact = index == len(files) - 1
+            count.nodes_expected = read_nodes if count.nodes_exact else read_nodes * count.chars // max(1, read_chars)
+
+        def at(position: int, base: int = base) -> None:
+            count.chars_done = base + position
+
+        for doc in iter_documents(text, source=path, progress=at):
             try:
                 obj = dec.decode(doc, source=path)
             except (InvalidInput, InvalidInputs) as err:
@@ -543,7 +693,35 @@ def load_inventory_files(
                 objects.append(obj)
                 if sources is not None:
                     sources[id(obj)] = path
+                count.objects += 1
+                if isinstance(obj, o.Node):
+                    count.nodes += 1
+            if progress is not None:
+                progress(count)
+        del text
+        count.files_done += 1
+        count.chars_done = read_chars
     return objects, problems
+
+
+def _size(path: str) -> int:
+    try:
+        return 0 if path == "-" else Path(path).stat().st_size
+    except OSError:
+        return 0
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a while: building an inventory allocates millions
+    of long-lived objects, and each automatic collection would rescan all of them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class FileSource(InventorySource):
@@ -566,6 +744,8 @@ class FileSource(InventorySource):
         self.reload_errors = 0
         self.last_error = ""
         self.on_reload: Callable[[bool], None] | None = None
+        self.progress_interval = 2.0
+        """Seconds between progress lines while loading (one line at the end in any case)."""
 
     def _stamps(self) -> tuple[tuple[str, int, int], ...]:
         out = []
@@ -578,14 +758,29 @@ class FileSource(InventorySource):
         return tuple(out)
 
     def load(self) -> Snapshot:
-        """Load now; raises InvalidInput (naming file, object and field) on bad content."""
+        """Load now; raises InvalidInput (naming file, object and field) on bad content. Logs
+        progress every ``progress_interval`` seconds ("inventory: loaded 2,500/21,869 nodes,
+        ...") and once at the end."""
         stamp = self._stamps()
         sources: dict[int, str] = {}
         decoder = ObjectDecoder(validate=self.field_validation)
-        objects, problems = load_inventory_files([self.path], sources=sources, decoder=decoder)
-        for line in decoder.take_warnings()[:100]:
-            log.warning("inventory: %s", line)
-        screened = screen_objects(objects, problems=problems, validate=self.validate, namespaces_known=True, checked=self._checked, sources=sources)
+        started = time.monotonic()
+        next_line = started + self.progress_interval
+
+        def progress(count: LoadProgress) -> None:
+            nonlocal next_line
+            now = time.monotonic()
+            if now >= next_line:
+                next_line = now + self.progress_interval
+                log.info("inventory: %s", count.line())
+
+        with _gc_paused():  # millions of new objects, none of them garbage: nothing to collect
+            objects, problems = load_inventory_files([self.path], sources=sources, decoder=decoder, progress=progress)
+            for line in decoder.take_warnings()[:100]:
+                log.warning("inventory: %s", line)
+            screened = screen_objects(objects, problems=problems, validate=self.validate, namespaces_known=True, checked=self._checked, sources=sources)
+        nodes = sum(1 for obj in objects if isinstance(obj, o.Node))
+        log.info("inventory: loaded %s nodes, %s objects from %s in %.1fs", f"{nodes:,}", f"{len(objects):,}", self.path, time.monotonic() - started)
         inv = screened.inventory
         if screened.problems and not (inv.classes or inv.slices or inv.claims or inv.taint_rules or inv.nodes or screened.namespaces):
             # Nothing usable at all: a broken inventory, not a broken pool.

@@ -159,6 +159,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.allocate(
                 list(request.claims), request.node, objects=list(request.objects), opts=messages.solve_options(request.options),
                 reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
+                flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.allocate_response(a, now=self.engine.clock()), "allocated" if a.allocated else "unsatisfiable"
 
@@ -169,7 +170,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.schedule(
                 list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
                 ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
-                caller=caller_identity(context),
+                caller=caller_identity(context), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
 
@@ -177,7 +178,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
         def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
-            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context))
+            flight = self.engine.decode_flight(list(request.in_flight), request.in_flight_complete)
+            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context), flight=flight)
             return pb.ReserveResponse(reservation=messages.reservation(r, now=self.engine.clock())), "reserved"
 
         return self._handle("Reserve", "", context, run)
@@ -192,7 +194,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
     def Explain(self, request: pb.ExplainRequest, context: grpc.ServicerContext) -> pb.ExplainResponse:
         def run(deadline: float | None) -> tuple[pb.ExplainResponse, str]:
             x = self.engine.explain(list(request.claims), request.node, objects=list(request.objects),
-                                    opts=messages.solve_options(request.options), deadline=deadline)
+                                    opts=messages.solve_options(request.options), deadline=deadline,
+                                    flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete))
             return messages.explain_response(x), "allocatable" if x.allocatable else "explained"
 
         return self._handle("Explain", request.options.allocator, context, run)
@@ -357,7 +360,14 @@ def track_health(deps: ServerDeps) -> Callable[[Snapshot], None]:
 
 
 class Service:
-    """Server + inventory + metrics endpoint, started and stopped together."""
+    """Server + inventory + metrics endpoint, started and stopped together.
+
+    :meth:`listen` opens the gRPC and metrics ports at once, reporting NOT_SERVING (gRPC
+    health; ``/readyz`` not ready; calls that need the inventory get UNAVAILABLE) until the
+    inventory is loaded and indexed; :meth:`load` loads it (or :meth:`load_in_background`,
+    so that a large inventory does not keep the ports closed). :meth:`start` does both in
+    order, for callers that want a ready service when it returns.
+    """
 
     def __init__(self, address: str, deps: ServerDeps, *, metrics_address: str | None = None, metrics_port: int | None = None) -> None:
         self.deps = deps
@@ -369,28 +379,67 @@ class Service:
         self.port = 0
         self.metrics_server: Any = None
         self._stopped = threading.Event()
+        self._health_update: Callable[[Snapshot], None] | None = None
+        self._loader: threading.Thread | None = None
 
     def start(self) -> Service:
+        """Listen, then load the inventory (returns once it is loaded, or raises)."""
+        self.listen()
+        self.load()
+        return self
+
+    def listen(self) -> Service:
+        """Open the ports; health says NOT_SERVING until the inventory is ready."""
         health_update = track_health(self.deps)
+        self._health_update = health_update
         health_update(self.engine.source.snapshot())
+        # The engine first (it builds the snapshot's node index), then health: SERVING only once
+        # a call can be answered without waiting for the index.
+        self.engine.source.add_listener(self._on_snapshot)
         self.engine.source.add_listener(health_update)
-        self.engine.source.add_listener(self.engine.on_snapshot)
         self.engine.reservations.on_change = self._reservation_event
         self.server, self.port = create_server(self._address, self.deps)
         if self._metrics_port is not None:
             self.metrics_server = MetricsServer(
                 self.engine.metrics, address=self._metrics_address or "127.0.0.1", port=self._metrics_port, readiness=self._readiness
             )
+        return self
+
+    def load(self) -> None:
+        """Start the inventory source (a file source loads here; raises on bad content)."""
+        assert self._health_update is not None, "listen() first"
         self.engine.source.start()
         snap = self.engine.source.snapshot()
         if snap.ready:
-            health_update(snap)
-            self.engine.on_snapshot(snap)
+            self._on_snapshot(snap)
+            self._health_update(snap)
         # The loaded inventory lives as long as its snapshot; keep the cyclic GC from rescanning
         # its millions of objects on every collection (they are still freed by refcounting).
         gc.collect()
         gc.freeze()
-        return self
+
+    def load_in_background(self, on_failed: Callable[[BaseException], None]) -> None:
+        """:meth:`load` on an ``inventory-load`` thread; ``on_failed`` gets what it raised."""
+
+        def run() -> None:
+            try:
+                self.load()
+            except BaseException as err:  # reported to the caller, who decides to exit
+                if not self._stopped.is_set():
+                    on_failed(err)
+
+        self._loader = threading.Thread(target=run, name="inventory-load", daemon=True)
+        self._loader.start()
+
+    def _on_snapshot(self, snap: Snapshot) -> None:
+        first = snap.ready and not self._indexed
+        started = time.monotonic()
+        self.engine.on_snapshot(snap)
+        if first:
+            self._indexed = True
+            log.info("inventory: indexed %s nodes in %.1fs; serving", f"{len(snap.index.node_names):,}", time.monotonic() - started)
+
+    _indexed = False
 
     def _readiness(self) -> str | None:
         if self._stopped.is_set():

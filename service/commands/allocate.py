@@ -50,7 +50,12 @@ from dra_solver.model import (
 )
 from dra_solver.model import objects as o
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
-from dra_solver.service.files import add_validate_argument, one_line, read_inputs
+from dra_solver.service.files import (
+    add_validate_argument,
+    one_line,
+    progress_on_stderr,
+    read_inputs,
+)
 from dra_solver.service.localexplain import why_not
 from dra_solver.service.upstream import allocate_upstream, binary
 
@@ -87,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         upstream = args.allocator == "upstream"
         if upstream:
             binary()  # not built: say how to build it before reading anything
-        inputs = read_inputs(args.files, validate=args.validate)
+        inputs = read_inputs(args.files, validate=args.validate, progress=progress_on_stderr)
         sources.update(inputs.sources)
         inventory = Inventory.from_objects(inputs.objects)
         claims = tuple(c for c in inventory.claims if not c.allocated)

@@ -29,7 +29,12 @@ from dra_solver.service.commands.clientopts import (
     rpc_error,
 )
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
-from dra_solver.service.files import add_validate_argument, one_line, read_objects
+from dra_solver.service.files import (
+    add_validate_argument,
+    one_line,
+    progress_on_stderr,
+    read_objects,
+)
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.quoting import node_not_found, shown
 
@@ -61,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.group:
         return schedule_group.run(args)
     try:
-        claims = [c.to_api() for c in read_objects(args.files, validate=args.validate)]
+        claims = [c.to_api() for c in read_objects(args.files, validate=args.validate, progress=progress_on_stderr)]
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2

@@ -6,7 +6,11 @@
                      [--validate strict|warn|ignore]
 
 The first line on stdout is ``grpc=HOST:PORT metrics=HOST:PORT`` with the ports actually bound
-(``--port 0`` and ``--metrics-port 0`` pick free ones), so scripts and tests can connect.
+(``--port 0`` and ``--metrics-port 0`` pick free ones), so scripts and tests can connect. It comes
+as soon as the ports are open, before the inventory is loaded: until then gRPC health says
+NOT_SERVING, ``/readyz`` is not ready, calls get UNAVAILABLE, and stderr shows progress
+("inventory: loaded 2,500/21,869 nodes, ..."). An inventory that cannot be loaded at all ends the
+process with one line on stderr and exit code 2.
 ``--address unix:/path/to/socket`` listens on a unix socket instead. Plaintext is allowed only on
 loopback and unix sockets unless ``--insecure`` is given; SIGTERM drains in-flight calls.
 """
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING
 from dra_solver.model import DraSolverError, FeatureGates, check_mode
 from dra_solver.service import engine as e
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
-from dra_solver.service.files import add_validate_argument
+from dra_solver.service.files import add_validate_argument, one_line
 from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
 from dra_solver.service.kubeapi.client import ConfigError, api_client
 from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        service.start()
+        service.listen()
     except (DraSolverError, OSError, RuntimeError) as err:
         service.stop(0)
         print(f"error: {err}", file=sys.stderr)
@@ -93,17 +97,33 @@ def run(args: argparse.Namespace) -> int:
     if service.metrics_server is not None:
         metrics = _hostport(service.metrics_server.address, service.metrics_server.port)
     done = threading.Event()
+    failed: list[BaseException] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    def on_load_failed(err: BaseException) -> None:
+        failed.append(err)
         done.set()
 
     # Before the line that tells a caller we are up: a SIGTERM right after it must drain.
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     grpc_address = _hostport(args.address, service.port)
+    # The ports first, then the inventory: health says NOT_SERVING (and /readyz not ready)
+    # with progress lines on stderr until it is loaded.
     print(f"grpc={grpc_address} metrics={metrics}", flush=True)
-    logging.getLogger(__name__).info("serving gRPC on %s, metrics on %s", grpc_address, metrics)
+    logging.getLogger(__name__).info("listening for gRPC on %s, metrics on %s; loading the inventory", grpc_address, metrics)
+    service.load_in_background(on_load_failed)
     done.wait()
+    if failed:
+        # The inventory's content is bad (a file that does not parse, nothing usable): one line,
+        # exit 2, as before the ports were opened first.
+        service.stop(0)
+        problem = failed[0]
+        shown = str(problem) if isinstance(problem, DraSolverError | OSError) else f"{type(problem).__name__}: {problem}"
+        print(f"error: {one_line(shown)}", file=sys.stderr)
+        return 2
     logging.getLogger(__name__).info("shutting down: draining in-flight calls (grace %.1fs)", args.grace)
     if not service.stop(args.grace):
         # A call still running after the grace period (stuck decoding, say) must not keep

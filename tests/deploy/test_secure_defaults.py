@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +225,12 @@ def test_documented_dev_certificate_works_with_the_real_solver(tmp_path: Path) -
 
         probe = parse_probe(_container(solver)["readinessProbe"])
         probe_argv = _probe_argv(probe, address=address, ca=files["ca.crt"])
-        ok = subprocess.run(probe_argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        # serve opens its port before the inventory is loaded: the probe fails until it is.
+        for _ in range(30):
+            ok = subprocess.run(probe_argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+            if ok.returncode == 0:
+                break
+            time.sleep(0.5)
         assert (ok.returncode, ok.stdout.strip()) == (0, f"{address}: SERVING"), ok.stderr
         # Without the right name the certificate is not accepted: the check is real.
         wrong = _probe_argv(probe, address=address, ca=files["ca.crt"], name="elsewhere.svc")

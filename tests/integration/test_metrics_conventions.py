@@ -64,6 +64,7 @@ def test_solver_metrics_follow_the_conventions() -> None:
         line = proc.stdout.readline()
         grpc_addr, metrics_addr = (part.split("=", 1)[1] for part in line.split())
         with Client(grpc_addr, timeout=30) as client:
+            client.wait_ready(timeout=60)  # the line comes before the inventory is loaded
             client.allocate([_demo_claim()], "node-a")
             client.inventory()
             with pytest.raises(grpc.RpcError):

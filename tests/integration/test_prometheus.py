@@ -32,6 +32,7 @@ import grpc
 import pytest
 import yaml
 
+from dra_solver.service.client import Client
 from tests import builders as b
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,8 @@ def service() -> Iterator[tuple[str, str]]:
         if not match:
             _stop(proc)
             raise AssertionError(f"serve printed {first!r}; stderr: {proc.stderr.read() if proc.stderr else ''}")
+        with Client(match.group(1), timeout=10) as client:
+            client.wait_ready(timeout=60)  # the line comes before the inventory is loaded
         threading.Thread(target=proc.stdout.read, daemon=True).start()
         threading.Thread(target=proc.stderr.read, daemon=True).start()  # type: ignore[union-attr]
         yield match.group(1), match.group(2)

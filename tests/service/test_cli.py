@@ -36,6 +36,8 @@ def served() -> Iterator[tuple[str, str]]:
     first = proc.stdout.readline().strip()
     fields = dict(part.split("=", 1) for part in first.split())
     assert set(fields) == {"grpc", "metrics"}, first
+    with Client(fields["grpc"], timeout=10) as client:
+        client.wait_ready(timeout=60)  # the line comes before the inventory is loaded
     yield fields["grpc"], fields["metrics"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0, "SIGTERM drains and exits cleanly"

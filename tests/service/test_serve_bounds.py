@@ -24,6 +24,7 @@ import grpc
 import pytest
 
 from dra_solver.model.features import GATE_NAMES
+from dra_solver.service.client import Client
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from tests import builders as b
@@ -69,6 +70,8 @@ def served() -> Iterator[Served]:
     line = proc.stdout.readline().strip()  # grpc=127.0.0.1:PORT metrics=127.0.0.1:PORT
     fields = dict(part.split("=", 1) for part in line.split())
     assert "grpc" in fields, line
+    with Client(fields["grpc"], timeout=10) as client:
+        client.wait_ready(timeout=60)  # the line comes before the inventory is loaded
     yield Served(proc, fields["grpc"], f"http://{fields['metrics']}/metrics")
     proc.send_signal(signal.SIGTERM)
     try:

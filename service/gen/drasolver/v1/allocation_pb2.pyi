@@ -40,20 +40,24 @@ class SolveOptions(_message.Message):
     def __init__(self, allocator: _Optional[str] = ..., policy: _Optional[str] = ..., feature_gates: _Optional[str] = ..., validate: _Optional[str] = ...) -> None: ...
 
 class AllocateRequest(_message.Message):
-    __slots__ = ("claims", "node", "objects", "options", "reserve", "reservation_ttl_seconds")
+    __slots__ = ("claims", "node", "objects", "options", "reserve", "reservation_ttl_seconds", "in_flight", "in_flight_complete")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     RESERVE_FIELD_NUMBER: _ClassVar[int]
     RESERVATION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedScalarFieldContainer[bytes]
     node: str
     objects: _containers.RepeatedScalarFieldContainer[bytes]
     options: SolveOptions
     reserve: bool
     reservation_ttl_seconds: float
-    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ...) -> None: ...
+    in_flight: _containers.RepeatedScalarFieldContainer[bytes]
+    in_flight_complete: bool
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ...) -> None: ...
 
 class ClaimAllocation(_message.Message):
     __slots__ = ("claim", "uid", "status", "allocation")
@@ -121,7 +125,7 @@ class AllocateResponse(_message.Message):
     def __init__(self, allocated: _Optional[bool] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., reason: _Optional[str] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., node: _Optional[str] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ("claims", "nodes", "options", "reserve", "reservation_ttl_seconds", "feasible_nodes_wanted", "pod")
+    __slots__ = ("claims", "nodes", "options", "reserve", "reservation_ttl_seconds", "feasible_nodes_wanted", "pod", "in_flight", "in_flight_complete")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +133,8 @@ class ScheduleRequest(_message.Message):
     RESERVATION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     FEASIBLE_NODES_WANTED_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedScalarFieldContainer[bytes]
     nodes: _containers.RepeatedScalarFieldContainer[str]
     options: SolveOptions
@@ -136,7 +142,9 @@ class ScheduleRequest(_message.Message):
     reservation_ttl_seconds: float
     feasible_nodes_wanted: int
     pod: str
-    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., nodes: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., feasible_nodes_wanted: _Optional[int] = ..., pod: _Optional[str] = ...) -> None: ...
+    in_flight: _containers.RepeatedScalarFieldContainer[bytes]
+    in_flight_complete: bool
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., nodes: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., feasible_nodes_wanted: _Optional[int] = ..., pod: _Optional[str] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ...) -> None: ...
 
 class NodeVerdict(_message.Message):
     __slots__ = ("node", "verdict", "score", "reason")
@@ -211,16 +219,20 @@ class Reservation(_message.Message):
     def __init__(self, id: _Optional[str] = ..., node: _Optional[str] = ..., claims: _Optional[_Iterable[str]] = ..., expires_in_seconds: _Optional[float] = ..., pod: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., pod_group: _Optional[str] = ...) -> None: ...
 
 class ReserveRequest(_message.Message):
-    __slots__ = ("claims", "node", "ttl_seconds", "pod")
+    __slots__ = ("claims", "node", "ttl_seconds", "pod", "in_flight", "in_flight_complete")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedScalarFieldContainer[bytes]
     node: str
     ttl_seconds: float
     pod: str
-    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., ttl_seconds: _Optional[float] = ..., pod: _Optional[str] = ...) -> None: ...
+    in_flight: _containers.RepeatedScalarFieldContainer[bytes]
+    in_flight_complete: bool
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., ttl_seconds: _Optional[float] = ..., pod: _Optional[str] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ...) -> None: ...
 
 class ReserveResponse(_message.Message):
     __slots__ = ("reservation",)
@@ -243,16 +255,20 @@ class UnreserveResponse(_message.Message):
     def __init__(self, released: _Optional[int] = ...) -> None: ...
 
 class ExplainRequest(_message.Message):
-    __slots__ = ("claims", "node", "objects", "options")
+    __slots__ = ("claims", "node", "objects", "options", "in_flight", "in_flight_complete")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedScalarFieldContainer[bytes]
     node: str
     objects: _containers.RepeatedScalarFieldContainer[bytes]
     options: SolveOptions
-    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ...) -> None: ...
+    in_flight: _containers.RepeatedScalarFieldContainer[bytes]
+    in_flight_complete: bool
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., node: _Optional[str] = ..., objects: _Optional[_Iterable[bytes]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ...) -> None: ...
 
 class Reason(_message.Message):
     __slots__ = ("kind", "claim", "request", "devices", "message")
