@@ -1,7 +1,7 @@
 """Claim creation to pod binding on the real kube-apiserver, for pods with claim templates.
 
     python benchmarks/claim_to_bind.py [--pods 1000] [--nodes 125] [--gpus 8] [--rate 0]
-                                       [--workers 4] [--timeout 600] [-o json]
+                                       [--workers N] [--claim-workers N] [--timeout 600] [-o json]
 
 Starts its own control plane (upstream v1.37.2: etcd, kube-apiserver, kube-controller-manager,
 built by scripts/build-upstream.sh), the solver service on its Kubernetes inventory, and the
@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(0.1)
         client = Client(f"127.0.0.1:{service.port}", timeout=60)
         kube_api = kube.Kube(kube.api_client(kubeconfig=kubeconfig, user_agent="dra-solver-bench/controllers"))
-        options = Options(scheduler_workers=args.workers, flush_interval=3600.0, events=True, identity="bench")
+        options = Options(scheduler_workers=args.workers, claim_workers=args.claim_workers, flush_interval=3600.0,
+                          events=True, identity="bench")
         manager = Manager(kube_api, options, solver_client=client, metrics=ControllerMetrics())
         manager.start()
         timeline = Timeline(kube.Kube(kube.api_client(kubeconfig=kubeconfig, user_agent="dra-solver-bench/watch")))
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return {
             "pods": args.pods, "nodes": args.nodes, "gpus_per_node": args.gpus, "rate": args.rate or "burst",
-            "scheduler_workers": args.workers,
+            "scheduler_workers": args.workers, "claim_workers": args.claim_workers,
             "bound": len(bound), "seconds_to_create_all": round(created_all, 2), "seconds_until_all_bound": round(total, 2),
             "pods_per_second": round(len(bound) / total, 1) if total > 0 else 0.0,
             "claim_to_bind": summary(claim_to_bind), "pod_to_bind": summary(pod_to_bind),
@@ -227,7 +228,8 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=125)
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
     parser.add_argument("--rate", type=float, default=0.0, help="pods created per second (0 = all at once)")
-    parser.add_argument("--workers", type=int, default=4, help="scheduler workers")
+    parser.add_argument("--workers", type=int, default=Options.scheduler_workers, help="scheduler workers")
+    parser.add_argument("--claim-workers", type=int, default=Options.claim_workers, help="claim controller workers")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every pod to be bound")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args()

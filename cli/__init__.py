@@ -18,6 +18,7 @@ from typing import Protocol, cast
 
 from dra_solver import __version__
 from dra_solver.cli.helpformat import DefaultsHelpFormatter
+from dra_solver.service.api import ArgumentParser
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
@@ -45,7 +46,13 @@ def _load(module: str) -> _Command:
 
 
 def build_parser(argv: Sequence[str], *, prog: str = "dra-solver") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    return _build(argv, prog=prog)[0]
+
+
+def _build(argv: Sequence[str], *, prog: str = "dra-solver") -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The dispatcher's parser, and each subcommand's (only the wanted one has its flags).
+    Usage errors are one line and exit 2 (:mod:`dra_solver.service.argparsing`)."""
+    parser = ArgumentParser(
         prog=prog,
         description="Exact, fast, optimal Kubernetes DRA device allocation.",
         formatter_class=DefaultsHelpFormatter,
@@ -54,11 +61,13 @@ def build_parser(argv: Sequence[str], *, prog: str = "dra-solver") -> argparse.A
                         help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
+    parsers: dict[str, argparse.ArgumentParser] = {}
     for name, (module, help_text) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsHelpFormatter)
+        p = parsers[name] = sub.add_parser(name, help=help_text, description=help_text,
+                                           formatter_class=DefaultsHelpFormatter)
         if name == wanted:
             _load(module).add_arguments(p)
-    return parser
+    return parser, parsers
 
 
 def kubectl_main(argv: Sequence[str] | None = None) -> int:
@@ -69,11 +78,12 @@ def kubectl_main(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "dra-solver") -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_list, prog=prog)
-    args = parser.parse_args(args_list)
+    parser, subcommands = _build(args_list, prog=prog)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # said by the subcommand, whose --help lists what it takes
+        subcommands.get(args.command or "", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not args.command:
-        parser.print_help()
-        return 2
+        parser.error(f"a COMMAND is required: {', '.join(SUBCOMMANDS)}")
     module, _ = SUBCOMMANDS[args.command]
     try:
         return _load(module).run(args)

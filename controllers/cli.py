@@ -28,7 +28,7 @@ from dra_solver.controllers.manager import (
 )
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.model import POLICIES
-from dra_solver.service.api import Client, HttpEndpoint, kube, logsetup
+from dra_solver.service.api import ArgumentParser, Client, HttpEndpoint, kube, logsetup
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver-timeout", type=float, default=10.0, help="seconds per solver call (default 10)")
     parser.add_argument("--enable", default=",".join(CONTROLLERS), help=f"controllers to run, comma-separated (default {','.join(CONTROLLERS)})")
     parser.add_argument("--scheduler-name", default="dra-solver", help="spec.schedulerName of the pods to schedule")
-    parser.add_argument("--scheduler-workers", type=int, default=4, help="pods scheduled concurrently")
-    parser.add_argument("--claim-workers", type=int, default=2, help="ResourceClaims reconciled concurrently")
+    parser.add_argument("--scheduler-workers", type=int, default=Options.scheduler_workers,
+                        help=f"pods scheduled concurrently (default {Options.scheduler_workers})")
+    parser.add_argument("--claim-workers", type=int, default=Options.claim_workers,
+                        help=f"ResourceClaim controller workers (default {Options.claim_workers})")
     parser.add_argument("--eviction-workers", type=int, default=2, help="pods checked for device taints concurrently")
     parser.add_argument("--reservation-ttl", type=float, default=60.0, help="seconds the solver holds devices for an attempt")
     parser.add_argument("--policy", default="", choices=POLICIES, metavar="NAME",
@@ -174,6 +176,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dra-solver controllers", description="run the companion controllers")
+    parser = ArgumentParser(prog="dra-solver controllers", description="run the companion controllers")
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -46,8 +46,11 @@ def default_identity() -> str:
 class Options:
     enable: frozenset[str] = frozenset(CONTROLLERS)
     scheduler_name: str = "dra-solver"
-    claim_workers: int = 2
-    scheduler_workers: int = 4
+    claim_workers: int = 8
+    """Upstream's claim controller runs 50 syncs at once; each is one or two API writes."""
+    scheduler_workers: int = 16
+    """kube-scheduler's parallelism: an attempt is mostly waiting for the solver and three API
+    writes, so workers overlap those waits (4 left pods queueing for seconds in a burst)."""
     eviction_workers: int = 2
     leader_elect: bool = False
     lease_namespace: str = "kube-system"
@@ -180,6 +183,10 @@ class Manager:
             self._running = False
             for c in self.controllers.values():
                 c.stop()
+        for c in self.controllers.values():
+            # Best effort: what was decided gets recorded if the API answers in time.
+            if not c.events.flush(timeout=1.0):
+                log.info("%s: %d events not recorded", c.name, c.events.discard())
         self.metrics.leader.set(0)
         self.leading.clear()
         if was_running and not self._done.is_set():
@@ -202,6 +209,6 @@ class Manager:
         """No work queued or in progress (tests use this to wait for quiescence)."""
         for name in names or self.controllers:
             c = self.controllers.get(name)
-            if c is not None and not c.queue.idle():
+            if c is not None and not (c.queue.idle() and c.events.idle()):
                 return False
         return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -90,16 +90,28 @@ class UIDCache:
 class Events:
     """Best-effort core/v1 Events, as kubectl describe shows them; failures are only logged.
 
-    Identical events for one object within ``dedupe`` seconds are sent once.
+    Identical events for one object within ``dedupe`` seconds are sent once. Events are sent by
+    background threads (``senders`` of them), as client-go's event broadcaster sends them, so a
+    worker never waits for one (one API round trip per scheduled pod was a sixth of the
+    scheduler's time); at most ``max_pending`` wait to be sent, newer ones are dropped beyond
+    that, as the broadcaster drops when its queue is full.
     """
 
-    def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
+                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 4) -> None:
         self.kube = kube_api
         self.component = component
         self.dedupe = dedupe
+        self.max_pending = max_pending
         self._clock = clock
         self._last: dict[tuple[str, str, str], float] = {}
         self._lock = threading.Lock()
+        self._pending: deque[tuple[str, Obj]] = deque()
+        self._cond = threading.Condition()
+        self._sending = 0
+        self._senders: list[threading.Thread] = []
+        self._max_senders = senders
+        self.dropped = 0
 
     def emit(self, obj: ob.Obj | dict[str, Any], kind: str, *, type_: str, reason: str, message: str) -> None:
         if self.kube is None:
@@ -133,10 +145,63 @@ class Events:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        try:
-            self.kube.create_event(ob.namespace(obj) or "default", event)
-        except kube.ApiError as err:
-            log.debug("event %s for %s not recorded: %s", reason, ob.key(obj), err)
+        with self._cond:
+            if len(self._pending) >= self.max_pending:
+                self.dropped += 1
+                log.debug("event %s for %s dropped: %d events waiting to be sent", reason, ob.key(obj), len(self._pending))
+                return
+            self._pending.append((ob.namespace(obj) or "default", event))
+            self._senders = [t for t in self._senders if t.is_alive()]
+            if len(self._senders) < self._max_senders and len(self._pending) > len(self._senders) - self._sending:
+                sender = threading.Thread(target=self._send_loop, name=f"events-{self.component}", daemon=True)
+                self._senders.append(sender)
+                sender.start()
+            self._cond.notify()
+
+    def _send_loop(self) -> None:
+        assert self.kube is not None
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+                namespace, event = self._pending.popleft()
+                self._sending += 1
+            try:
+                self.kube.create_event(namespace, event)
+            except kube.ApiError as err:
+                log.debug("event %s for %s not recorded: %s", event["reason"], event["involvedObject"]["name"], err)
+            except Exception:  # the sender must outlive any surprise
+                log.exception("event %s not recorded", event["reason"])
+            finally:
+                with self._cond:
+                    self._sending -= 1
+                    self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """Nothing waiting to be sent and nothing being sent."""
+        with self._cond:
+            return not self._pending and not self._sending
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every event emitted so far was sent (or ``timeout``); True when idle."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._sending:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def discard(self) -> int:
+        """Drop what is still waiting to be sent (on shutdown, after :meth:`flush` had its
+        chance: a stopping process must not keep knocking on an API server); how many."""
+        with self._cond:
+            left = len(self._pending)
+            self._pending.clear()
+            self.dropped += left
+            self._cond.notify_all()
+        return left
 
 
 class Runner:

@@ -210,6 +210,10 @@ class Scheduler:
         self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
         self._lock = threading.Lock()
         self.pending = PendingPods(backoff_initial=backoff_initial, backoff_max=backoff_max, solver_lag=solver_lag)
+        self._usage = logic.NodeUsage()
+        """What bound pods take on each node, from pod events (the API's view); under ``_lock``."""
+        for pod in self.pods.store.objects():  # a cache that started first (normally empty here)
+            self._usage.update(ob.key(pod), pod)
         self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
         self._inflight: dict[str, Mapping[str, Obj]] = {}
         self._held: dict[str, set[str]] = {}
@@ -251,12 +255,14 @@ class Scheduler:
         pod = new if new is not None else old
         assert pod is not None
         k = ob.key(pod)
-        if new is None or ob.pod_node(new) or ob.pod_terminal(new):
-            with self._lock:
-                self._assumed.pop(k, None)
-            # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
-            if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
-                self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
+        placed = new is None or ob.pod_node(new) or ob.pod_terminal(new)
+        with self._lock:
+            self._usage.update(k, new)
+            if placed:
+                self._assumed.pop(k, None)  # counted by the usage now (or gone)
+        # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
+        if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
+            self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
         if not self._pending(new):
             self.pending.scheduled(k)
         elif logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
@@ -376,9 +382,8 @@ class Scheduler:
             self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
 
     def _used(self) -> dict[str, logic.Resources]:
-        pods = self.pods.store.objects()
-        used = logic.used_resources(pods)
         with self._lock:
+            used = self._usage.used()
             assumed = list(self._assumed.items())
         for k, (_uid, node, req) in assumed:
             current = self.pods.store.get(k)

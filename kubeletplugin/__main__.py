@@ -5,15 +5,15 @@ Same flags as ``dra-solver kubelet-plugin``; tests use it to run the plugin as a
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
 from dra_solver.kubeletplugin import cli
+from dra_solver.service.api import ArgumentParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m dra_solver.kubeletplugin", description="Run the dra-solver DRA kubelet plugin."
     )
     cli.add_arguments(parser)

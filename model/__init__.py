@@ -85,6 +85,7 @@ from dra_solver.model.decode import (
     parse_documents,
 )
 from dra_solver.model.errors import (
+    QUOTED_CHARS,
     AllocationError,
     DraSolverError,
     FieldPath,
@@ -94,6 +95,7 @@ from dra_solver.model.errors import (
     SolveTimeout,
     StrictDecodingError,
     format_field_path,
+    quote,
 )
 from dra_solver.model.explain import (
     RESERVED_HOLDER,
@@ -171,6 +173,7 @@ __all__ = [
     "GROUP_PATHS",
     "MAX_GROUP_PODS",
     "POLICIES",
+    "QUOTED_CHARS",
     "RESERVED_HOLDER",
     "VALIDATION_MODES",
     "AllocatedState",
@@ -262,6 +265,7 @@ __all__ = [
     "parse_quantity_field",
     "pod_requests",
     "qualified_name_errors",
+    "quote",
     "schedule_group",
     "state_key",
     "summarize",

@@ -49,7 +49,7 @@ from dra_solver.model.allocation import ALLOCATORS, AllocationOutcome, Allocatio
 from dra_solver.model.backtracking import allocate_backtracking
 from dra_solver.model.cel import CelEnvironment, CelFeatures
 from dra_solver.model.cpsat.problem import Problem
-from dra_solver.model.errors import InvalidInput, NodeLocalError, SolveTimeout
+from dra_solver.model.errors import InvalidInput, NodeLocalError, SolveTimeout, quote
 from dra_solver.model.policy import checked_policy
 
 DEFERRED_CHECK_SHARE = 0.5
@@ -67,7 +67,7 @@ def allocate(
         raise InvalidInput(
             "",
             ("allocator",),
-            f"Unsupported value: {request.allocator!r}: supported values: {', '.join(ALLOCATORS)}",
+            f"Unsupported value: {quote(request.allocator)}: supported values: {', '.join(ALLOCATORS)}",
         )
     if cel is None:
         cel = default_cel(request)

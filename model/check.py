@@ -43,7 +43,7 @@ from dra_solver.model.allocation import (
     DeviceID,
 )
 from dra_solver.model.cel import CelCompileError, CelDevice, CelEnvironment, CelRuntimeError
-from dra_solver.model.errors import DraSolverError
+from dra_solver.model.errors import DraSolverError, quote
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.group_request import GroupOutcome, GroupPod, GroupRequest
 from dra_solver.model.quantity import Format, Quantity, QuantityError, parse_quantity
@@ -554,7 +554,7 @@ class _Checker:
     ) -> _Use | None:
         opt = options.get(item.request)
         if opt is None:
-            self.add("request", label, f"names unknown request {item.request!r}", k)
+            self.add("request", label, f"names unknown request {quote(item.request)}", k)
             return None
         pool = self.pools.get((item.driver, item.pool))
         dev = pool.devices.get(item.device) if pool is not None else None
@@ -623,7 +623,7 @@ class _Checker:
             return False
         cls = self.classes.get(opt.class_name)
         if cls is None:
-            return f"device class {opt.class_name!r} does not exist"
+            return f"device class {quote(opt.class_name)} does not exist"
         for owner, selectors in (
             (f"class {cls.name}", cls.spec.selectors or []),
             (f"request {opt.ref}", opt.selectors),
@@ -704,7 +704,7 @@ class _Checker:
                 self.add("count", label, f"{opt.ref}: {len(uses)} devices, want exactly {opt.count}")
             return
         if opt.mode != "All":
-            self.add("count", label, f"{opt.ref}: unknown allocation mode {opt.mode!r}")
+            self.add("count", label, f"{opt.ref}: unknown allocation mode {quote(opt.mode)}")
             return
         # All: every device on the node that the request selects (and whose capacity fits).
         want: set[DeviceID] = set()

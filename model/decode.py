@@ -44,7 +44,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from dra_solver.model import objects as o
-from dra_solver.model.errors import FieldPath, InvalidInput, StrictDecodingError
+from dra_solver.model.errors import (
+    MAX_STRUCTURED_CHARS,
+    FieldPath,
+    InvalidInput,
+    StrictDecodingError,
+    clip,
+    quote,
+)
 
 ValidationMode = Literal["strict", "warn", "ignore"]
 """kubectl's ``--validate`` values (the API server's ``fieldValidation=Strict|Warn|Ignore``)."""
@@ -759,12 +766,13 @@ def _json_type(value: Any) -> str:
 
 
 def _shown(value: Any) -> str:
-    if isinstance(value, dict | list):
-        text = json.dumps(value, default=str, separators=(",", ":"))
-        return text if len(text) <= 80 else text[:77] + "..."
+    """A caller's value in a message: strings quoted (at most 64 characters of them), lists and
+    objects as compact JSON (at most 256)."""
+    if isinstance(value, str):
+        return quote(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    return json.dumps(value, default=str, ensure_ascii=False)
+    return clip(json.dumps(value, default=str, separators=(",", ":"), ensure_ascii=False), MAX_STRUCTURED_CHARS)
 
 
 def _one_line(err: Exception) -> str:

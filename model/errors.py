@@ -21,9 +21,51 @@ Hierarchy::
 
 from __future__ import annotations
 
+import json
+
 from dra_solver.model.stats import SolveStats
 
 FieldPath = tuple[str | int, ...]
+
+QUOTED_CHARS = 64
+"""Characters of a caller's value a message quotes; a longer value shows these and its length,
+so that a megabyte-long name cannot make a megabyte-long error."""
+
+MAX_STRUCTURED_CHARS = 256
+"""A list or object quoted in a message (as compact JSON) is cut here, saying how long it was."""
+
+MAX_FIELD_CHARS = 256
+"""A field path longer than this (map keys are the caller's) is shown as a prefix."""
+
+MAX_REF_CHARS = 317
+"""The longest valid ``namespace/name`` (a 63-character label, a 253-character subdomain)."""
+
+
+def quote(text: str, *, ascii_only: bool = False) -> str:
+    """``text`` JSON-quoted for a message: ``"abc"``, or ``"first 64 characters..." (N characters)``."""
+    if len(text) > QUOTED_CHARS:
+        return json.dumps(text[:QUOTED_CHARS], ensure_ascii=ascii_only)[:-1] + f'..." ({len(text)} characters)'
+    return json.dumps(text, ensure_ascii=ascii_only)
+
+
+def clip(text: str, limit: int = QUOTED_CHARS) -> str:
+    """Unquoted text (JSON of a value, a line of a compiler message) cut to ``limit`` characters,
+    saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def clip_lines(text: str, limit: int = 2 * QUOTED_CHARS) -> str:
+    """Each line of ``text`` cut to ``limit`` characters: CEL's compile errors echo the
+    expression's source line under the message."""
+    return "\n".join(clip(line, limit) for line in text.split("\n"))
+
+
+def _clip_ref(obj: str) -> str:
+    """``Kind namespace/name`` with an impossibly long name shown as a prefix and its length."""
+    kind, sep, ref = obj.partition(" ")
+    if sep and len(ref) > MAX_REF_CHARS:
+        return f"{kind} {clip(ref)}"
+    return obj
 
 
 def format_field_path(path: FieldPath) -> str:
@@ -64,8 +106,8 @@ class InvalidInput(DraSolverError):
 
     def _render(self) -> str:
         where = f"{self.source}: " if self.source else ""
-        obj = f"{self.obj}: " if self.obj else ""
-        field = f"{self.field}: " if self.field_path else ""
+        obj = f"{_clip_ref(self.obj)}: " if self.obj else ""
+        field = f"{clip(self.field, MAX_FIELD_CHARS)}: " if self.field_path else ""
         return f"{where}{obj}{field}{self.detail}"
 
 
@@ -81,22 +123,26 @@ class StrictDecodingError(InvalidInput):
         self, obj: str, problems: list[tuple[FieldPath, str]], *, source: str = ""
     ) -> None:
         self.problems = tuple(problems)
-        detail = "strict decoding error: " + ", ".join(self.lines())
+        detail = "strict decoding error: " + self._listed()
         super().__init__(obj, problems[0][0] if problems else (), detail, source=source)
 
     def lines(self) -> list[str]:
         """One ``unknown field "path"`` text per problem (what ``warn`` prints)."""
-        return [f'{what} "{format_field_path(path)}"' for path, what in self.problems]
+        return [f"{what} {quote(format_field_path(path))}" for path, what in self.problems]
+
+    def _listed(self) -> str:
+        # The decoder reports at most 100 problems an object, as the API server does.
+        return ", ".join(self.lines())
 
     def warning(self) -> str:
         """The problems as ``--validate=warn`` reports them (without the error prefix)."""
         where = f"{self.source}: " if self.source else ""
-        obj = f"{self.obj}: " if self.obj else ""
-        return f"{where}{obj}{', '.join(self.lines())}"
+        obj = f"{_clip_ref(self.obj)}: " if self.obj else ""
+        return f"{where}{obj}{self._listed()}"
 
     def _render(self) -> str:
         where = f"{self.source}: " if self.source else ""
-        obj = f"{self.obj}: " if self.obj else ""
+        obj = f"{_clip_ref(self.obj)}: " if self.obj else ""
         return f"{where}{obj}{self.detail}"
 
 

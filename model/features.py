@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model.errors import InvalidInput, clip, quote
 
 GATE_NAMES: dict[str, str] = {
     "AdminAccess": "admin_access",
@@ -97,15 +97,15 @@ class FeatureGates:
             name, sep, value = item.partition("=")
             name = name.strip()
             if not sep:
-                raise InvalidInput("", ("--feature-gates",), f'missing "=" in {item!r}')
+                raise InvalidInput("", ("--feature-gates",), f'missing "=" in {quote(item)}')
             if name not in GATE_NAMES and name not in KUBERNETES_GATES:
                 raise InvalidInput(
                     "", ("--feature-gates",),
-                    f"unrecognized feature gate: {name} (known: {', '.join(known_gate_names())})",
+                    f"unrecognized feature gate: {clip(name)} (known: {', '.join(known_gate_names())})",
                 )
             lowered = value.strip().lower()
             if lowered not in ("true", "false"):
-                raise InvalidInput("", ("--feature-gates",), f"invalid value of {name}={value}, err: must be true or false")
+                raise InvalidInput("", ("--feature-gates",), f"invalid value of {name}={clip(value)}, err: must be true or false")
             on = lowered == "true"
             if name in GATE_NAMES:
                 changes[GATE_NAMES[name]] = on

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from dra_solver.model.errors import InvalidInput
+from dra_solver.model.errors import InvalidInput, quote
 
 
 class Policy(StrEnum):
@@ -43,5 +43,5 @@ def checked_policy(name: str) -> Policy:
         return Policy(name)
     except ValueError:
         raise InvalidInput(
-            "", ("policy",), f"Unsupported value: {name!r}: supported values: {', '.join(POLICIES)}"
+            "", ("policy",), f"Unsupported value: {quote(name)}: supported values: {', '.join(POLICIES)}"
         ) from None

@@ -42,7 +42,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.capacity import CapacitySpec
 from dra_solver.model.cel import CelDevice
 from dra_solver.model.cluster import DeviceID
-from dra_solver.model.errors import AllocationError
+from dra_solver.model.errors import AllocationError, quote
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.quantity import Quantity, parse_quantity
 from dra_solver.model.semver import parse_semver
@@ -243,7 +243,7 @@ def _field_requirement_errors(req: o.NodeSelectorRequirement, path: str) -> list
         return [f"{path}.key: Invalid value: {json.dumps(req.key)}: not a valid field selector key"]
     if req.operator not in ("In", "NotIn"):
         return [
-            f'{path}.operator: Unsupported value: {json.dumps(req.operator)}: supported values: "In", "NotIn"'
+            f'{path}.operator: Unsupported value: {quote(req.operator)}: supported values: "In", "NotIn"'
         ]
     if len(req.values or []) != 1:
         return [f"{path}.values: Required value: must have one element"]

@@ -161,8 +161,18 @@ def choose_node(
     verdicts: list[NodeVerdict] = []
     best: tuple[int, str] | None = None
     stopped = False
+    # Candidates the inventory does not know at all are reported whatever the visit finds (it
+    # may stop early at a best-scoring node), so a caller can tell a typo from a node that
+    # does not fit.
+    unknown = [n for n in names if index.view(n) is None and n not in index.nodes_by_name] if candidates else []
+    for name in unknown:
+        stats.nodes_evaluated += 1
+        stats.nodes_pruned += 1
+        verdicts.append(NodeVerdict(name, "unschedulable", reason=f"node {quote(name)} not found in the inventory"))
+    missing = set(unknown)
+    known_names = [n for n in names if n not in missing] if missing else names
     order = visit_order(
-        index, names, node_policy, explicit=bool(candidates), in_flight=in_flight, memo=memo, generation=generation
+        index, known_names, node_policy, explicit=bool(candidates), in_flight=in_flight, memo=memo, generation=generation
     )
     for name in order:
         if stopped or (expired is not None and expired()):
@@ -172,8 +182,7 @@ def choose_node(
         view = index.view(name)
         if view is None:
             stats.nodes_pruned += 1
-            known = name in index.nodes_by_name
-            verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices" if known else f"node {quote(name)} not found in the inventory"))
+            verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
             continue
         if exclusive and not view.shared_devices:
             free = index.free_devices(name, in_flight.devices(view.pools))

@@ -32,7 +32,15 @@ from dra_solver.model.cel import (
     CelEnvironment,
     CelFeatures,
 )
-from dra_solver.model.errors import FieldPath, InvalidInput, InvalidInputs
+from dra_solver.model.errors import (
+    MAX_STRUCTURED_CHARS,
+    FieldPath,
+    InvalidInput,
+    InvalidInputs,
+    clip,
+    clip_lines,
+    quote,
+)
 from dra_solver.model.quantity import QuantityError, parse_quantity_field
 
 # --- limits (k8s.io/api/resource/v1) ---------------------------------------------------------
@@ -284,10 +292,10 @@ def show_value(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return _go_quote(value)
+        return quote(value)
     if isinstance(value, o.K8sModel):
         value = value.to_api()
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return clip(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), MAX_STRUCTURED_CHARS)
 
 
 class _Report:
@@ -360,7 +368,7 @@ def _compile_check(cel: CelEnvironment) -> SelectorCheck:
         try:
             compiled = cel.compile(expression)
         except CelCompileError as err:
-            message = str(err)
+            message = clip_lines(str(err))
             return message if message.startswith("compilation failed") else f"compilation failed: {message}"
         return CEL_COST_EXCEEDED if compiled.max_cost > CEL_SELECTOR_MAX_COST else None
 

@@ -43,6 +43,31 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 log() { echo "build-upstream: $*" >&2; }
+
+# What a release build stamps into the binaries (upstream's hack/lib/version.sh does it from
+# git; a module-proxy build has no git, so the pinned versions say it): without it
+# kube-apiserver's /version and `kubectl version` report v0.0.0-master+$Format:%H$.
+version_ldflags() {
+  case "$1" in
+    kube)
+      local v="${KUBERNETES_VERSION#v}" pkg
+      local major="${v%%.*}" rest="${v#*.}"
+      local minor="${rest%%.*}"
+      for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        printf ' -X %s' "$pkg.gitVersion=$KUBERNETES_VERSION" "$pkg.gitMajor=$major" \
+          "$pkg.gitMinor=$minor" "$pkg.gitTreeState=clean" "$pkg.gitCommit="
+      done ;;
+    # etcd's version is a constant in its source (etcd --version says 3.6.x already); its
+    # Git SHA is unknown without git and stays "Not provided".
+    helm)
+      # helm's release builds stamp the full version (the source says only vX.Y); the pinned
+      # one is the helm.sh/helm/v4 line of tools/helm/go.mod.
+      local hv
+      hv="$(awk '$1 == "helm.sh/helm/v4" {print $2}' "$tools/helm/go.mod")"
+      printf ' -X helm.sh/helm/v4/internal/version.version=%s -X helm.sh/helm/v4/internal/version.gitTreeState=clean' "$hv" ;;
+  esac
+}
+
 mkdir -p "$bin" "$stamps"
 # One build at a time (parallel test workers may all ask for the binaries).
 exec 9>"$cache/build.lock"
@@ -51,7 +76,9 @@ flock 9
 for m in "${modules[@]}"; do
   dir="$tools/$m"
   if [ ! -f "$dir/go.mod" ]; then log "no Go module at tools/$m"; exit 2; fi
-  key="$( { cat "$tools/upstream-versions.env"; go version;
+  stamp="$(version_ldflags "$m")"
+  ldflags="-s -w$stamp"
+  key="$( { cat "$tools/upstream-versions.env"; go version; printf '%s' "$stamp";
             find "$dir" -type f \( -name 'go.mod' -o -name 'go.sum' -o -name '*.go' \) -print0 \
               | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)"
   if [ -f "$stamps/$m" ] && [ "$(cat "$stamps/$m")" = "$key" ]; then
@@ -66,9 +93,9 @@ for m in "${modules[@]}"; do
   tmp="$(mktemp -d "$cache/build.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
   if grep -q '^tool' "$dir/go.mod"; then
-    (cd "$dir" && GOBIN="$tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags='-s -w' tool)
+    (cd "$dir" && GOBIN="$tmp" GOFLAGS=-mod=mod go install -trimpath -ldflags="$ldflags" tool)
   else
-    (cd "$dir" && GOFLAGS=-mod=mod go build -trimpath -ldflags='-s -w' -o "$tmp/$m" .)
+    (cd "$dir" && GOFLAGS=-mod=mod go build -trimpath -ldflags="$ldflags" -o "$tmp/$m" .)
   fi
   for f in "$tmp"/*; do mv -f "$f" "$bin/"; done
   rm -rf "$tmp"

@@ -8,6 +8,7 @@ dispatcher): everything they may import from ``dra_solver.service``, and nothing
   ``Transient``), ``Informer``/``Store``/``wait_for_sync`` (list+watch into a local store) and
   ``meta`` (object metadata helpers); ``ElectionConfig``/``LeaderElector``: leader election on
   a Lease through the kubernetes client's own library.
+- ``ArgumentParser``: argparse with one-line usage errors (exit 2), for every command line.
 - What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``) and
   ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``).
 
@@ -17,6 +18,7 @@ them. The service itself never imports the companions (another contract).
 """
 
 from dra_solver.service import logsetup
+from dra_solver.service.argparsing import ArgumentParser
 from dra_solver.service.client import Client
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.httpendpoint import HttpEndpoint, no_created_series
@@ -26,6 +28,7 @@ from dra_solver.service.kubeapi.informer import Informer, Store, wait_for_sync
 from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 
 __all__ = [
+    "ArgumentParser",
     "Client",
     "ElectionConfig",
     "HttpEndpoint",

@@ -53,13 +53,13 @@ from dra_solver.model import objects as o
 from dra_solver.service.admission import check_admin_access
 from dra_solver.service.inventory import InventorySource, ObjectDecoder, Snapshot, StaticSource
 from dra_solver.service.metrics import Metrics
+from dra_solver.service.quoting import clip, node_not_found, shown
 from dra_solver.service.reservations import (
     Reservation,
     ReservationConflict,
     ReservationStore,
     UnknownReservation,
 )
-from dra_solver.service.text import clip, shown
 
 log = logging.getLogger(__name__)
 
@@ -462,7 +462,7 @@ class Engine:
             snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
             check_admin_access(claims, snap.namespaces)
             if node not in snap.index.views and node not in snap.index.nodes_by_name:
-                raise NotFound(f"node {shown(node)} not found in the inventory")
+                raise NotFound(node_not_found(node))
             request, solved_at = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
             outcome = self._solve(request)
             if not outcome.allocated:
@@ -524,6 +524,7 @@ class Engine:
             claims=[(c.ref, c.metadata.uid or "") for c in request.claims],
             state=state,
             taken=index.allocated,
+            latest_taken=lambda: self.source.snapshot().index.allocated,
             ttl=ttl,
             pod=pod,
             validate=validate,
@@ -543,7 +544,7 @@ class Engine:
         snap = self.current()
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f"node {shown(node)} not found in the inventory")
+            raise NotFound(node_not_found(node))
         results = tuple(c.status.allocation for c in claims if c.status and c.status.allocation)
         bare = tuple(c.model_copy(update={"status": None}) for c in claims)
         request, _ = self._node_request(snap, bare, node, SolveOptions(), time_limit=self.limits.default_solve_seconds, use_reservations=False)
@@ -680,7 +681,7 @@ class Engine:
         snap = self.inline_snapshot(objects, validate=opts.validate) if inline else self.current()
         check_admin_access(claims, snap.namespaces)
         if node not in snap.index.views and node not in snap.index.nodes_by_name:
-            raise NotFound(f"node {shown(node)} not found in the inventory")
+            raise NotFound(node_not_found(node))
         request, _ = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=not inline)
         holders: dict[DeviceID, str] = {d: f"claim {ref}" for d, ref in snap.index.holders().items()}
         if not inline:

@@ -70,13 +70,13 @@ def read_text(path: str, *, stdin: TextIO | None = None, limits: DecodeLimits = 
     """The text of ``path`` (``-``: stdin), refusing more than ``limits.max_chars`` before
     reading it all."""
     if path == "-":
-        text = (stdin or sys.stdin).read(limits.max_chars + 1)
+        text = _read_bounded(stdin or sys.stdin, limits.max_chars)
         _check_size(len(text), limits, source="<stdin>")
         return text
     try:
         _check_size(Path(path).stat().st_size // 4, limits, source=path)  # at most 4 bytes a character
         with open(path, encoding="utf-8") as handle:
-            text = handle.read(limits.max_chars + 1)
+            text = _read_bounded(handle, limits.max_chars)
     except FileNotFoundError:
         raise InvalidInput("", (), "no such file or directory", source=path) from None
     except IsADirectoryError:
@@ -87,6 +87,24 @@ def read_text(path: str, *, stdin: TextIO | None = None, limits: DecodeLimits = 
         raise InvalidInput("", (), f"cannot read: {err.strerror or err}", source=path) from None
     _check_size(len(text), limits, source=path)
     return text
+
+
+READ_CHUNK = 1 << 16
+"""Characters read at a time: ``read(n)`` sets aside room for ``n`` characters up front, so one
+read of the whole limit would cost 64 MiB for a ten-byte file."""
+
+
+def _read_bounded(handle: TextIO, limit: int) -> str:
+    """At most ``limit + 1`` characters of ``handle`` (one more than allowed shows it is too big)."""
+    chunks: list[str] = []
+    total = 0
+    while total <= limit:
+        chunk = handle.read(min(READ_CHUNK, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return "".join(chunks)
 
 
 def _check_size(chars: int, limits: DecodeLimits, *, source: str) -> None:

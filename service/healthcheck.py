@@ -19,10 +19,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from dra_solver.model import InvalidInput
 from dra_solver.service import tls
+from dra_solver.service.argparsing import ArgumentParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m dra_solver.service.healthcheck",
         description="exit 0 when the solver's gRPC health service reports SERVING",
     )

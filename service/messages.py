@@ -22,8 +22,8 @@ from dra_solver.model import (
 from dra_solver.model import objects as o
 from dra_solver.service import engine as e
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.quoting import clip, shown
 from dra_solver.service.reservations import Reservation
-from dra_solver.service.text import clip, shown
 
 
 def to_json(model: o.K8sModel) -> bytes:

@@ -195,6 +195,7 @@ class ReservationStore:
         validate: Callable[[AllocatedState], None] | None = None,
         solved_at: int | None = None,
         caller: str = "",
+        latest_taken: Callable[[], AllocatedState] | None = None,
     ) -> Reservation:
         """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
 
@@ -203,6 +204,10 @@ class ReservationStore:
         ``taken``: what the inventory snapshot already shows in use. Raises
         ReservationConflict when an exclusive device is already in use or held, or when
         ``validate`` (given the other in-flight state) rejects the allocation.
+        ``latest_taken``: what the newest snapshot shows in use, read under the lock. A snapshot
+        that shows a reservation's claims allocated ends the reservation (:meth:`observe`); an
+        allocation solved on an older snapshot would otherwise find neither the reservation nor
+        the allocation that replaced it, and take the device a second time.
         """
         claims = tuple(claims)
         ttl = min(ttl if ttl > 0 else self.default_ttl, self.max_ttl)
@@ -230,8 +235,9 @@ class ReservationStore:
             for d in state.devices:
                 pools.add((d.driver, d.pool))
             others = self.state(_pools_of(state))
+            latest = latest_taken() if latest_taken is not None else taken
             for dev in sorted(state.devices):
-                if dev in taken.devices:
+                if dev in taken.devices or dev in latest.devices:
                     self._notify("conflict", 1)
                     raise ReservationConflict(f"device {dev} is already allocated")
                 if dev in others.devices:

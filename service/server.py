@@ -37,8 +37,8 @@ from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inventory import Snapshot
 from dra_solver.service.metrics import SOLVING_RPCS, MetricsServer
+from dra_solver.service.quoting import clip
 from dra_solver.service.reservations import ReservationConflict, ReservationLimit
-from dra_solver.service.text import clip
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -44,6 +45,16 @@ def upstream_allocator() -> Iterator[upstream.UpstreamAllocator]:
     path = upstream.binary(build=True)
     with upstream.UpstreamAllocator(path) as allocator:
         yield allocator
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The fuzz campaigns' largest per-input memory peaks (tests/fuzzbounds.py), when fuzz
+    tests ran in this process (not under xdist's workers): what the long profile reports."""
+    from tests.fuzzbounds import peaks
+
+    if peaks:
+        shown = ", ".join(f"{name} {mib:.1f} MiB" for name, mib in sorted(peaks.items()))
+        terminalreporter.write_line(f"fuzz campaigns, largest per-input Python memory (and process growth): {shown}")
 
 
 # The real kube-apiserver (upstream v1.37.2) for the companion tests: see tests/realkube.py.

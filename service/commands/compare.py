@@ -9,6 +9,9 @@ allocator, when it is built: ``--upstream``), per node or over a replay.
 
 Exit status: 0 when the comparison ran (whatever the allocators answered), 2 for bad input
 (checked before anything runs: the files, every --node, and that --report can be written).
+Each FILE is one self-contained scenario, the cluster and the claims to allocate in it: a FILE
+with no claims to allocate or no node to allocate on, and a FILE given twice, are errors, not
+an empty table.
 """
 
 from __future__ import annotations
@@ -137,7 +140,9 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
     checked_policy(args.policy)  # a typo must not read as "the allocators disagree"
     cel = CelEnvironment()
     rows: list[CompareRow] = []
+    _check_distinct(args.files)
     scenarios = [(path, read_objects([path], validate=args.validate)) for path in args.files]
+    _check_scenarios(scenarios, nodes_given=bool(args.node))
     _check_nodes(args.node or [], scenarios)
     names = scenario_names([path for path, _ in scenarios])
     with _upstream_runner(args) as upstream:
@@ -249,6 +254,37 @@ def _upstream_allocate(runner: UpstreamAllocator) -> Allocate:
     return run
 
 
+def _shown(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+def _check_distinct(paths: list[str]) -> None:
+    """A scenario given twice would only print its rows twice: name it instead."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = path if path == "-" else os.path.realpath(path)
+        if key in seen:
+            same = "" if seen[key] == path else f" (the same file as {seen[key]})"
+            raise InvalidInput("", (), f"given twice{same}: each FILE is a scenario of its own", source=_shown(path))
+        seen[key] = path
+
+
+def _check_scenarios(scenarios: list[tuple[str, list[o.TypedObject]]], *, nodes_given: bool) -> None:
+    """Each scenario has claims to allocate and a node to allocate them on: a claims file
+    alone (its cluster in another FILE) would otherwise compare nothing and exit 0."""
+    for path, objects in scenarios:
+        inventory = Inventory.from_objects(objects)
+        if not inventory.claims:
+            raise InvalidInput("", (), "no ResourceClaims: a scenario file holds the claims to allocate "
+                               "and the cluster they go to", source=_shown(path))
+        if all(c.allocated for c in inventory.claims):
+            raise InvalidInput("", (), "no ResourceClaims to allocate: every claim in it is allocated already",
+                               source=_shown(path))
+        if not nodes_given and not inventory.node_names():
+            raise InvalidInput("", (), "no nodes (no Node and no node-local ResourceSlice): a scenario file "
+                               "holds the cluster too, not only claims", source=_shown(path))
+
+
 def _check_nodes(nodes: list[str], scenarios: list[tuple[str, list[o.TypedObject]]]) -> None:
     """Every --node must be known to every scenario (a Node, or a ResourceSlice on it)."""
     for path, objects in scenarios:
@@ -257,8 +293,7 @@ def _check_nodes(nodes: list[str], scenarios: list[tuple[str, list[o.TypedObject
             try:
                 known_node(inventory, node)
             except InvalidInput as err:
-                shown = "<stdin>" if path == "-" else path
-                raise InvalidInput(err.obj, err.field_path, err.detail, source=shown) from None
+                raise InvalidInput(err.obj, err.field_path, err.detail, source=_shown(path)) from None
 
 
 def _check_writable(path: str) -> None:

@@ -5,7 +5,8 @@
 
 FILEs hold the pod's ResourceClaims. Prints the chosen node, each claim's devices and the
 per-node verdicts (``-o json`` for the whole answer). Exit status: 0 placed, 1 no node fits,
-2 invalid input, 3 deadline passed, 4 other errors (service unreachable, ...).
+2 invalid input (including a ``--node`` the service does not know), 3 deadline passed, 4 other
+errors (service unreachable, ...).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dra_solver.service.commands.clientopts import (
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.quoting import node_not_found, shown
 
 VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedulable", pb.VERDICT_NOT_EVALUATED: "not evaluated"}
 
@@ -59,13 +61,29 @@ def run(args: argparse.Namespace) -> int:
                 claims, args.node, allocator=args.allocator, policy=args.policy, feature_gates=args.feature_gates,
                 reserve=args.reserve, ttl=args.ttl, feasible_nodes_wanted=args.feasible_nodes, validate=args.validate,
             )
+            unknown = unknown_nodes(answer)
+            if unknown and answer.HasField("reservation"):
+                solver.unreserve(answer.reservation.id)  # the answer is not used: hold nothing
     except grpc.RpcError as err:
         return rpc_error(err)
+    if unknown:
+        # Over gRPC an unknown candidate is one more node that does not fit (the scheduler
+        # passes Nodes the service may not have seen yet); a name typed here is a typo.
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        print(f"error: --node: Not found: {shown(unknown[0])}{more}: the service's inventory has no such node",
+              file=sys.stderr)
+        return 2
     if args.output == "json":
         print(answer_json(answer))
     else:
         print(render(answer))
     return 0 if answer.node else 1
+
+
+def unknown_nodes(answer: pb.ScheduleResponse) -> list[str]:
+    """Candidates the service reported as not in its inventory."""
+    return [v.node for v in answer.nodes
+            if v.verdict == pb.VERDICT_UNSCHEDULABLE and v.reason == node_not_found(v.node)]
 
 
 def render(answer: pb.ScheduleResponse) -> str:

@@ -350,8 +350,10 @@ def api_client(
         _load_in_cluster(cfg)
     else:
         _load_kubeconfig(cfg, kubeconfig)
-    # Connections per host: informers hold one each for their watches, workers need the rest.
-    cfg.connection_pool_maxsize = 32
+    # Connections per host: informers hold one each for their watches, workers need the rest
+    # (the controllers run 16 scheduler, 8 claim and 2 eviction workers and three event
+    # senders by default; a pool smaller than that discards connections and handshakes again).
+    cfg.connection_pool_maxsize = 64
     api = client.ApiClient(cfg)
     api.user_agent = user_agent
     if probe:

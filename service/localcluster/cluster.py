@@ -50,8 +50,8 @@ def default_state_dir() -> Path:
     return cache / "dra-solver" / "local-cluster"
 
 
-def _say(msg: str) -> None:
-    print(f"local-cluster: {msg}", file=sys.stderr, flush=True)
+def _say(msg: str, prog: str = "local-cluster") -> None:
+    print(f"{prog}: {msg}", file=sys.stderr, flush=True)
 
 
 def node_object(name: str, *, cpu: str = "64", memory: str = "512Gi", pods: str = "110",
@@ -112,8 +112,15 @@ def dra_solver_command() -> list[str]:
 
 
 class LocalCluster:
-    def __init__(self, state_dir: Path | None = None) -> None:
+    """The processes ``up`` started, recorded in ``state.json`` of one state directory, so that
+    ``down`` (another process, later) stops exactly them."""
+
+    def __init__(self, state_dir: Path | None = None, *, prog: str = "local-cluster") -> None:
         self.dir = state_dir or default_state_dir()
+        self.prog = prog
+
+    def _say(self, msg: str) -> None:
+        _say(msg, self.prog)
 
     @property
     def kubeconfig(self) -> Path:
@@ -125,29 +132,36 @@ class LocalCluster:
         except (OSError, ValueError):
             return {}
 
-    def up(self, *, nodes: int = 2, bins: Binaries | None = None, timeout: float = 180.0, log_format: str = "text") -> Path:
+    def up(self, *, nodes: int = 2, bins: Binaries | None = None, timeout: float = 180.0, log_format: str = "text",
+           companions: bool = True) -> Path:
+        """Start everything and return the admin kubeconfig. ``companions=False`` starts the
+        control plane alone (``scripts/kube-up``): no Nodes, DeviceClasses or dra-solver processes."""
         running = [n for n, pid in self._state().get("pids", {}).items() if _group_alive(pid)]
         if running:
-            raise ControlPlaneError(f"a local cluster is already up (state in {self.dir}): run 'down' first")
+            what = "a local cluster" if companions else "a control plane"
+            raise ControlPlaneError(f"{what} is already up (state in {self.dir}): run 'down' first")
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
         logs = self.dir / "logs"
         logs.mkdir()
         pids: dict[str, int] = {}
-        state: dict[str, Any] = {"pids": pids, "nodes": nodes}
+        state: dict[str, Any] = {"pids": pids, "nodes": nodes if companions else 0}
 
         def save() -> None:
             (self.dir / STATE_FILE).write_text(json.dumps(state, indent=2))
 
         try:
-            _say("building or reusing upstream binaries")
+            self._say("building or reusing upstream binaries")
             bins = bins or binaries()
             cp = ControlPlane(bins, workdir=self.dir / "control-plane")
-            _say("starting etcd, kube-apiserver, kube-controller-manager")
+            self._say("starting etcd, kube-apiserver, kube-controller-manager")
             cp.start(timeout=timeout)
             pids.update(cp.pids())
             state["apiserver"] = cp.url
             save()
+            if not companions:
+                self._say(f"ready: kube-apiserver at {cp.url}, logs in {cp.dir}")
+                return cp.kubeconfig
             names = [f"node-{i}" for i in range(1, nodes + 1)]
             for name in names:
                 create_node(cp, node_object(name))
@@ -156,7 +170,7 @@ class LocalCluster:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
             logging_flag = f"--log-format={log_format}"
 
-            _say("starting the solver service")
+            self._say("starting the solver service")
             solver_log = logs / "solver.log"
             solver = spawn([*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
                              "--port=0", "--metrics-port=0", logging_flag], solver_log, env)
@@ -166,7 +180,7 @@ class LocalCluster:
             grpc_addr = line.split()[0].split("=", 1)[1]
             state["solver"] = grpc_addr
 
-            _say(f"starting simulated kubelet plugins on {nodes} node(s)")
+            self._say(f"starting simulated kubelet plugins on {nodes} node(s)")
             devices = self.dir / "devices.yaml"
             devices.write_text(simulated_devices_config())
             for name in names:
@@ -179,7 +193,7 @@ class LocalCluster:
                 pids[f"kubelet-plugin-{name}"] = proc.pid
             save()
 
-            _say("starting the controllers")
+            self._say("starting the controllers")
             ctl = spawn([*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}",
                           f"--solver={grpc_addr}", "--metrics-port=0", logging_flag], logs / "controllers.log", env)
             pids["controllers"] = ctl.pid
@@ -187,7 +201,7 @@ class LocalCluster:
             _wait_line(logs / "controllers.log", "metrics=", ctl, timeout)
             plugins = {n: logs / f"kubelet-plugin-{n}.log" for n in names}
             self._wait_slices(cp, plugins, [pids[f"kubelet-plugin-{n}"] for n in names], timeout)
-            _say(f"ready: {nodes} node(s), solver at {grpc_addr}, logs in {logs}")
+            self._say(f"ready: {nodes} node(s), solver at {grpc_addr}, logs in {logs}")
         except BaseException:
             # Stop what started; keep the logs for the error message to point at (the next
             # 'up' or 'down' removes them).
@@ -225,7 +239,7 @@ class LocalCluster:
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
         if not quiet:
-            _say("stopped" if pids else "nothing was running")
+            self._say("stopped" if pids else "nothing was running")
         return existed
 
 

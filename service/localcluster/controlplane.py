@@ -199,6 +199,7 @@ class ControlPlane:
         self.kubeconfig = self.dir / "admin.kubeconfig"
         self.audit_log_path = self.dir / "audit.log"
         self._procs: dict[str, _Proc] = {}
+        self._ssl: dict[str, ssl.SSLContext] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -308,10 +309,9 @@ class ControlPlane:
             str(self.bins.path("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
-            # The endpoint reconciler refuses a loopback advertise address; nothing here needs
-            # the in-cluster "kubernetes" Service's endpoints.
-            "--endpoint-reconciler-type=none",
-            # Nothing outside this machine can reach a loopback address: publish no endpoints for it.
+            # The endpoint reconciler refuses a loopback advertise address, and nothing outside
+            # this machine could reach one anyway: publish no endpoints for the in-cluster
+            # "kubernetes" Service.
             "--endpoint-reconciler-type=none",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
@@ -397,8 +397,13 @@ class ControlPlane:
     # -- access -------------------------------------------------------------------------
 
     def ssl_context(self, user: str = "admin") -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
-        ctx.load_cert_chain(str(self.pki / f"{user}.crt"), str(self.pki / f"{user}.key"))
+        """One context per user, made once: loading the CA and the key pair on every request
+        cost more than the request itself."""
+        ctx = self._ssl.get(user)
+        if ctx is None:
+            ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+            ctx.load_cert_chain(str(self.pki / f"{user}.crt"), str(self.pki / f"{user}.key"))
+            self._ssl[user] = ctx
         return ctx
 
     def _get_text(self, path: str) -> str | None:

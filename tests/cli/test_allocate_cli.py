@@ -64,7 +64,7 @@ def test_policy_is_selectable_and_reported() -> None:
         _check(json.loads(done.stdout)["items"], "worker-1")
     bad = _run("--node", "worker-1", "--policy", "tightest", str(CLUSTER))
     assert bad.returncode == 2
-    assert "policy: Unsupported value: 'tightest'" in bad.stderr and "Traceback" not in bad.stderr
+    assert 'policy: Unsupported value: "tightest"' in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_json_output_from_stdin_with_backtracking() -> None:

@@ -5,8 +5,10 @@ under every ``--validate`` mode and both allocators.
 Properties: the exit status is one of the documented ones (0 allocated, 1 does not fit,
 2 invalid input, 3 deadline), stderr never holds a traceback or the dispatcher's "internal
 error" line, an error exit prints one line per problem, and each input is answered within a
-generous time bound. In process (``main()``) for speed, plus a few real subprocesses.
-Derandomized by default (tests/conftest.py); ``HYPOTHESIS_PROFILE=long`` for a long campaign.
+generous time bound (hypothesis' deadline) and a memory bound (``tests/fuzzbounds``: the
+Python memory one input takes at its peak). In process (``main()``) for speed, plus a few real
+subprocesses. Derandomized by default (tests/conftest.py); ``HYPOTHESIS_PROFILE=long`` for a
+long campaign.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dra_solver import cli
 from tests.decode.test_fuzz_decoder import mutated
+from tests.fuzzbounds import bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DOCS: list[dict[str, Any]] = list(yaml.safe_load_all((ROOT / "examples" / "cluster.yaml").read_text()))
@@ -79,6 +83,9 @@ def edited_cluster(draw: st.DrawFn) -> str:
     return json.dumps(docs) if draw(st.booleans()) else yaml.safe_dump_all(docs)
 
 
+MEMORY_CAP_MIB = 32
+"""Per input (decoding, validation, building and solving the model), Python memory only."""
+
 inputs = st.one_of(edited_cluster(), mutated())
 modes = st.sampled_from(["strict", "warn", "ignore"])
 allocators = st.sampled_from(["cpsat", "backtracking"])
@@ -93,6 +100,15 @@ def _check(code: int, err: str) -> None:
         assert any(line.startswith("error: ") for line in lines), err
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _warm() -> None:
+    """One run before the campaign, outside the bound: the first one imports the allocators and
+    builds the CEL environment, which is not the input's memory."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for allocator in ("cpsat", "backtracking"):
+            cli.main(["allocate", "--allocator", allocator, "--node", "worker-1", str(ROOT / "examples" / "cluster.yaml")])
+
+
 @settings(deadline=timedelta(seconds=30))
 @given(text=inputs, mode=modes, allocator=allocators, node=st.sampled_from(["worker-1", "worker-2"]))
 def test_allocate_answers_every_input_with_a_documented_exit_status(text: str, mode: str, allocator: str, node: str) -> None:
@@ -100,7 +116,7 @@ def test_allocate_answers_every_input_with_a_documented_exit_status(text: str, m
         path = Path(tmp) / "input.yaml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with bounded(MEMORY_CAP_MIB, campaign="cli"), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = cli.main(["allocate", f"--validate={mode}", "--allocator", allocator, "--timeout", "5",
                              "--node", node, "-o", "json", str(path)])
     _check(code, err.getvalue())

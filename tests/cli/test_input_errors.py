@@ -159,6 +159,70 @@ def test_compare_refuses_an_unknown_node(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 2 and 'Not found: "worker-9"' in _one_error(err)
 
 
+def test_long_values_are_quoted_by_their_first_64_characters_and_length(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/limits-and-errors.md: a value quoted in an error shows its first 64 characters and
+    its length, wherever it appears (object name, field value, unknown field, CEL's echo)."""
+    long_name, long_cel, long_key = "a" * 100_000, "x" * 5_000, "k" * 100_000
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+             "metadata": {"name": long_name, "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                 "deviceClassName": "gpu.example.com", "selectors": [{"cel": {"expression": long_cel}}]}}]}}}
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, _file(tmp_path, "long.yaml", yaml.safe_dump(claim)))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err[:2000]
+    for line in lines:
+        assert len(line) < 1000, line[:2000]
+        assert "a" * 65 not in line and "x" * 130 not in line
+    assert lines[0].endswith(f'metadata.name: Invalid value: "{"a" * 64}..." (100000 characters): must be no more than 253 characters')
+    assert f"ResourceClaim default/{'a' * 56}... (100008 characters): " in lines[0]
+    assert f'cel.expression: Invalid value: "{"x" * 64}..." (5000 characters): compilation failed: ' in lines[1]
+    claim["metadata"]["name"] = "ok"
+    claim["spec"]["devices"]["requests"][0]["exactly"] = {"deviceClassName": "gpu.example.com", long_key: 1}
+    code, _, err = _main(capsys, "allocate", "--node", "worker-1", CLUSTER, _file(tmp_path, "key.yaml", yaml.safe_dump(claim)))
+    assert code == 2
+    line = _one_error(err)
+    assert f'unknown field "spec.devices.requests[0].exactly.{"k" * 31}..." (100033 characters)' in line, line[:500]
+    assert len(line) < 1000
+
+
+CLAIMS_ONLY = str(ROOT / "examples" / "demo" / "claims" / "notebook.yaml")
+SCENARIO = str(ROOT / "examples" / "compare" / "agree.yaml")
+
+
+def test_compare_refuses_a_scenario_without_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    """A claims file alone (its cluster elsewhere) compared nothing and printed an empty table."""
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", CLAIMS_ONLY)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {CLAIMS_ONLY}: no nodes (no Node and no node-local ResourceSlice): "
+                               "a scenario file holds the cluster too, not only claims")
+
+
+def test_compare_refuses_a_scenario_without_claims(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [d for d in yaml.safe_load_all(Path(SCENARIO).read_text()) if d["kind"] != "ResourceClaim"]
+    cluster = _file(tmp_path, "cluster.yaml", yaml.safe_dump_all(docs))
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", cluster)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {cluster}: no ResourceClaims: a scenario file holds the claims to "
+                               "allocate and the cluster they go to")
+    # Claims that are all allocated already leave nothing to compare either.
+    allocated = str(ROOT / "examples" / "replay" / "gpu8-cluster.yaml")
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", allocated)
+    assert (code, out) == (2, "")
+    assert _one_error(err).endswith("no ResourceClaims to allocate: every claim in it is allocated already")
+
+
+def test_compare_refuses_a_scenario_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", SCENARIO, SCENARIO)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == f"error: {SCENARIO}: given twice: each FILE is a scenario of its own"
+    other_spelling = str(Path(SCENARIO).parent / ".." / "compare" / Path(SCENARIO).name)
+    code, out, err = _main(capsys, "compare", "--quiet", "--upstream=off", SCENARIO, other_spelling)
+    assert (code, out) == (2, "")
+    assert _one_error(err) == (f"error: {other_spelling}: given twice (the same file as {SCENARIO}): "
+                               "each FILE is a scenario of its own")
+
+
 @pytest.mark.parametrize("command", ["schedule", "explain"])
 def test_clients_check_their_input_before_calling_the_service(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

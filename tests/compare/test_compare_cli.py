@@ -80,7 +80,7 @@ def test_compare_html_report(tmp_path: Path) -> None:
 def test_compare_unknown_policy_exit_2() -> None:
     result = dra_solver("compare", "--quiet", "--policy", "tightest", str(EXAMPLES / "compare" / "agree.yaml"))
     assert result.returncode == 2
-    assert "policy: Unsupported value: 'tightest'" in result.stderr and "Traceback" not in result.stderr
+    assert 'policy: Unsupported value: "tightest"' in result.stderr and "Traceback" not in result.stderr
     assert not result.stdout
 
 

@@ -136,8 +136,11 @@ def test_extended_resource_served_by_device_plugin_on_one_node_and_by_dra_on_ano
     device_plugin_node(env, "node-a", {EXTENDED: "4"})  # a device plugin reports 4
     env.node("node-b")
     env.create(b.gpu_slice("node-b", count=2))  # DRA serves 2
-    # Three fit the device-plugin node only: no claim is created.
+    # Three fit the device-plugin node only: no claim is created. Bound before the next pod
+    # comes: a scheduler that saw both at once could put the two on the device-plugin node
+    # first (both fit there), and then the three would fit nowhere, whichever scheduler.
     env.create(extended_pod(side, "plugin", {EXTENDED: "3"}))
+    wait_for(lambda: env.bound("plugin"), timeout=30, what="the device-plugin pod bound")
     # Two fit the DRA node (the device-plugin node has 1 left): a claim there.
     env.create(extended_pod(side, "dra", {EXTENDED: "2"}))
     wait_for(lambda: env.bound("plugin", "dra"), timeout=30, what="both pods bound")

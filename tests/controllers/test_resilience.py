@@ -3,7 +3,12 @@
 - leader election between two ``dra-solver controllers`` processes: the leader is SIGKILLed,
   the standby takes over once the Lease expires, and nothing is done twice;
 - watch expiry: etcd is compacted while every component watches; their resumed watches get
-  ``410 Gone``, they list again, and the run completes with no device in two claims;
+  ``410 Gone``, they list again, and the run completes with no device in two claims. The
+  watchers are the controllers' informers, the double-allocation checker's and the solver
+  service's inventory. The kubelet plugin has none to expire: its claim source GETs each claim
+  when the kubelet asks to prepare it, and its slice publisher lists slices when it publishes,
+  so a compaction cannot reach them; the test still reads the new claims through the plugin's
+  claim source after the compaction;
 - kube-apiserver restarted mid-run: every component reconnects, nothing is lost or
   allocated twice.
 """
@@ -24,6 +29,8 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
+from dra_solver.kubeletplugin.claims import KubeClaimSource
+from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.localcluster.controlplane import ControlPlane, binaries
 from tests import builders as b
 from tests.controllers.conftest import Env, start_solver, wait_for
@@ -162,6 +169,12 @@ def test_watch_expiry_every_watcher_lists_again_and_nothing_is_allocated_twice(u
         _no_duplicates(env, first + second)
         assert not checker.violations, checker.violations[:3]
         assert revision > 0
+        # The kubelet plugin's claim source (GET, no watch) reads what was allocated since.
+        source = KubeClaimSource(kube.api_client(kubeconfig=kc.kubeconfig))
+        for n in second:
+            [claim] = env.claims_of(env.pod(n) or {})
+            meta = claim["metadata"]
+            assert source.get(meta["namespace"], meta["name"], meta["uid"]).allocated, n
         env.wait_solver_sees(lambda snap: len(snap.allocated_claims()) == 6)
     finally:
         env.stop()

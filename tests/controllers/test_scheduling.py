@@ -123,6 +123,27 @@ def test_used_resources_and_least_allocated() -> None:
     assert s.least_allocated(["a", "b"], nodes, used) == "b"
 
 
+def test_node_usage_follows_pod_events_as_a_recount_would() -> None:
+    """The scheduler's running totals equal :func:`used_resources` over the pods as they are
+    after every event: bound, moved between versions, finished, deleted."""
+    import random
+
+    rnd = random.Random(7)
+    usage = s.NodeUsage()
+    live: dict[str, dict[str, Any]] = {}
+    for _ in range(400):
+        name = f"p{rnd.randrange(12)}"
+        if name in live and rnd.random() < 0.2:
+            del live[name]
+            usage.update(f"default/{name}", None)
+        else:
+            pod = b.pod(name, node=rnd.choice([None, "a", "b", "c"]), cpu=rnd.choice(["100m", "1", "2.5"]),
+                        phase=rnd.choice(["Pending", "Running", "Running", "Succeeded", "Failed"]))
+            live[name] = pod
+            usage.update(f"default/{name}", pod)
+        assert usage.used() == s.used_resources(live.values())
+
+
 ALLOC = {"devices": {"results": [{"request": "gpu", "driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"}]}}
 
 

@@ -3,14 +3,18 @@ object list; each is invalid input with a message saying which limit, and where.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+import tracemalloc
+from pathlib import Path
 
 import pytest
 
 from dra_solver.model.decode import DEFAULT_LIMITS, DecodeLimits, decode_text, parse_documents
 from dra_solver.model.errors import InvalidInput
 from dra_solver.model.quantity import QuantityError, parse_quantity_field
+from dra_solver.service.files import read_text
 from tests.model._docs import device, resource_slice
 
 # The classic "billion laughs": 9 levels of 9 aliases, 9^9 values once expanded.
@@ -121,6 +125,30 @@ def test_input_size_and_object_count_are_bounded() -> None:
     assert _error(docs, limits=DecodeLimits(max_chars=10)) == f"in: input is {len(docs)} characters: must be at most 10"
     listed = json.dumps({"kind": "List", "items": [{"kind": "DeviceClass", "metadata": {"name": f"c{i}"}} for i in range(3)]})
     assert _error(listed, limits=DecodeLimits(max_objects=2)) == "in: more than 2 objects in one input"
+
+
+def test_reading_a_small_file_costs_little_memory(tmp_path: Path) -> None:
+    """Reading is bounded by the size limit without setting that much aside first (one read
+    of the whole 64 Mi limit cost 64 MiB for every file, however small: the CLI fuzz
+    campaign's memory bound found it)."""
+    path = tmp_path / "small.yaml"
+    path.write_text("kind: DeviceClass\n")
+    tracemalloc.start()
+    try:
+        text = read_text(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert text == "kind: DeviceClass\n"
+    assert peak < 1 << 20, f"{peak / (1 << 20):.1f} MiB to read 18 bytes"
+    # The limit still holds, for files and for stdin.
+    big = tmp_path / "big.yaml"
+    big.write_text("#" * 300_000)
+    with pytest.raises(InvalidInput, match="larger than 200000 characters"):
+        read_text(str(big), limits=DecodeLimits(max_chars=200_000))
+    with pytest.raises(InvalidInput, match="larger than 200000 characters"):
+        read_text("-", stdin=io.StringIO("#" * 300_000), limits=DecodeLimits(max_chars=200_000))
+    assert read_text("-", stdin=io.StringIO("#" * 200_000), limits=DecodeLimits(max_chars=200_000)) == "#" * 200_000
 
 
 @pytest.mark.parametrize(

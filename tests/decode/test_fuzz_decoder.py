@@ -2,10 +2,11 @@
 
 Mutations of real documents (the bundled cluster, flow and block YAML, JSON) and arbitrary
 JSON-like values, decoded under every ``validate`` mode. Properties: no exception but the
-core's own errors (no RecursionError, TypeError, QuantityError, UnicodeError ...), and a
-generous per-input time bound (hypothesis' deadline), since every limit is enforced while
-parsing. The default profile is derandomized (tests/conftest.py); ``HYPOTHESIS_PROFILE=long``
-runs a long campaign with fresh inputs.
+core's own errors (no RecursionError, TypeError, QuantityError, UnicodeError ...), a generous
+per-input time bound (hypothesis' deadline) and a per-input memory bound (``tests/fuzzbounds``:
+the Python memory one input takes at its peak), since every limit is enforced while parsing.
+The default profile is derandomized (tests/conftest.py); ``HYPOTHESIS_PROFILE=long`` runs a
+long campaign with fresh inputs (docs/limits-and-errors.md says how).
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dra_solver.model.decode import VALIDATION_MODES, DecodeLimits, ValidationMode, decode_text
 from dra_solver.model.errors import DraSolverError
+from tests.fuzzbounds import MIB, bounded
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = (ROOT / "examples" / "cluster.yaml").read_text()
@@ -84,9 +87,25 @@ def shaped_objects(draw: st.DrawFn) -> Any:
     return doc
 
 
+MEMORY_CAP_MIB = 32
+"""Per input: 200,000 characters within the decoder's limits take far less (the long campaign's
+largest is in docs/limits-and-errors.md)."""
+
+
 def _decode(text: str, mode: ValidationMode) -> None:
-    with contextlib.suppress(DraSolverError):  # invalid input, said cleanly
+    with bounded(MEMORY_CAP_MIB, campaign="decoder"), contextlib.suppress(DraSolverError):  # invalid input, said cleanly
         decode_text(text, source="fuzz", validate=mode, limits=DecodeLimits(max_chars=200_000), warnings=[])
+
+
+def test_the_memory_bound_catches_a_blow_up() -> None:
+    """The bound is not vacuous: 48 MiB taken by one input goes over it, while the decoder
+    refuses a "billion laughs" (a million values from 400 bytes) well within it."""
+    with pytest.raises(AssertionError, match="MiB of Python memory"), bounded(MEMORY_CAP_MIB, campaign="self-test"):
+        _ = [0] * (6 * MIB)  # 48 MiB
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n" for i in range(6))
+    with bounded(MEMORY_CAP_MIB, campaign="self-test"), pytest.raises(DraSolverError, match="aliases expand"):
+        decode_text(bomb, source="bomb", validate="strict", limits=DecodeLimits(max_chars=200_000), warnings=[])
 
 
 @settings(deadline=timedelta(seconds=5))

@@ -108,3 +108,13 @@ def test_helm_lint() -> None:
     done = subprocess.run([realhelm.helm(), "lint", "--strict", str(realhelm.CHART)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_helm_is_the_pinned_release() -> None:
+    """The helm the tests render with reports the version tools/helm/go.mod pins (the build
+    stamps it, as helm's own release builds do; the source alone says only vX.Y)."""
+    pinned = next(line.split()[1] for line in (ROOT / "tools" / "helm" / "go.mod").read_text().splitlines()
+                  if line.split()[:1] == ["helm.sh/helm/v4"])
+    done = subprocess.run([realhelm.helm(), "version", "--template", "{{.Version}}"], capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert done.stdout.strip() == pinned

@@ -423,10 +423,10 @@ def test_taint_rules_reach_the_check_and_a_rule_without_selector_taints_nothing(
 
     slices = [slice_("s1", devices=[device("bad"), device("ok")])]
     rule = taint_rule("broken", device="bad")
-    req = _request([claim("c", request())], slices, rules=(rule,))
+    req = _request([claim("c", request()).decode()], slices, rules=(rule,))
     assert "taint" in _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "bad"))
     no_selector = rule.model_copy(update={"spec": rule.spec.model_copy(update={"device_selector": None})})
-    req = _request([claim("c", request())], slices, rules=(no_selector,))
+    req = _request([claim("c", request()).decode()], slices, rules=(no_selector,))
     assert _broken(req, lambda rs: setattr(_items(rs[0])[0], "device", "bad")) == set()
 
 

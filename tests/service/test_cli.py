@@ -77,6 +77,27 @@ def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) 
     assert r.returncode == 2 and "NOT_FOUND" in r.stderr
 
 
+def test_schedule_on_an_unknown_node_is_an_input_error_not_does_not_fit(served: tuple[str, str], tmp_path: Path) -> None:
+    """Exit 1 means only "does not fit": a --node the service does not know is exit 2, even
+    beside a node that fits (whose reservation, with --reserve, is released again)."""
+    grpc_addr, _ = served
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump(b.SOLVER_TEST.named("cli-unknown").request("gpu").obj()))
+    with Client(grpc_addr, timeout=10) as client:
+        held = client.inventory().reservations
+    for extra in ([], ["--node", "node-a", "--reserve"]):
+        r = _cli("schedule", "--server", grpc_addr, "--node", "node-zz", *extra, str(one))
+        assert (r.returncode, r.stdout) == (2, ""), r.stdout + r.stderr
+        assert r.stderr.splitlines() == ['error: --node: Not found: "node-zz": the service\'s inventory has no such node']
+    with Client(grpc_addr, timeout=10) as client:
+        assert client.inventory().reservations == held, "the reservation made beside the typo is released"
+    # A known node where the claims do not fit is still exit 1.
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump(workload()["big-training"]))
+    r = _cli("schedule", "--server", grpc_addr, "--node", "node-a", str(big))
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
 def test_client_commands_report_an_unreachable_service(tmp_path: Path) -> None:
     one = tmp_path / "one.yaml"
     one.write_text(yaml.safe_dump(b.SOLVER_TEST.named("x").request("gpu").obj()))

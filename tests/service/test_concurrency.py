@@ -80,3 +80,28 @@ def test_without_reservation_tracking_devices_are_handed_out_twice(fresh: Callab
     r = fresh(reservations=ReservationStore(enabled=False))
     got = _race(r, two_step=False)
     assert _duplicates(got), "without tracking, concurrent callers get the same device"
+
+
+def test_a_reservation_ended_by_a_newer_snapshot_still_blocks_a_solve_from_an_older_one() -> None:
+    """The race the 1,000-pod benchmark showed with 16 scheduler workers: claim Y's reservation
+    ends because the newest snapshot shows Y allocated; a solve that started on the snapshot
+    before (Y's device free, Y's reservation still there when it looked) must not get the device
+    when it reserves. The newest snapshot is read under the store's lock."""
+    from dra_solver.model.allocation import AllocatedState, DeviceID
+    from dra_solver.service.reservations import ReservationConflict
+
+    device = DeviceID("gpu.example.com", "node-a", "gpu-0")
+    held = AllocatedState(devices=frozenset({device}))
+    store = ReservationStore()
+    store.reserve(node="node-a", claims=[("default/y", "uid-y")], state=held, taken=AllocatedState())
+    assert store.release(claims=["default/y"]) == 1  # what observe() does once Y shows allocated
+    # Solved on the older snapshot: nothing taken there, and no reservation left to see.
+    try:
+        store.reserve(node="node-a", claims=[("default/x", "uid-x")], state=held, taken=AllocatedState(),
+                      latest_taken=lambda: held)
+    except ReservationConflict as err:
+        assert "already allocated" in str(err)
+    else:
+        raise AssertionError("the device was reserved a second time")
+    # Without the newest snapshot (what the engine did before), the device went twice.
+    assert store.reserve(node="node-a", claims=[("default/x", "uid-x")], state=held, taken=AllocatedState()).claims

@@ -1,5 +1,8 @@
 """Fuzzing the gRPC payloads (issue 15): whatever a caller sends, the answer is OK or a
-documented status code, with a bounded message; never INTERNAL or UNKNOWN.
+documented status code, with a bounded message; never INTERNAL or UNKNOWN. Each call is
+answered within a time bound (hypothesis' deadline) and memory bounds: the Python memory the
+in-process server takes for one call at its peak (``tests/fuzzbounds``), and the process's
+resident size, native memory included, grows by less than a fixed cap over one call.
 
 Hypothesis, derandomized by the suite's default profile (tests/conftest.py);
 ``HYPOTHESIS_PROFILE=long`` explores fresh examples before landing.
@@ -10,16 +13,18 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import grpc
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.server import SERVICE_NAME
 from tests import builders as b
+from tests.fuzzbounds import bounded, peaks, rss_mib
 from tests.service.conftest import Running
 from tests.service.test_status_codes import DOCUMENTED, STATUS_BYTES
 
@@ -88,11 +93,40 @@ def _check(err: Any) -> None:
     assert size < STATUS_BYTES, size
 
 
+MEMORY_CAP_MIB = 32
+"""Python memory of one call at its peak (client and in-process server)."""
+
+RSS_CAP_MIB = 64
+"""Growth of the process's resident size over one call, native memory included (CP-SAT, the
+gRPC core). Measured per call, not over the campaign: the test process also holds hypothesis'
+own bookkeeping, which grows by some 20 KiB an example (a real ``serve`` process's growth over
+10,000 calls is tests/service/test_serve_bounds.py's)."""
+
+
 def _call(method: Any, request: Any) -> None:
-    try:
-        method(request, timeout=30)
-    except grpc.RpcError as err:
-        _check(err)
+    before = rss_mib()
+    with bounded(MEMORY_CAP_MIB, campaign="grpc"):
+        try:
+            method(request, timeout=30)
+        except grpc.RpcError as err:
+            _check(err)
+    grown = rss_mib() - before
+    peaks["grpc per-call RSS growth"] = max(peaks.get("grpc per-call RSS growth", 0.0), grown)
+    assert grown < RSS_CAP_MIB, f"one call grew the process by {grown:.0f} MiB"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm(running: Running) -> None:
+    """A few calls before the campaign, outside the bound: first calls import and build what
+    every later call reuses (CEL environment, solver, reflection of the messages)."""
+    claim = json.dumps(b.SOLVER_TEST.named("warm").request("gpu").obj()).encode()
+    for call in (lambda: running.client.stub.Allocate(pb.AllocateRequest(claims=[claim], node="node-a"), timeout=30),
+                 lambda: running.client.stub.Schedule(pb.ScheduleRequest(claims=[claim]), timeout=30),
+                 lambda: running.client.stub.Explain(pb.ExplainRequest(claims=[claim], node="node-a"), timeout=30)):
+        try:
+            call()
+        except grpc.RpcError as err:
+            _check(err)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +136,7 @@ def channel(running: Running) -> Iterator[grpc.Channel]:
     ch.close()
 
 
+@settings(deadline=timedelta(seconds=30))
 @given(claims=st.lists(claim_payloads(), min_size=0, max_size=3), node=nodes, opts=options, reserve=st.booleans(),
        ttl=st.floats(allow_nan=True, allow_infinity=True))
 def test_allocate_answers_with_a_documented_code(running: Running, claims: list[bytes], node: str, opts: pb.SolveOptions,
@@ -110,6 +145,7 @@ def test_allocate_answers_with_a_documented_code(running: Running, claims: list[
     running.engine.reservations.release(claims=[r for res in running.engine.reservations.all() for r in res.claim_refs])
 
 
+@settings(deadline=timedelta(seconds=30))
 @given(claims=st.lists(claim_payloads(), min_size=0, max_size=3), candidates=st.lists(nodes, max_size=3), opts=options,
        wanted=st.integers(min_value=-(2**31), max_value=2**31 - 1))
 def test_schedule_and_explain_answer_with_a_documented_code(running: Running, claims: list[bytes], candidates: list[str],
@@ -118,12 +154,14 @@ def test_schedule_and_explain_answer_with_a_documented_code(running: Running, cl
     _call(running.client.stub.Explain, pb.ExplainRequest(claims=claims, node=candidates[0] if candidates else "node-a", options=opts))
 
 
+@settings(deadline=timedelta(seconds=30))
 @given(method=st.sampled_from(["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory"]), body=st.binary(max_size=300))
 def test_raw_bytes_answer_with_a_documented_code(channel: grpc.Channel, method: str, body: bytes) -> None:
     stub = channel.unary_unary(f"/{SERVICE_NAME}/{method}", request_serializer=None, response_deserializer=None)
     _call(stub, body)
 
 
+@settings(deadline=timedelta(seconds=30))
 @given(claims=st.lists(claim_payloads(), min_size=0, max_size=2), node=nodes, ids=st.lists(texts, max_size=2))
 def test_reserve_and_unreserve_answer_with_a_documented_code(running: Running, claims: list[bytes], node: str, ids: list[str]) -> None:
     _call(running.client.stub.Reserve, pb.ReserveRequest(claims=claims, node=node))

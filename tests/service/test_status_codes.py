@@ -109,6 +109,9 @@ def test_huge_values_are_quoted_by_a_short_prefix(raw: Callable[[str, bytes], An
         assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND), (what, err.code())
         assert len(err.details() or "") <= MAX_STATUS_MESSAGE + 100, what
         assert _size(err) < STATUS_BYTES, (what, _size(err))
+        # docs/limits-and-errors.md: the first 64 characters and the length, wherever it is quoted.
+        assert "n" * 64 in err.details() and "n" * 65 not in err.details(), (what, err.details())
+        assert f"({1 << 20} characters)" in err.details(), (what, err.details())
 
 
 def test_many_field_errors_are_summarised(running: Running) -> None:
