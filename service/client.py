@@ -178,6 +178,32 @@ class Client:
         response: pb.ExplainResponse = self.stub.Explain(request, timeout=self._timeout(timeout))
         return response
 
+    def schedule_group(self, request: pb.ScheduleGroupRequest, *, timeout: float | None = None) -> pb.ScheduleGroupResponse:
+        """Place a gang whole (``ScheduleGroup``); build the request with :meth:`group_pod`."""
+        response: pb.ScheduleGroupResponse = self.stub.ScheduleGroup(request, timeout=self._timeout(timeout))
+        return response
+
+    @staticmethod
+    def group_pod(
+        name: str,
+        claims: Sequence[ObjectLike] = (),
+        *,
+        shared_claims: Iterable[str] = (),
+        nodes: Iterable[str] | None = None,
+        cpu_millis: int = 0,
+        memory_bytes: int = 0,
+    ) -> pb.GroupPod:
+        """One pod of a ``ScheduleGroupRequest``; ``nodes=None`` = every node is a candidate."""
+        return pb.GroupPod(
+            name=name,
+            claims=[encode(c) for c in claims],
+            shared_claims=list(shared_claims),
+            nodes=list(nodes or ()),
+            nodes_given=nodes is not None,
+            cpu_millis=cpu_millis,
+            memory_bytes=memory_bytes,
+        )
+
     def inventory(self, *, timeout: float | None = None) -> pb.GetInventoryResponse:
         response: pb.GetInventoryResponse = self.stub.GetInventory(pb.GetInventoryRequest(), timeout=self._timeout(timeout))
         return response

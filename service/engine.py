@@ -106,6 +106,8 @@ class Limits:
     deadline_margin: float = 0.02
     """Seconds kept back from the caller's deadline for verification and encoding."""
     reserve_retries: int = 8
+    max_group_pods: int = 1024
+    """Pods per ScheduleGroup call (RESOURCE_EXHAUSTED beyond)."""
     """Re-solves after a concurrent caller took the chosen devices first."""
     cache_entries: int = 8192
     """Schedule answers kept (by content), least recently used forgotten first."""
@@ -383,6 +385,15 @@ class Engine:
         return min(remaining, self.limits.max_solve_seconds)
 
     # --- core calls -------------------------------------------------------------------------
+
+    def solve(self, request: AllocationRequest) -> AllocationOutcome:
+        """One per-node solve with the engine's allocator and metrics (gang placement's
+        per-node solves go through here)."""
+        return self._solve(request)
+
+    def device_cache(self) -> DeviceParseCache:
+        """Parsed devices shared across solves (``model.pools.DeviceParseCache``)."""
+        return self._devices
 
     def _solve(self, request: AllocationRequest) -> AllocationOutcome:
         assert self.allocate_fn is not None

@@ -22,6 +22,7 @@ from dra_solver.model import (
 from dra_solver.model import objects as o
 from dra_solver.service import engine as e
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.groups import GroupAnswer
 from dra_solver.service.quoting import clip, shown
 from dra_solver.service.reservations import Reservation
 
@@ -96,6 +97,8 @@ def reservation(r: Reservation | None, *, now: float) -> pb.Reservation | None:
         claims=list(r.claim_refs),
         expires_in_seconds=max(0.0, r.expires_at - now),
         pod=r.pod,
+        nodes=list(r.nodes),
+        pod_group=r.pod_group,
     )
 
 
@@ -182,3 +185,59 @@ def inventory_response(status: dict[str, Any]) -> pb.GetInventoryResponse:
         ],
         problem_count=status.get("problem_count", 0),
     )
+
+
+MAX_TEXT = 4096
+"""Characters of one explanation text in a ScheduleGroup answer."""
+
+
+def _domain(key: str, value: str | None) -> pb.TopologyDomain | None:
+    return pb.TopologyDomain(key=key, value=value) if key and value is not None else None
+
+
+def group_response(a: GroupAnswer, *, now: float) -> pb.ScheduleGroupResponse:
+    """``ScheduleGroup``'s answer: each placed pod's node and claims, the shared claims, the
+    domain; when not placed, the group-level explanation."""
+    request, outcome = a.request, a.outcome
+    pods = {p.name: p for p in request.pods}
+    s = outcome.stats
+    out = pb.ScheduleGroupResponse(
+        placed=outcome.placed,
+        score=outcome.score,
+        pods_placed=outcome.pods_placed,
+        reason=clip(outcome.reason, MAX_TEXT),
+        inventory_generation=a.generation,
+        stats=pb.SolverStats(allocator="cpsat", status=s.status, wall_seconds=s.wall_seconds, variables=s.variables,
+                             constraints=s.constraints, policy=request.policy, gap=float(s.gap)),
+        group_stats=pb.ScheduleGroupStats(
+            domains_total=s.domains_total, domains_evaluated=s.domains_evaluated, domains_feasible=s.domains_feasible,
+            node_classes=s.node_classes, pod_classes=s.pod_classes, patterns=s.patterns, path=s.path, solves=s.solves,
+            wall_seconds=s.wall_seconds,
+        ),
+    )
+    domain = _domain(request.topology_key, outcome.domain)
+    if domain is not None and outcome.placed:
+        out.domain.CopyFrom(domain)
+    for placed in outcome.pods:
+        msg = pb.PodPlacement(name=placed.name, node=placed.node, score=placed.score)
+        for claim, result in zip(pods[placed.name].claims, placed.results, strict=True):
+            msg.claims.append(pb.ClaimAllocation(claim=claim.ref, uid=claim.metadata.uid or "", status=pb.CLAIM_STATUS_ALLOCATED, allocation=to_json(result)))
+        out.pods.append(msg)
+    if outcome.placed:
+        for claim, result in zip(request.shared_claims, outcome.shared, strict=True):
+            out.shared_claims.append(pb.ClaimAllocation(claim=claim.ref, uid=claim.metadata.uid or "", status=pb.CLAIM_STATUS_ALLOCATED, allocation=to_json(result)))
+    x = outcome.explanation
+    if x is not None:
+        ex = pb.GroupExplanation(pods_placeable=x.pods_placeable, min_count=x.min_count, summary=clip(x.summary, MAX_TEXT))
+        closest = _domain(request.topology_key, x.closest)
+        if closest is not None:
+            ex.closest.CopyFrom(closest)
+        for r in x.reasons:
+            ex.reasons.append(pb.Reason(kind=r.kind, claim=r.claim, message=clip(r.message, MAX_TEXT)))
+        for d in x.domains:
+            ex.domains.append(pb.DomainVerdict(value=d.value, nodes=d.nodes, pods_placeable=d.pods_placeable, reason=clip(d.reason, MAX_TEXT)))
+        out.explanation.CopyFrom(ex)
+    held = reservation(a.reservation, now=now)
+    if held is not None:
+        out.reservation.CopyFrom(held)
+    return out

@@ -23,7 +23,7 @@ from dra_solver.service.httpendpoint import HttpEndpoint, Readiness, always_read
 PROBLEM_KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "DeviceTaintRule", "Node", "Namespace")
 """Kinds an inventory problem is counted under; anything else counts as ``other``."""
 
-SOLVING_RPCS = frozenset({"Allocate", "Schedule", "Explain"})
+SOLVING_RPCS = frozenset({"Allocate", "Schedule", "Explain", "ScheduleGroup"})
 """The RPCs that run an allocator; Reserve, Unreserve and GetInventory only keep books."""
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

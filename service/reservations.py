@@ -10,6 +10,9 @@ in-flight devices without scanning every reservation. ``enabled=False`` turns tr
 (reserve then records nothing); it exists to prove, in tests, that tracking is what prevents
 double allocation.
 
+A gang's answer is one reservation (``reserve_group``): every device of every pod and shared
+claim, on every node, held and released together.
+
 Reservations are bounded: at most ``max_total`` held at once and ``max_per_caller`` per caller
 (the client certificate's name, else the peer host); a new one beyond either limit is refused
 with :class:`ReservationLimit` (RESOURCE_EXHAUSTED) instead of growing without end. Refreshing
@@ -23,7 +26,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
 from dra_solver.service.inventory import Snapshot
@@ -41,6 +44,9 @@ class Reservation:
     pod: str = ""
     caller: str = ""
     """Who asked for it (per-caller limit)."""
+    nodes: tuple[str, ...] = ()
+    """A gang's reservation (``reserve_group``): every node its pods go to (``node`` is "")."""
+    pod_group: str = ""
 
     @property
     def claim_refs(self) -> tuple[str, ...]:
@@ -195,6 +201,8 @@ class ReservationStore:
         validate: Callable[[AllocatedState], None] | None = None,
         solved_at: int | None = None,
         caller: str = "",
+        nodes: tuple[str, ...] = (),
+        pod_group: str = "",
         latest_taken: Callable[[], AllocatedState] | None = None,
     ) -> Reservation:
         """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
@@ -215,7 +223,7 @@ class ReservationStore:
             self._expire()
             now = self._clock()
             if not self.enabled:
-                return Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod)
+                return Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod, nodes=nodes, pod_group=pod_group)
             for ref, _ in claims:
                 held = self._by_claim.get(ref)
                 if held is not None:
@@ -251,10 +259,41 @@ class ReservationStore:
                 except ReservationConflict:
                     self._notify("conflict", 1)
                     raise
-            r = Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod, caller)
+            r = Reservation(f"r{next(self._ids)}", node, claims, state, now + ttl, pod, caller, nodes, pod_group)
             self._add(r)
             self._notify("reserved", 1)
             return r
+
+    def reserve_group(
+        self,
+        *,
+        pod_group: str,
+        nodes: Iterable[str],
+        claims: Iterable[tuple[str, str]],
+        state: AllocatedState,
+        taken: AllocatedState,
+        ttl: float = 0.0,
+        validate: Callable[[AllocatedState], None] | None = None,
+        solved_at: int | None = None,
+        caller: str = "",
+        latest_taken: Callable[[], AllocatedState] | None = None,
+    ) -> Reservation:
+        """Hold a gang's whole answer (every pod's and shared claim's devices, on every node)
+        under one id: taken or refused as a whole, released as a whole (``release``)."""
+        return self.reserve(
+            node="",
+            claims=claims,
+            state=state,
+            taken=taken,
+            ttl=ttl,
+            pod=pod_group,
+            validate=validate,
+            solved_at=solved_at,
+            caller=caller,
+            nodes=tuple(sorted(set(nodes))),
+            pod_group=pod_group,
+            latest_taken=latest_taken,
+        )
 
     def release(self, reservation_id: str = "", *, claims: Iterable[str] = ()) -> int:
         with self._lock:
@@ -303,7 +342,7 @@ class ReservationStore:
             return len(done) + len(gone)
 
     def _refresh(self, r: Reservation, expires_at: float) -> Reservation:
-        fresh = Reservation(r.id, r.node, r.claims, r.state, expires_at, r.pod, r.caller)
+        fresh = replace(r, expires_at=expires_at)
         self._by_id[r.id] = fresh
         heapq.heappush(self._expiry, (expires_at, r.id))
         return fresh

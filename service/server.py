@@ -32,7 +32,7 @@ from grpc_status import rpc_status
 
 from dra_solver.model import ALLOCATORS, AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.service import engine as e
-from dra_solver.service import messages
+from dra_solver.service import groups, messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inventory import Snapshot
@@ -197,6 +197,18 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
         return self._handle("Explain", request.options.allocator, context, run)
 
+    def ScheduleGroup(self, request: pb.ScheduleGroupRequest, context: grpc.ServicerContext) -> pb.ScheduleGroupResponse:
+        def run(deadline: float | None) -> tuple[pb.ScheduleGroupResponse, str]:
+            opts = messages.solve_options(request.options)
+            spec = groups.decode_group(self.engine, request, opts=opts, max_pods=self.engine.limits.max_group_pods)
+            a = groups.schedule_group(
+                self.engine, spec, objects=list(request.objects), opts=opts, reserve=request.reserve,
+                ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
+            )
+            return messages.group_response(a, now=self.engine.clock()), "allocated" if a.outcome.placed else "unsatisfiable"
+
+        return self._handle("ScheduleGroup", request.options.allocator, context, run)
+
     def GetInventory(self, request: pb.GetInventoryRequest, context: grpc.ServicerContext) -> pb.GetInventoryResponse:
         def run(deadline: float | None) -> tuple[pb.GetInventoryResponse, str]:
             return messages.inventory_response(self.engine.inventory_status()), "ok"
@@ -213,6 +225,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             "Unreserve": (pb.UnreserveRequest, self.Unreserve),
             "Explain": (pb.ExplainRequest, self.Explain),
             "GetInventory": (pb.GetInventoryRequest, self.GetInventory),
+            "ScheduleGroup": (pb.ScheduleGroupRequest, self.ScheduleGroup),
         }
         return {
             rpc: grpc.unary_unary_rpc_method_handler(self._wire(rpc, request_type, method), request_deserializer=None, response_serializer=None)

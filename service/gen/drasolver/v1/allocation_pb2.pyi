@@ -193,18 +193,22 @@ class ScheduleResponse(_message.Message):
     def __init__(self, node: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeVerdict, _Mapping]]] = ..., schedule_stats: _Optional[_Union[ScheduleStats, _Mapping]] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., reason: _Optional[str] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
 
 class Reservation(_message.Message):
-    __slots__ = ("id", "node", "claims", "expires_in_seconds", "pod")
+    __slots__ = ("id", "node", "claims", "expires_in_seconds", "pod", "nodes", "pod_group")
     ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_IN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    POD_GROUP_FIELD_NUMBER: _ClassVar[int]
     id: str
     node: str
     claims: _containers.RepeatedScalarFieldContainer[str]
     expires_in_seconds: float
     pod: str
-    def __init__(self, id: _Optional[str] = ..., node: _Optional[str] = ..., claims: _Optional[_Iterable[str]] = ..., expires_in_seconds: _Optional[float] = ..., pod: _Optional[str] = ...) -> None: ...
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    pod_group: str
+    def __init__(self, id: _Optional[str] = ..., node: _Optional[str] = ..., claims: _Optional[_Iterable[str]] = ..., expires_in_seconds: _Optional[float] = ..., pod: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., pod_group: _Optional[str] = ...) -> None: ...
 
 class ReserveRequest(_message.Message):
     __slots__ = ("claims", "node", "ttl_seconds", "pod")
@@ -338,3 +342,159 @@ class InventoryProblem(_message.Message):
     detail: str
     invalid_pool: str
     def __init__(self, source: _Optional[str] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., detail: _Optional[str] = ..., invalid_pool: _Optional[str] = ...) -> None: ...
+
+class GroupPod(_message.Message):
+    __slots__ = ("name", "claims", "shared_claims", "nodes", "cpu_millis", "memory_bytes", "nodes_given")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NODES_GIVEN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    claims: _containers.RepeatedScalarFieldContainer[bytes]
+    shared_claims: _containers.RepeatedScalarFieldContainer[str]
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    cpu_millis: int
+    memory_bytes: int
+    nodes_given: bool
+    def __init__(self, name: _Optional[str] = ..., claims: _Optional[_Iterable[bytes]] = ..., shared_claims: _Optional[_Iterable[str]] = ..., nodes: _Optional[_Iterable[str]] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., nodes_given: _Optional[bool] = ...) -> None: ...
+
+class NodeRoom(_message.Message):
+    __slots__ = ("node", "cpu_millis", "memory_bytes", "pods")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CPU_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    cpu_millis: int
+    memory_bytes: int
+    pods: int
+    def __init__(self, node: _Optional[str] = ..., cpu_millis: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., pods: _Optional[int] = ...) -> None: ...
+
+class TopologyDomain(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+
+class ScheduleGroupRequest(_message.Message):
+    __slots__ = ("pod_group", "pods", "shared_claims", "min_count", "topology_key", "nodes", "options", "reserve", "reservation_ttl_seconds", "objects", "path")
+    POD_GROUP_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_KEY_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    pod_group: str
+    pods: _containers.RepeatedCompositeFieldContainer[GroupPod]
+    shared_claims: _containers.RepeatedScalarFieldContainer[bytes]
+    min_count: int
+    topology_key: str
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeRoom]
+    options: SolveOptions
+    reserve: bool
+    reservation_ttl_seconds: float
+    objects: _containers.RepeatedScalarFieldContainer[bytes]
+    path: str
+    def __init__(self, pod_group: _Optional[str] = ..., pods: _Optional[_Iterable[_Union[GroupPod, _Mapping]]] = ..., shared_claims: _Optional[_Iterable[bytes]] = ..., min_count: _Optional[int] = ..., topology_key: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[NodeRoom, _Mapping]]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., objects: _Optional[_Iterable[bytes]] = ..., path: _Optional[str] = ...) -> None: ...
+
+class PodPlacement(_message.Message):
+    __slots__ = ("name", "node", "claims", "score")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    node: str
+    claims: _containers.RepeatedCompositeFieldContainer[ClaimAllocation]
+    score: int
+    def __init__(self, name: _Optional[str] = ..., node: _Optional[str] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ...) -> None: ...
+
+class DomainVerdict(_message.Message):
+    __slots__ = ("value", "nodes", "pods_placeable", "reason")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PODS_PLACEABLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    nodes: int
+    pods_placeable: int
+    reason: str
+    def __init__(self, value: _Optional[str] = ..., nodes: _Optional[int] = ..., pods_placeable: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class GroupExplanation(_message.Message):
+    __slots__ = ("closest", "pods_placeable", "min_count", "reasons", "domains", "summary", "minimal")
+    CLOSEST_FIELD_NUMBER: _ClassVar[int]
+    PODS_PLACEABLE_FIELD_NUMBER: _ClassVar[int]
+    MIN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    MINIMAL_FIELD_NUMBER: _ClassVar[int]
+    closest: TopologyDomain
+    pods_placeable: int
+    min_count: int
+    reasons: _containers.RepeatedCompositeFieldContainer[Reason]
+    domains: _containers.RepeatedCompositeFieldContainer[DomainVerdict]
+    summary: str
+    minimal: bool
+    def __init__(self, closest: _Optional[_Union[TopologyDomain, _Mapping]] = ..., pods_placeable: _Optional[int] = ..., min_count: _Optional[int] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., domains: _Optional[_Iterable[_Union[DomainVerdict, _Mapping]]] = ..., summary: _Optional[str] = ..., minimal: _Optional[bool] = ...) -> None: ...
+
+class ScheduleGroupStats(_message.Message):
+    __slots__ = ("domains_total", "domains_evaluated", "domains_feasible", "node_classes", "pod_classes", "patterns", "path", "solves", "wall_seconds")
+    DOMAINS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    DOMAINS_FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    NODE_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    POD_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    PATTERNS_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SOLVES_FIELD_NUMBER: _ClassVar[int]
+    WALL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    domains_total: int
+    domains_evaluated: int
+    domains_feasible: int
+    node_classes: int
+    pod_classes: int
+    patterns: int
+    path: str
+    solves: int
+    wall_seconds: float
+    def __init__(self, domains_total: _Optional[int] = ..., domains_evaluated: _Optional[int] = ..., domains_feasible: _Optional[int] = ..., node_classes: _Optional[int] = ..., pod_classes: _Optional[int] = ..., patterns: _Optional[int] = ..., path: _Optional[str] = ..., solves: _Optional[int] = ..., wall_seconds: _Optional[float] = ...) -> None: ...
+
+class ScheduleGroupResponse(_message.Message):
+    __slots__ = ("placed", "domain", "pods", "shared_claims", "score", "pods_placed", "stats", "group_stats", "reservation", "explanation", "reason", "inventory_generation")
+    PLACED_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    PODS_PLACED_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_STATS_FIELD_NUMBER: _ClassVar[int]
+    RESERVATION_FIELD_NUMBER: _ClassVar[int]
+    EXPLANATION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    placed: bool
+    domain: TopologyDomain
+    pods: _containers.RepeatedCompositeFieldContainer[PodPlacement]
+    shared_claims: _containers.RepeatedCompositeFieldContainer[ClaimAllocation]
+    score: int
+    pods_placed: int
+    stats: SolverStats
+    group_stats: ScheduleGroupStats
+    reservation: Reservation
+    explanation: GroupExplanation
+    reason: str
+    inventory_generation: int
+    def __init__(self, placed: _Optional[bool] = ..., domain: _Optional[_Union[TopologyDomain, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodPlacement, _Mapping]]] = ..., shared_claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., pods_placed: _Optional[int] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., group_stats: _Optional[_Union[ScheduleGroupStats, _Mapping]] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., explanation: _Optional[_Union[GroupExplanation, _Mapping]] = ..., reason: _Optional[str] = ..., inventory_generation: _Optional[int] = ...) -> None: ...

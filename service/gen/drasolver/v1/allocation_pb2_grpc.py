@@ -65,6 +65,11 @@ class AllocationServiceStub:
                 request_serializer=drasolver_dot_v1_dot_allocation__pb2.GetInventoryRequest.SerializeToString,
                 response_deserializer=drasolver_dot_v1_dot_allocation__pb2.GetInventoryResponse.FromString,
                 _registered_method=True)
+        self.ScheduleGroup = channel.unary_unary(
+                '/drasolver.v1.AllocationService/ScheduleGroup',
+                request_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.SerializeToString,
+                response_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.FromString,
+                _registered_method=True)
 
 
 class AllocationServiceServicer:
@@ -113,6 +118,14 @@ class AllocationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleGroup(self, request, context):
+        """Place a gang (a PodGroup) whole: a node for each pod, devices for every claim, the group's
+        shared claims allocated once, all in one topology domain; at least min_count pods or none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AllocationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -145,6 +158,11 @@ def add_AllocationServiceServicer_to_server(servicer, server):
                     servicer.GetInventory,
                     request_deserializer=drasolver_dot_v1_dot_allocation__pb2.GetInventoryRequest.FromString,
                     response_serializer=drasolver_dot_v1_dot_allocation__pb2.GetInventoryResponse.SerializeToString,
+            ),
+            'ScheduleGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleGroup,
+                    request_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.FromString,
+                    response_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +328,33 @@ class AllocationService:
             '/drasolver.v1.AllocationService/GetInventory',
             drasolver_dot_v1_dot_allocation__pb2.GetInventoryRequest.SerializeToString,
             drasolver_dot_v1_dot_allocation__pb2.GetInventoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/drasolver.v1.AllocationService/ScheduleGroup',
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.SerializeToString,
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,
