@@ -48,16 +48,20 @@ def explain_group(problem: GroupProblem, *, solve_domain: Callable[[str], int]) 
         )
         return GroupExplanation(summary, min_count=request.min_count, reasons=(GroupReason("domain", summary),))
 
-    def bound(domain: str) -> tuple[int, int]:
+    def candidates(domain: str) -> int:
+        # Ties between domains where nothing fits go to the one the pods may use at all.
+        return sum(1 for p in problem.pods for n in problem.domains[domain] if n in p.nodes)
+
+    def bound(domain: str) -> tuple[int, int, int]:
         nodes = problem.domains[domain]
         fitting = sum(1 for p in problem.pods if any(problem.fits(p, n).fits for n in _reps(problem, nodes)))
-        return fitting, problem.domain_idle(domain)
+        return fitting, candidates(domain), problem.domain_idle(domain)
 
-    ranked = sorted(problem.domains, key=lambda d: (-bound(d)[0], -bound(d)[1], d))
+    ranked = sorted(problem.domains, key=lambda d: (*(-v for v in bound(d)), d))
     verdicts: list[DomainVerdict] = []
     for d in ranked[:MAX_DOMAINS]:
         verdicts.append(DomainVerdict(d, len(problem.domains[d]), solve_domain(d)))
-    closest = max(verdicts, key=lambda v: (v.pods_placeable, problem.domain_idle(v.value), -ranked.index(v.value)))
+    closest = max(verdicts, key=lambda v: (v.pods_placeable, candidates(v.value), problem.domain_idle(v.value), -ranked.index(v.value)))
     reasons = _blockers(problem, closest.value)
     if closest.pods_placeable < request.min_count:
         reasons.append(GroupReason(

@@ -139,7 +139,7 @@ class GroupProblem:
             domain = labels.get(key, "") if key else ""
             room = request.rooms.get(name, NodeRoom())
             view = index.view(name)
-            local = [s for s in view.slices if s.spec.node_name == name] if view else []
+            local = [s for p in view.pools for s in index.slices_by_pool[p] if s.spec.node_name == name] if view else []
             units = NodeUnits.of(local)
             touched = units.touched(index.in_use(name).merge(self._flight.get(name, AllocatedState())))
             self.nodes[name] = NodeInfo(name, node, domain, room, units, touched)
@@ -149,6 +149,7 @@ class GroupProblem:
         allowed_by_fixed: dict[str, frozenset[str]] = {}
         for _, claim in self.fixed_shared:
             allowed_by_fixed[claim.ref] = self._selected_nodes(claim)
+        self._fixed_allowed = allowed_by_fixed
         self.pods: list[PodInfo] = []
         for i, pod in enumerate(request.pods):
             nodes = set(self.nodes) if pod.nodes is None else set(pod.nodes) & set(self.nodes)
@@ -180,6 +181,7 @@ class GroupProblem:
         self._verdicts: dict[tuple[int, tuple[object, ...]], Verdict] = {}
         self._reach: dict[str, frozenset[DeviceID]] = {}
         self._inventories: dict[str, Inventory] = {}
+        self._simple_pools: tuple[frozenset[PoolKey], dict[tuple[str, str], frozenset[PoolKey]]] | None = None
         self._prepared: dict[object, Problem] = {}
 
     # --- classes ------------------------------------------------------------------------------
@@ -276,10 +278,47 @@ class GroupProblem:
         return left
 
     def inventory(self, node: str) -> Inventory:
+        """The node's inventory, less the shared pools that provably cannot reach it."""
         inv = self._inventories.get(node)
         if inv is None:
-            inv = self._inventories[node] = self.index.node_inventory(node, self._flight.get(node))
+            inv = self.index.node_inventory(node, self._flight.get(node))
+            far = self._unreachable_pools(node)
+            if far:
+                inv = Inventory(inv.classes, tuple(sl for sl in inv.slices if (sl.spec.driver, sl.spec.pool.name) not in far),
+                                inv.taint_rules, inv.nodes, inv.claims, inv.extra_allocated)
+            self._inventories[node] = inv
         return inv
+
+    def _unreachable_pools(self, node: str) -> frozenset[tuple[str, str]]:
+        """Shared pools whose every slice selects nodes by one ``key In (values)`` that this
+        node's label misses: none of their devices can be used here, so the per-node solves
+        need not read them (a rack-level slice per rack would otherwise make every solve read
+        every rack's slices)."""
+        if self._simple_pools is None:
+            by_pool: dict[tuple[str, str], set[tuple[str, frozenset[str]]] | None] = {}
+            for sl in self.index.shared_slices:
+                pool = (sl.spec.driver, sl.spec.pool.name)
+                rule = _simple_in(sl.spec.node_selector) if not sl.spec.all_nodes else None
+                if rule is None or (pool in by_pool and by_pool[pool] is None):
+                    by_pool[pool] = None
+                else:
+                    by_pool.setdefault(pool, set()).add(rule)  # type: ignore[union-attr]
+            simple: set[tuple[str, str]] = set()
+            reach: dict[tuple[str, str], set[tuple[str, str]]] = {}
+            for pool, rules in by_pool.items():
+                if rules is None:
+                    continue
+                simple.add(pool)
+                for key, values in rules:
+                    for value in values:
+                        reach.setdefault((key, value), set()).add(pool)
+            self._simple_pools = (frozenset(simple), {k: frozenset(v) for k, v in reach.items()})
+        simple_pools, reach_by_label = self._simple_pools
+        labels = self.nodes[node].node.metadata.labels or {}
+        near: set[tuple[str, str]] = set()
+        for item in labels.items():
+            near |= reach_by_label.get(item, frozenset())
+        return simple_pools - near
 
     def node_request(self, node: str, claims: Sequence[o.ResourceClaim], extra: AllocatedState | None = None) -> AllocationRequest:
         inv = self.inventory(node)
@@ -316,7 +355,11 @@ class GroupProblem:
         """The pod alone on the node: its filter, the room, then its claims."""
         info = self.nodes[node]
         if node not in pod.nodes:
-            return Verdict(False, "node not a candidate")
+            for ref in pod.pod.shared:
+                allowed = self._fixed_allowed.get(ref)
+                if allowed is not None and node not in allowed:
+                    return Verdict(False, f"shared claim {ref} is already allocated on devices the node cannot reach")
+            return Verdict(False, "node not a candidate (the pod's node filter)")
         if not room_fits(pod.pod, info.room):
             return Verdict(False, "not enough room (cpu, memory or pods)")
         key = (pod.cls, self.solve_keys[node])
@@ -418,3 +461,17 @@ def level_spans(policy: str, *, keyed: bool, domain_units: int, node_units: int,
 
 
 _EMPTY_STATS = SolveStats(allocator="cpsat", status="TRIVIAL", wall_seconds=0.0)
+
+
+def _simple_in(selector: o.NodeSelector | None) -> tuple[str, frozenset[str]] | None:
+    """``(key, values)`` of a node selector that is exactly one term of one ``In`` label
+    requirement, else None."""
+    if selector is None or len(selector.node_selector_terms) != 1:
+        return None
+    term = selector.node_selector_terms[0]
+    if term.match_fields or not term.match_expressions or len(term.match_expressions) != 1:
+        return None
+    req = term.match_expressions[0]
+    if req.operator != "In" or not req.key:
+        return None
+    return req.key, frozenset(req.values or ())

@@ -1,7 +1,10 @@
-"""``dra-solver schedule``: ask a running service where a pod's claims fit.
+"""``dra-solver schedule``: ask a running service where a pod's claims fit; or, with ``--group``,
+place a whole PodGroup offline (``service.commands.schedule_group``).
 
     dra-solver schedule [--server HOST:PORT] [--node NAME ...] [--reserve]
                         [--validate strict|warn|ignore] FILE...
+    dra-solver schedule --group NAMESPACE/PODGROUP [--policy NAME] [--feature-gates ...]
+                        [--timeout SECONDS] [-o text|json] FILE...
 
 FILEs hold the pod's ResourceClaims. Prints the chosen node, each claim's devices and the
 per-node verdicts (``-o json`` for the whole answer). Exit status: 0 placed, 1 no node fits,
@@ -33,7 +36,11 @@ VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedul
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="+", metavar="FILE", help="ResourceClaims of the pod (YAML/JSON; - for stdin)")
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="ResourceClaims of the pod (YAML/JSON; - for stdin); with --group, the whole cluster and the PodGroup")
+    parser.add_argument("--group", metavar="NAMESPACE/PODGROUP", default="",
+                        help="place this PodGroup whole, offline, from the FILEs (Nodes, slices, classes, the PodGroup, its Pods, "
+                             "claims and templates); no service involved. Exit 0 placed, 1 not placeable, 2 invalid input, 3 deadline")
     parser.add_argument("--node", action="append", default=[], help="candidate node (repeat; default: every node)")
     parser.add_argument("--reserve", action="store_true", help="hold the chosen devices until released or expired")
     parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds")
@@ -50,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.group:
+        from dra_solver.service.commands import schedule_group
+
+        return schedule_group.run(args)
     try:
         claims = [c.to_api() for c in read_objects(args.files, validate=args.validate)]
     except DraSolverError as err:
