@@ -110,8 +110,9 @@ class GangScheduler:
             return "waiting"
         shared = gang.shared_claims(pg)
         if shared.wait:
-            log.info("podgroup %s: %s", ob.key(pg), shared.wait)
-            return "waiting"
+            # Said on the PodGroup: a template claim of the group is made by a claim controller
+            # that knows PodGroups (upstream's, with DRAWorkloadResourceClaims); ours does not yet.
+            return self._unschedulable(pg, g.pending, shared.wait, key)
         claims_view = self.s.cluster.view("claims")
         shared_objs: list[Obj] = []
         for k in shared.keys:
