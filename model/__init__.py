@@ -37,7 +37,11 @@ solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom`
 ``GroupObjective``, ``GroupStats``, ``GroupExplanation`` (``GroupReason``, ``DomainVerdict``);
 ``check_group(request, outcome, *, cel)``: the validator for groups. Pods and nodes as JSON
 (``model.podfit``): ``pod_requests``/``PodRequests``, ``node_room``, ``node_filter``,
-``candidate_nodes``, ``fits_room``.
+``candidate_nodes``, ``fits_room``. PodGroups and their pods as JSON (``model.podgroup``):
+``gang_min_count``, ``podgroup_problems``, ``podgroup_ref``, ``shared_entry``,
+``generated_name``, ``resolve_group`` -> ``ResolvedGroup`` (``ResolvedPod``) and
+``podgroup_request`` (the ``GroupRequest`` of a resolved group), ``PODGROUP_API_VERSION``,
+``POD_CLAIM_ANNOTATION``, ``PODGROUP_CLAIM_ANNOTATION``.
 
 Objects: decoding (``decode_object``, ``decode_all``, ``decode_text``, ``parse_documents``,
 ``check_fields``, ``check_mode``, ``ValidationMode``, ``VALIDATION_MODES``, ``DecodeLimits``,
@@ -131,6 +135,20 @@ from dra_solver.model.podfit import (
     node_room,
     pod_requests,
 )
+from dra_solver.model.podgroup import (
+    POD_CLAIM_ANNOTATION,
+    PODGROUP_API_VERSION,
+    PODGROUP_CLAIM_ANNOTATION,
+    ResolvedGroup,
+    ResolvedPod,
+    gang_min_count,
+    generated_name,
+    podgroup_problems,
+    podgroup_ref,
+    resolve_group,
+    shared_entry,
+)
+from dra_solver.model.podgroup import group_request as podgroup_request
 from dra_solver.model.policy import DEFAULT_POLICY, POLICIES, Policy, checked_policy
 from dra_solver.model.pools import DeviceParseCache, NodeSelectorError, node_selector_matches
 from dra_solver.model.quantity import (
@@ -172,6 +190,9 @@ __all__ = [
     "DEFAULT_POLICY",
     "GROUP_PATHS",
     "MAX_GROUP_PODS",
+    "PODGROUP_API_VERSION",
+    "PODGROUP_CLAIM_ANNOTATION",
+    "POD_CLAIM_ANNOTATION",
     "POLICIES",
     "QUOTED_CHARS",
     "RESERVED_HOLDER",
@@ -225,6 +246,8 @@ __all__ = [
     "PoolKey",
     "Quantity",
     "QuantityError",
+    "ResolvedGroup",
+    "ResolvedPod",
     "Restriction",
     "ScheduleStats",
     "SelectorCheck",
@@ -255,6 +278,8 @@ __all__ = [
     "first_available_score",
     "fits_room",
     "format_field_path",
+    "gang_min_count",
+    "generated_name",
     "invalid_pools_error",
     "node_filter",
     "node_key",
@@ -264,9 +289,14 @@ __all__ = [
     "parse_quantity",
     "parse_quantity_field",
     "pod_requests",
+    "podgroup_problems",
+    "podgroup_ref",
+    "podgroup_request",
     "qualified_name_errors",
     "quote",
+    "resolve_group",
     "schedule_group",
+    "shared_entry",
     "state_key",
     "summarize",
     "tolerates",

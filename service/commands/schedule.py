@@ -21,6 +21,7 @@ import grpc
 
 from dra_solver.model import DraSolverError
 from dra_solver.service.client import Client
+from dra_solver.service.commands import schedule_group
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,
@@ -58,8 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.group:
-        from dra_solver.service.commands import schedule_group
-
         return schedule_group.run(args)
     try:
         claims = [c.to_api() for c in read_objects(args.files, validate=args.validate)]

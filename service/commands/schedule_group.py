@@ -44,11 +44,11 @@ from dra_solver.model import (
     GroupRequest,
     InvalidInput,
     InvalidInputs,
+    ResolvedGroup,
+    decode_object,
     parse_documents,
 )
 from dra_solver.model import objects as o
-from dra_solver.model import podgroup as pg
-from dra_solver.model.decode import decode_object
 from dra_solver.service import engine as e
 from dra_solver.service import groups
 from dra_solver.service.files import expand_paths, one_line, read_text
@@ -59,7 +59,7 @@ from dra_solver.service.reservations import ReservationStore
 EXIT_PLACED, EXIT_NOT_PLACEABLE, EXIT_INVALID, EXIT_DEADLINE, EXIT_OTHER = 0, 1, 2, 3, 4
 
 Obj = dict[str, Any]
-RAW_KINDS = {("v1", "Pod"), (pg.PODGROUP_API_VERSION, "PodGroup")}
+RAW_KINDS = {("v1", "Pod"), (model.PODGROUP_API_VERSION, "PodGroup")}
 """Read as documents (the core has no typed model for them; ``model.podgroup`` reads them)."""
 
 
@@ -90,36 +90,41 @@ def read(paths: Sequence[str], *, validate: model.ValidationMode) -> tuple[list[
     return typed, raw
 
 
-def resolve(group: str, typed: Sequence[o.TypedObject], raw: Sequence[Obj]) -> tuple[pg.ResolvedGroup, list[Obj], int]:
+def _ref(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def resolve(group: str, typed: Sequence[o.TypedObject], raw: Sequence[Obj]) -> tuple[ResolvedGroup, list[Obj], int]:
     """The PodGroup's unbound members resolved to claims (templates' claims made here), the bound
     pods, and the quorum left: minCount less the members already bound (they count toward it,
     as upstream's gang quorum counts them)."""
     namespace, _, name = group.partition("/")
     if not namespace or not name:
         raise Invalid([f"--group: Invalid value: {json.dumps(group)}: must be NAMESPACE/PODGROUP"])
-    podgroups = [d for d in raw if d.get("kind") == "PodGroup" and pg.ref_of(d) == group]
+    podgroups = [d for d in raw if d.get("kind") == "PodGroup" and _ref(d) == group]
     if not podgroups:
         raise Invalid([f'podgroups.scheduling.k8s.io "{name}" not found in namespace {namespace} (FILEs hold no such PodGroup)'])
     podgroup = podgroups[0]
-    problems = pg.podgroup_problems(podgroup)
+    problems = model.podgroup_problems(podgroup)
     if problems:
         raise Invalid(problems)
     pods = [d for d in raw if d.get("kind") == "Pod"]
     bound = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
-    members = [p for p in pods if pg.is_member(p, podgroup) and not (p.get("spec") or {}).get("nodeName")]
-    placed_already = sum(1 for p in bound if pg.is_member(p, podgroup))
+    members = [p for p in pods if model.podgroup_ref(p) == group and not (p.get("spec") or {}).get("nodeName")]
+    placed_already = sum(1 for p in bound if model.podgroup_ref(p) == group)
     if not members:
         raise Invalid([f"PodGroup {group}: no pods to place: no unbound Pod in the FILEs has spec.schedulingGroup.podGroupName {json.dumps(name)}"])
     claims = {c.ref: c for c in typed if isinstance(c, o.ResourceClaim)}
     templates = {t.ref: t for t in typed if isinstance(t, o.ResourceClaimTemplate)}
-    resolved = pg.resolve_group(podgroup, members, claims=claims, templates=templates, generate=True)
+    resolved = model.resolve_group(podgroup, members, claims=claims, templates=templates, generate=True)
     if resolved.wait:
         raise Invalid([f"PodGroup {group}: {w}" for w in resolved.wait])
-    return resolved, bound, max(1, (pg.gang_min_count(podgroup) or 1) - placed_already)
+    return resolved, bound, max(1, (model.gang_min_count(podgroup) or 1) - placed_already)
 
 
 def place(
-    resolved: pg.ResolvedGroup, typed: Sequence[o.TypedObject], bound: Sequence[Obj], *, min_count: int, policy: str, gates: str,
+    resolved: ResolvedGroup, typed: Sequence[o.TypedObject], bound: Sequence[Obj], *, min_count: int, policy: str, gates: str,
     timeout: float, path: model.GroupPath = "auto",
 ) -> groups.GroupAnswer:
     source = StaticSource(typed, name="files")
@@ -128,7 +133,7 @@ def place(
     feature_gates: FeatureGates = engine.gates_for(gates)
 
     def build(snap: Snapshot, in_flight: AllocatedState) -> GroupRequest:
-        return pg.group_request(
+        return model.podgroup_request(
             resolved, index=snap.index, nodes=snap.inventory.nodes, bound=bound, in_flight=in_flight, gates=feature_gates,
             policy=policy, path=path, min_count=min_count,
         )

@@ -192,3 +192,24 @@ def test_concurrent_gangs_never_share_a_device(fresh: Callable[..., Running]) ->
 def test_without_tracking_the_race_does_share(fresh: Callable[..., Running]) -> None:
     got = _race(fresh(StaticSource(g.decode(g.cluster(RACKS))), reservations=ReservationStore(enabled=False)))
     assert [d for d, n in Counter(got).items() if n > 1]
+
+
+def test_input_that_stops_every_node_is_failed_precondition(racks: Running) -> None:
+    request = gang([1], shared=False)
+    request.pods[0].claims[0] = json.dumps(b.claim("worker-0-gpu", cls="no-such-class.example.com").request("gpu").obj()).encode()
+    with pytest.raises(grpc.RpcError) as caught:
+        racks.client.schedule_group(request)
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION, caught.value.details()
+    assert "no-such-class.example.com" in (caught.value.details() or "")
+
+
+def test_an_answer_the_validator_rejects_is_withheld(racks: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dra_solver import model
+    from dra_solver.model.check import Violation
+
+    monkeypatch.setattr(model, "check_group", lambda *a, **k: [Violation("group-domain", "planted", "a node outside the domain")])
+    with pytest.raises(grpc.RpcError) as caught:
+        racks.client.schedule_group(gang([8], reserve=True))
+    assert caught.value.code() == grpc.StatusCode.INTERNAL
+    assert "failed validation and was withheld" in (caught.value.details() or "")
+    assert racks.engine.reservations.state().devices == frozenset()  # nothing held either
