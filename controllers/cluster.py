@@ -19,7 +19,7 @@ from dra_solver.service.api import Informer, kube, wait_for_sync
 POD_CLAIMS_INDEX = "claims"
 """Pods by ``namespace/name`` of every ResourceClaim they reference."""
 CLAIM_OWNER_INDEX = "owner"
-"""Claims by the UID of the Pod controlling them."""
+"""Claims by the UID of the Pod (or PodGroup) controlling them."""
 POD_GROUP_INDEX = "podgroup"
 """Pods by the ``namespace/name`` of the PodGroup their ``spec.schedulingGroup`` names."""
 
@@ -37,7 +37,8 @@ def _pod_group(pod: Obj) -> list[str]:
 
 def _claim_owner(claim: Obj) -> list[str]:
     _, owner_uid = ob.owning_pod(claim)
-    return [owner_uid] if owner_uid else []
+    group_uid = claim_logic.owning_group_uid(claim)
+    return [owner_uid] if owner_uid else [group_uid] if group_uid else []
 
 
 class Cluster:

@@ -110,8 +110,8 @@ class GangScheduler:
             return "waiting"
         shared = gang.shared_claims(pg)
         if shared.wait:
-            # Said on the PodGroup: a template claim of the group is made by a claim controller
-            # that knows PodGroups (upstream's, with DRAWorkloadResourceClaims); ours does not yet.
+            # The claim controller makes the group's template claims; its status write brings
+            # the PodGroup back here. Said on the PodGroup meanwhile (a missing template, ...).
             return self._unschedulable(pg, g.pending, shared.wait, key)
         claims_view = self.s.cluster.view("claims")
         shared_objs: list[Obj] = []

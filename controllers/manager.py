@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 CONTROLLERS = ("claim", "scheduler", "eviction")
 
 NEEDS: dict[str, tuple[str, ...]] = {
-    "claim": ("pods", "claims", "templates"),
+    "claim": ("pods", "claims", "templates", "podgroups"),
     "scheduler": ("pods", "claims", "nodes", "slices", "classes", "podgroups"),
     "eviction": ("pods", "claims", "slices", "rules"),
 }

@@ -67,6 +67,9 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("resource.k8s.io", "resourceclaims", "create"), ("resource.k8s.io", "resourceclaims", "update"),
         ("resource.k8s.io", "resourceclaims", "delete"), ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceclaimtemplates", "list"), ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+        # The claims of a PodGroup's template entries, recorded in its status.
+        ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
     }),
     "scheduler": frozenset({
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods/status", "patch"),

@@ -188,3 +188,35 @@ def test_failing_any_write_before_the_first_bind_leaves_nothing_and_the_retry_pl
         assert [r["resource"] for r in ob.reserved_for(fabric)] == ["podgroups"]
         manager.stop()
         env.managers.remove(manager)
+
+
+def test_a_podgroup_template_claim_is_made_once_for_the_group_and_reserved_for_it(env: Env) -> None:
+    ns = env.kc.namespace("gang")
+    _racks(env, [gb.Rack("r1", [gb.Node(), gb.Node()], fabric=1), gb.Rack("r2", [gb.Node(busy=4), gb.Node()], fabric=1)], ns)
+    env.create(b.template("gpus-8", ns=ns, count=8))
+    env.create(b.claim("rack-fabric", ns=ns, cls=gb.FABRIC_CLASS).request("link").template())
+    entry = {"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}
+    group = env.create(gb.podgroup("train", 2, ns=ns, key=gb.RACK_LABEL, claims=[entry]))
+    env.manager()
+    for i in range(2):
+        env.create(gb.member(f"train-{i}", "train", gpus_template="gpus-8", shared=[entry], ns=ns))
+    wait_for(lambda: len(env.bound_pods(ns)) == 2, timeout=30, what="the gang to be bound")
+    assert {n.split("-")[0] for n in env.bound_pods(ns).values()} == {"r1"}
+
+    made = [c for c in env.objects("ResourceClaim", ns) if ob.controller_ref(c) and ob.controller_ref(c)["kind"] == "PodGroup"]
+    assert len(made) == 1, [ob.name(c) for c in made]
+    fabric = made[0]
+    assert ob.name(fabric).startswith("train-fabric-")
+    assert ob.controller_ref(fabric)["uid"] == ob.uid(group)
+    assert ob.annotations_of(fabric)["resource.kubernetes.io/podgroup-claim-name"] == "fabric"
+    assert ob.reserved_for(fabric) == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train", "uid": ob.uid(group)}]
+    assert ob.allocated_devices(fabric)[0]["pool"] == "r1-fabric"
+    recorded = ob.status(env.get("PodGroup", "train", ns) or {}).get("resourceClaimStatuses")
+    assert recorded == [{"name": "fabric", "resourceClaimName": ob.name(fabric)}]
+    for i in range(2):
+        pod = env.pod(f"train-{i}", ns) or {}
+        statuses = {s["name"]: s["resourceClaimName"] for s in ob.status(pod).get("resourceClaimStatuses") or []}
+        assert statuses["fabric"] == ob.name(fabric)
+        assert statuses["gpu"] != ob.name(fabric)
+    # No claim from the group's template was made per pod.
+    assert sum(1 for c in env.objects("ResourceClaim", ns) if ob.name(c).startswith("train-") and "fabric" in ob.name(c)) == 1
