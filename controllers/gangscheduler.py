@@ -188,7 +188,9 @@ class GangScheduler:
             for claim in shared_objs:
                 record = _Written(ob.key(claim))
                 shared_written.append(record)
-                self.s._write_claim(pg, claim, self.s._stamped(shared_alloc).get(ob.key(claim)), record, reference=reference)
+                # An allocated group claim keeps its allocation: only the reservation is written.
+                allocation = None if ob.allocation(claim) is not None else self.s._stamped(shared_alloc).get(ob.key(claim))
+                self.s._write_claim(pg, claim, allocation, record, reference=reference)
             for pod, _node, allocs in placed:
                 self.s._write_claims(pod, gathered_by_pod[ob.key(pod)].claims, self.s._stamped(allocs), written)
             for pod, _node, _ in placed:

@@ -220,3 +220,36 @@ def test_a_podgroup_template_claim_is_made_once_for_the_group_and_reserved_for_i
         assert statuses["gpu"] != ob.name(fabric)
     # No claim from the group's template was made per pod.
     assert sum(1 for c in env.objects("ResourceClaim", ns) if ob.name(c).startswith("train-") and "fabric" in ob.name(c)) == 1
+
+
+def test_a_bind_failing_after_the_first_keeps_the_bound_pod_and_the_retry_binds_the_rest(env: Env) -> None:
+    _racks(env, [gb.Rack("r1", [gb.Node(gpus=8), gb.Node(gpus=8)], fabric=2)], b.NS)
+    api = env.client("gang-bind", faulty=True)
+    assert isinstance(api, FaultyKube)
+    binds: list[str] = []
+
+    def second_bind_fails(args: tuple[Any, ...]) -> None:
+        binds.append(str(args[1]))
+        if len(binds) == 2:
+            raise kube.Transient("injected failure of the second bind", status=500)
+
+    api.inject("bind_pod", second_bind_fails, times=1000)
+    manager = env.manager("gang-bind", kube_api=api, enable=frozenset({"scheduler"}))
+    env.create(b.claim("train-fabric", cls=gb.FABRIC_CLASS).request("link").obj())
+    env.create(gb.podgroup("train", 2, key=gb.RACK_LABEL, claims=[FABRIC]))
+    for i in range(2):
+        env.create(b.claim(f"train-{i}-gpu", cls=b.CLASS).request("gpu", count=8).obj())
+        pod = b.pod(f"train-{i}", claims={"gpu": f"train-{i}-gpu", "fabric": "train-fabric"}, cpu="1")
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+        env.create(pod)
+    wait_for(lambda: len(env.bound_pods()) == 2, timeout=30, what="both pods bound after the retry")
+    assert binds[0] != binds[1] and binds[1] == binds[2], binds  # the retry binds the pod whose bind failed, alone
+    assert len(binds) == 3
+    assert manager.metrics.rollbacks._value.get() == 0  # nothing was undone
+    bound = env.bound_pods()
+    for i in range(2):
+        claim = env.get("ResourceClaim", f"train-{i}-gpu") or {}
+        assert {r["pool"] for r in ob.allocated_devices(claim)} == {bound[f"train-{i}"]}
+    fabric = env.get("ResourceClaim", "train-fabric") or {}
+    assert [r["resource"] for r in ob.reserved_for(fabric)] == ["podgroups"]
+    wait_for(lambda: (_condition(env, b.NS, "train") or {}).get("status") == "True", what="PodGroupInitiallyScheduled=True")
