@@ -22,10 +22,10 @@ from dra_solver.service.api import ArgumentParser
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
-    "compare": ("dra_solver.service.commands.compare", "compare CP-SAT with upstream-style backtracking"),
+    "compare": ("dra_solver.service.commands.compare", "compare CP-SAT with upstream's allocator (files or a live pod)"),
     "serve": ("dra_solver.service.commands.serve", "run the gRPC allocation service"),
     "schedule": ("dra_solver.service.commands.schedule", "ask a running service where a pod's claims fit"),
-    "explain": ("dra_solver.service.commands.explain", "ask a running service why claims do not fit"),
+    "explain": ("dra_solver.service.commands.explain", "why claims do not fit (files, a service or a live pod)"),
     "demo": ("dra_solver.service.commands.demo", "run the end-to-end demo on the bundled cluster"),
     "bench": ("dra_solver.service.commands.bench", "run the bundled benchmarks"),
     "local-cluster": ("dra_solver.service.localcluster.cluster", "start or stop a local Kubernetes with dra-solver in it"),

@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
-from dra_solver.model import NodeSelectorError, QuantityError, node_selector_matches, parse_quantity
-from dra_solver.model import objects as mo
+from dra_solver.model import QuantityError, parse_quantity
+from dra_solver.service.api import nodefilter
+
+# The checks kube-scheduler's NodeUnschedulable, NodeAffinity and TaintToleration make are the
+# service's (``dra-solver explain pod/NAME`` asks them too); this module adds node resources.
+NodeFilter = nodefilter.NodeFilter
+nodes_summary = nodefilter.nodes_summary
+tolerates_node_taint = nodefilter.tolerates_node_taint
 
 # --- which pods ---------------------------------------------------------------------------------
 
@@ -243,36 +249,6 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources:
     )
 
 
-def tolerates_node_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 ``Toleration.ToleratesTaint``."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def _untolerated_taint(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    tolerations = ob.spec(pod).get("tolerations") or []
-    for taint in ob.spec(node).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates_node_taint(t, taint) for t in tolerations):
-            return taint  # type: ignore[no-any-return]
-    return None
-
-
-def _selector(raw: Any) -> mo.NodeSelector:
-    return mo.NodeSelector.model_validate(raw)
-
-
-def _node_model(node: Mapping[str, Any]) -> mo.Node:
-    return mo.Node.model_validate({"metadata": {"name": ob.name(node), "labels": dict(ob.meta(node).get("labels") or {})}})
-
-
 def node_verdict(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
@@ -286,26 +262,9 @@ def node_verdict(
     ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
     allocatable has none of such a resource, DRA decides (the special claim), not the node's
     capacity (upstream's ``shouldDelegateResourceToDRA``)."""
-    sp = ob.spec(pod)
-    labels = ob.meta(node).get("labels") or {}
-    if ob.spec(node).get("unschedulable"):
-        unschedulable = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-        if not any(tolerates_node_taint(t, unschedulable) for t in sp.get("tolerations") or []):
-            return "node(s) were unschedulable"
-    for k, v in (sp.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return "node(s) didn't match Pod's node affinity/selector"
-    required = (((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required:
-        try:
-            if not node_selector_matches(_selector(required), _node_model(node)):
-                return "node(s) didn't match Pod's node affinity/selector"
-        except NodeSelectorError as err:
-            return f"invalid node affinity: {err}"
-    taint = _untolerated_taint(pod, node)
-    if taint is not None:
-        value = f": {taint.get('value')}" if taint.get("value") else ""
-        return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
+    why = nodefilter.placement_mismatch(pod, node)
+    if why:
+        return why
     need = pod_requests(pod)
     have = node_allocatable(node)
     if have.pods is not None and (used.pods or 0) + 1 > have.pods:
@@ -320,24 +279,7 @@ def node_verdict(
             continue  # served by DRA on this node: the solver decides
         if used.scalar(name) + amount > capacity:
             return f"Insufficient {name}"
-    for raw in claim_selectors:
-        try:
-            if not node_selector_matches(_selector(raw), _node_model(node)):
-                return "node(s) cannot reach the devices of an allocated resourceclaim"
-        except NodeSelectorError as err:
-            return f"invalid allocation node selector: {err}"
-    return ""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeFilter:
-    candidates: tuple[str, ...]
-    """Nodes that pass every check, by name."""
-    reasons: Mapping[str, str] = field(default_factory=dict)
-    """Node -> why not, for the others."""
-
-    def summary(self, total: int | None = None) -> str:
-        return nodes_summary(total if total is not None else len(self.candidates) + len(self.reasons), self.reasons.values())
+    return nodefilter.allocated_claims_mismatch(node, claim_selectors)
 
 
 def filter_nodes(
@@ -360,15 +302,6 @@ def filter_nodes(
         else:
             candidates.append(ob.name(node))
     return NodeFilter(tuple(candidates), reasons)
-
-
-def nodes_summary(total: int, reasons: Iterable[str]) -> str:
-    """"0/N nodes are available: <count> <reason>, ...." with the most frequent reason first."""
-    counts: dict[str, int] = {}
-    for r in reasons:
-        counts[r] = counts.get(r, 0) + 1
-    parts = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"0/{total} nodes are available" + (f": {parts}." if parts else ".")
 
 
 def least_allocated(candidates: Sequence[str], nodes: Mapping[str, Mapping[str, Any]], used: Mapping[str, Resources]) -> str:

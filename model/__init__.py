@@ -29,7 +29,8 @@ preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``Schedule
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
-encoding of the rules, a switch per rule instance); ``summarize``; ``RESERVED_HOLDER``.
+encoding of the rules, a switch per rule instance); ``summarize``; ``headline`` (the first
+blocking reason, one line, of ``Worded`` reasons); ``RESERVED_HOLDER``; ``NO_FIX``.
 
 Place a PodGroup whole (``model.group``): ``schedule_group(request, *, cel=None,
 solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom``,
@@ -102,10 +103,13 @@ from dra_solver.model.errors import (
     quote,
 )
 from dra_solver.model.explain import (
+    NO_FIX,
     RESERVED_HOLDER,
     ExplainAnswer,
     Restriction,
+    Worded,
     explain_node,
+    headline,
     summarize,
 )
 from dra_solver.model.features import FeatureGates
@@ -190,6 +194,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "GROUP_PATHS",
     "MAX_GROUP_PODS",
+    "NO_FIX",
     "PODGROUP_API_VERSION",
     "PODGROUP_CLAIM_ANNOTATION",
     "POD_CLAIM_ANNOTATION",
@@ -257,6 +262,7 @@ __all__ = [
     "ValidationMode",
     "VerdictCache",
     "Violation",
+    "Worded",
     "allocate",
     "allocate_cpsat",
     "candidate_nodes",
@@ -280,6 +286,7 @@ __all__ = [
     "format_field_path",
     "gang_min_count",
     "generated_name",
+    "headline",
     "invalid_pools_error",
     "node_filter",
     "node_key",

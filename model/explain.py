@@ -10,11 +10,17 @@ API:
   ``holders`` names who holds each device in use ("claim ns/name", or "a reservation in flight
   for claim ns/name").
 - ``ExplainAnswer``: node, ``allocatable``, ``reasons``, ``fixes`` (``Restriction``), a
-  one-paragraph ``summary``, ``minimal`` (proven irreducible and minimum), ``stats``.
+  one-paragraph ``summary``, ``minimal`` (proven irreducible and minimum), ``stats``,
+  ``no_fix`` (proven: no change a user can make lets the claims fit on this node, e.g. a
+  count above the devices the node has) and ``limit`` (why the answer may not be minimal:
+  ``deadline`` when the request's time limit ran out, ``budget`` when the number of solves
+  did; "" when minimal). ``request.time_limit`` bounds the whole explanation.
 - ``Restriction``: one rule instance in words: ``kind`` (request, selector, class-selector,
   taint, in-use, reserved, constraint, counter, capacity), ``message``, the claim, request and
   devices concerned, and whether a user could lift it (``fixable``).
-- ``summarize(reasons, fixes) -> str``.
+- ``summarize(reasons, fixes, *, no_fix=False) -> str``; ``headline(reasons) -> str``: the first
+  blocking reason in one line (what ``dra-solver allocate`` says when claims do not fit), for
+  ``Restriction``s or the gRPC API's reasons alike (``Worded``).
 
 One encoding: the rules are the allocation model's (``model.cpsat.model``); this module only
 words the rule instances the model switched (a rule instance without wording fails loudly
@@ -26,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
@@ -37,6 +44,13 @@ from dra_solver.model.errors import SolveTimeout
 from dra_solver.model.matching import RequestKey, RequestView, lookup_attribute
 from dra_solver.model.pools import PoolDevice, attribute_value
 from dra_solver.model.stats import SolveStats
+
+DEFAULT_SECONDS = 10.0
+"""The whole explanation's time when the request sets no ``time_limit``."""
+PER_SOLVE_SECONDS = 5.0
+"""One solve of the search for reasons at most (there are a few dozen, mostly milliseconds)."""
+MIN_SECONDS = 0.05
+"""The search for reasons gets at least this much, even past the deadline."""
 
 RESERVED_HOLDER = "a reservation in flight"
 """How ``holders`` names a device held by a reservation (kind ``reserved``, not ``in-use``)."""
@@ -67,6 +81,11 @@ class ExplainAnswer:
     summary: str
     minimal: bool
     stats: SolveStats
+    no_fix: bool = False
+    """Proven: no change a user can make (selectors, taints, devices in use, counters,
+    capacity, constraints) lets the claims fit on this node; ``fixes`` is empty."""
+    limit: str = ""
+    """Why the answer may not be minimal: ``deadline`` or ``budget``; "" when ``minimal``."""
 
 
 def explain_node(
@@ -82,25 +101,30 @@ def explain_node(
     from dra_solver.model.cpsat.explain import find_reasons
 
     start = clock()
+    deadline = start + (request.time_limit or DEFAULT_SECONDS)
     node = request.node.name
+    timed_out = False
     if solve is not None:
         try:
             outcome = solve(request)
         except SolveTimeout:
-            outcome = None
+            outcome, timed_out = None, True
         if outcome is not None and outcome.allocated:
             stats = SolveStats("explain", "FEASIBLE", clock() - start)
             return ExplainAnswer(node, True, (), (), "the claims fit on this node", True, stats)
+    # A moment for the search even when solving the claims used up the time: an explanation
+    # that may not be minimal (and says so) beats none.
+    deadline = max(deadline, clock() + MIN_SECONDS)
     problem = prepare_problem(request, cel=cel, relaxed=True)
     words = _Wording(problem, holders)
-    limit = max(0.05, min(request.time_limit or 5.0, 5.0))
     result = find_reasons(
         problem,
         key_of=lambda rule: words.of(rule).key,
         fixable=lambda rule: words.of(rule).fixable,
         tiers=[words.in_tier(tier) for tier in _TIERS],
         priority=lambda rule: _PRIORITY.get(rule.kind, 9),
-        time_limit=limit,
+        time_limit=PER_SOLVE_SECONDS,
+        remaining=lambda: deadline - clock(),
     )
     stats = SolveStats(
         allocator="explain",
@@ -111,17 +135,51 @@ def explain_node(
     if result.allocatable:
         # The relaxed model found room the allocator did not: say so rather than invent reasons.
         return ExplainAnswer(node, False, (), (), "no single restriction explains it: the allocator found no allocation "
-                             "although each restriction on its own can be met (try a longer deadline)", False, stats)
+                             "although each restriction on its own can be met (try a longer deadline)", False, stats,
+                             limit="deadline" if timed_out else "")
     reasons = _ordered([words.of(r) for r in result.reasons])
     fixes = _ordered([words.of(r) for r in result.fixes])
-    return ExplainAnswer(node, False, reasons, fixes, summarize(reasons, fixes), result.minimal, stats)
+    return ExplainAnswer(node, False, reasons, fixes, summarize(reasons, fixes, no_fix=result.no_fix), result.minimal,
+                         stats, no_fix=result.no_fix, limit=result.limit)
 
 
-def summarize(reasons: Sequence[Restriction], fixes: Sequence[Restriction]) -> str:
+NO_FIX = "no change makes them fit on this node"
+"""How an answer with ``no_fix`` says so."""
+
+
+def summarize(reasons: Sequence[Restriction], fixes: Sequence[Restriction], *, no_fix: bool = False) -> str:
     text = "cannot allocate: " + "; ".join(r.message for r in reasons) + "."
     if fixes:
         text += " It would fit if: " + "; ".join(_fix_text(r) for r in fixes) + "."
+    elif no_fix:
+        text += f" {NO_FIX[0].upper()}{NO_FIX[1:]}."
     return text
+
+
+class Worded(Protocol):
+    """A reason in words: a ``Restriction``, or the ``Reason`` message of the gRPC API."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+UNLIFTABLE_KINDS = frozenset({"request"})
+"""The kinds of the reasons no user can lift (what a claim asks is the question): their
+``Restriction.fixable`` is False."""
+
+
+def headline(reasons: Sequence[Worded]) -> str:
+    """The first blocking reason in one line: the first reason a user could lift (what the
+    claims ask comes first in ``reasons`` but is not what blocks them), or the first reason
+    when none can be lifted; with how many more reasons there are. "" without reasons."""
+    if not reasons:
+        return ""
+    first = next((r for r in reasons if r.kind not in UNLIFTABLE_KINDS), reasons[0])
+    more = len(reasons) - 1
+    return first.message + (f" (and {_plural(more, 'more reason')})" if more else "")
 
 
 def _fix_text(r: Restriction) -> str:
@@ -209,7 +267,16 @@ class _Wording:
         view, ref, name = self._view(key)
         what = "every matching device" if view.is_all else _plural(view.count or 1, "device")
         cls = view.device_class.name if view.device_class else view.device_class_name
-        return Restriction(f"request|{ref}|{name}", "request", f"claim {ref}, request {name} needs {what} of class {cls}",
+        # How many devices the node could offer the request at all, whatever rule forbids them:
+        # "needs 16, the node has 8" is a reason no change on the node lifts.
+        option = self.problem.option(key)
+        reachable = len(option.candidates)
+        in_class = sum(
+            1 for c in option.candidates if not any(r.kind == "class-selector" for r in option.blocked.get(c.id, ()))
+        )
+        has = _plural(reachable, "device") + (f", {in_class} of this class" if in_class != reachable else "")
+        return Restriction(f"request|{ref}|{name}", "request",
+                           f"claim {ref}, request {name} needs {what} of class {cls} (the node has {has})",
                            claim=ref, request=name, fixable=False)
 
     def _rejected(self, rule: Rule, key: RequestKey) -> list[str]:

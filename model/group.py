@@ -51,7 +51,7 @@ from dra_solver.model.cpsat.group_master import (
 from dra_solver.model.cpsat.group_model import JointAnswer, JointModel
 from dra_solver.model.cpsat.group_problem import GroupProblem, policy_levels
 from dra_solver.model.errors import InvalidInput, SolveTimeout
-from dra_solver.model.group_explain import explain_group
+from dra_solver.model.group_explain import explain_group, how_many
 from dra_solver.model.group_request import (
     GROUP_PATHS,
     GroupObjective,
@@ -121,6 +121,7 @@ class _Runner:
         self.stats = stats
         self.table: PatternTable | None = None
         self.shared = {}  # type: dict[str, AllocationOutcome]
+        self._capacities: dict[tuple[int, tuple[object, ...]], int] = {}
 
     def _path(self) -> str:
         wanted = self.problem.request.path
@@ -205,14 +206,34 @@ class _Runner:
                     per_class[c] += count * max(p.counts[c] for p in patterns)
             pods = min(per_node, sum(min(len(m), per_class[c]) for c, m in enumerate(problem.pod_classes)))
         else:
-            reps = {problem.solve_keys[n]: n for n in nodes}
-            pods = sum(1 for p in problem.pods if any(problem.fits(p, n).fits for n in reps.values()))
+            # Per pod class, how many fit together on each node alone (monotone: fewer fit
+            # beside other pods), summed over the domain: an upper bound on the pods placed.
+            pods = 0
+            for c, members in enumerate(problem.pod_classes):
+                first = problem.pods[members[0]]
+                cap = 0
+                for n in nodes:
+                    if cap >= len(members):
+                        break
+                    if n in first.nodes:
+                        cap += self._capacity(c, n)
+                pods += min(cap, len(members))
         score = sum(best_possible_score(p.pod.claims) for p in problem.pods) + best_possible_score([c for _, c in problem.open_shared])
         levels = policy_levels(self.policy, keyed=bool(problem.request.topology_key), domain_idle=problem.domain_idle(domain),
                                opened_idle=0, used=0, used_idle=0, touched=0)
         if problem.request.topology_key and levels:
             return (pods, score, -levels[0])
         return (pods, score)
+
+    def _capacity(self, c: int, node: str) -> int:
+        """Pods of class ``c`` that fit together on ``node`` alone (cached per node kind)."""
+        problem = self.problem
+        key = (c, problem.solve_keys[node])
+        known = self._capacities.get(key)
+        if known is None:
+            first = problem.pods[problem.pod_classes[c][0]]
+            known = self._capacities[key] = how_many(problem, problem.pod_classes[c], node) if problem.fits(first, node).fits else 0
+        return known
 
     def _solve_domain(self, domain: str) -> tuple[GroupObjective, MasterAnswer | JointAnswer] | None:
         problem = self.problem

@@ -125,7 +125,7 @@ def _blockers(problem: GroupProblem, domain: str) -> list[GroupReason]:
                 continue
             same = problem.solve_keys[n]
             if same not in per_class:
-                per_class[same] = _how_many(problem, members, n)
+                per_class[same] = how_many(problem, members, n)
             room += per_class[same]
         if room >= len(members) and not refused:
             continue
@@ -137,7 +137,7 @@ def _blockers(problem: GroupProblem, domain: str) -> list[GroupReason]:
     return out
 
 
-def _how_many(problem: GroupProblem, members: list[int], node: str) -> int:
+def how_many(problem: GroupProblem, members: list[int], node: str) -> int:
     """How many pods of one class fit together on ``node`` (at most the class)."""
     fitted = 0
     for count in range(1, len(members) + 1):

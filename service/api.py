@@ -8,6 +8,9 @@ dispatcher): everything they may import from ``dra_solver.service``, and nothing
   ``Transient``), ``Informer``/``Store``/``wait_for_sync`` (list+watch into a local store) and
   ``meta`` (object metadata helpers); ``ElectionConfig``/``LeaderElector``: leader election on
   a Lease through the kubernetes client's own library.
+- ``nodefilter``: whether a pod may go to a node, devices and node resources aside, in the
+  scheduler's words (node selector and affinity, taints, unschedulable; the nodes that can reach
+  a pod's allocated claims): the controllers' scheduler filters with it, as explain does.
 - ``ArgumentParser``: argparse with one-line usage errors (exit 2), for every command line.
 - What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``) and
   ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``).
@@ -17,7 +20,7 @@ pyproject.toml lets only the service itself and the dispatcher (``dra_solver.cli
 them. The service itself never imports the companions (another contract).
 """
 
-from dra_solver.service import logsetup
+from dra_solver.service import logsetup, nodefilter
 from dra_solver.service.argparsing import ArgumentParser
 from dra_solver.service.client import Client
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
@@ -39,6 +42,7 @@ __all__ = [
     "logsetup",
     "meta",
     "no_created_series",
+    "nodefilter",
     "pb",
     "wait_for_sync",
 ]

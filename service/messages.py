@@ -158,6 +158,8 @@ def explain_response(x: ExplainAnswer) -> pb.ExplainResponse:
         node=x.node,
         minimal=x.minimal,
         stats=stats(x.stats),
+        no_fix=x.no_fix,
+        limit=x.limit,
     )
 
 

@@ -1,7 +1,8 @@
 """Why claims cannot be allocated on a node, asked of the allocation model itself.
 
 API:
-- ``find_reasons(problem, *, key_of, fixable, tiers, time_limit=5.0, budget=400) -> Reasons``:
+- ``find_reasons(problem, *, key_of, fixable, tiers, time_limit=5.0, remaining=None, budget=400)
+  -> Reasons``:
   ``problem`` is a relaxed problem (``prepare_problem(..., relaxed=True)``); its
   ``AllocationModel`` guards every rule instance with a switch literal ("this rule instance
   holds"). ``key_of(rule)`` names each instance for the caller (instances with the same name
@@ -10,7 +11,10 @@ API:
   what the claim wants, never a fix); ``tiers`` are the subsets of rules to try first, in order.
 - ``Reasons``: ``allocatable`` (every rule on and still feasible), ``reasons`` (an irreducible
   set of rule instances that together make the claims infeasible), ``fixes`` (a minimum set
-  whose removal makes them fit), ``minimal`` (both proven), ``solves``, ``status``.
+  whose removal makes them fit), ``no_fix`` (proven: turning off every fixable rule still
+  leaves the claims infeasible, so no change a user can make lets them fit), ``minimal`` (reasons
+  and fixes both proven), ``limit`` (why not minimal: ``deadline`` or ``budget``; "" when
+  minimal), ``solves``, ``status``.
 
 How: with every switch assumed on, the model is infeasible exactly when the claims do not fit.
 CP-SAT's ``sufficient_assumptions_for_infeasibility`` gives an infeasible subset of the
@@ -18,8 +22,9 @@ switches; deletion-based shrinking (drop one, solve again, keep it out if still 
 makes it irreducible. Before that, each tier is tried on its own: if the claims would not fit
 even with only the rules of a tier (what the claims ask and what the node is, before its
 current state), the reasons come from that tier. The fixes are the fewest fixable switches to
-turn off, by optimisation over the same model. Single worker, fixed seed: the same problem
-gives the same explanation.
+turn off, by optimisation over the same model; when even turning off every fixable switch
+leaves the model infeasible, that is proven (``no_fix``), not a failure to find fixes. Single
+worker, fixed seed: the same problem gives the same explanation.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ class Reasons:
     """Reasons proven irreducible and fixes proven minimum (no time or budget ran out)."""
     solves: int
     status: str
+    no_fix: bool = False
+    """Proven: with every fixable rule off the claims still do not fit (``fixes`` is empty)."""
+    limit: str = ""
+    """Why the answer is not proven minimal: ``deadline`` (a solve ran out of time) or
+    ``budget`` (the number of solves); "" when it is minimal."""
 
 
 def find_reasons(
@@ -52,13 +62,15 @@ def find_reasons(
     tiers: Sequence[Callable[[Rule], bool]] = (),
     priority: Callable[[Rule], int] = lambda rule: 0,
     time_limit: float = 5.0,
+    remaining: Callable[[], float] | None = None,
     budget: int = 400,
 ) -> Reasons:
     """Reasons (irreducible) and fixes (minimum) for a relaxed ``problem``.
 
-    ``time_limit`` bounds each solve; ``budget`` bounds the number of solves (large in-use sets
-    shrink one switch at a time). Exhausting either gives a correct but possibly non-minimal
-    answer with ``minimal=False``.
+    ``time_limit`` bounds each solve and ``remaining()`` (the caller's deadline: seconds left,
+    None for no deadline) all of them together; ``budget`` bounds the number of solves (large
+    in-use sets shrink one switch at a time). Exhausting either gives a correct but possibly
+    non-minimal answer with ``minimal=False`` and ``limit`` saying which ran out.
     """
     assert problem.relaxed, "explain needs a relaxed problem"
     built = AllocationModel(problem)
@@ -76,13 +88,23 @@ def find_reasons(
             switch[name], first[name] = var, rule
     keys = sorted(switch, key=lambda k: (priority(first[k]), k))
     solves = 0
+    limit = ""
+
+    def seconds() -> float | None:
+        """This solve's time limit; None once the deadline has passed."""
+        left = time_limit if remaining is None else min(time_limit, remaining())
+        return left if left > 0 else None
 
     def feasible_with(active: Sequence[str]) -> tuple[bool | None, list[str]]:
-        nonlocal solves
+        nonlocal solves, limit
+        allowed = seconds()
+        if allowed is None:
+            limit = "deadline"
+            return None, list(active)
         solves += 1
         model.clear_assumptions()
         model.add_assumptions([switch[k] for k in active])
-        solver = _solver(time_limit)
+        solver = _solver(allowed)
         status = solver.solve(model)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return True, []
@@ -90,6 +112,7 @@ def find_reasons(
             core_idx = set(solver.sufficient_assumptions_for_infeasibility())
             core = [k for k in active if switch[k].index in core_idx]
             return False, core or list(active)
+        limit = "deadline"
         return None, list(active)
 
     ok, core = feasible_with(keys)
@@ -110,6 +133,7 @@ def find_reasons(
     while i < len(kept):
         if solves >= budget:
             minimal = False
+            limit = limit or "budget"
             break
         trial = kept[:i] + kept[i + 1 :]
         ok, smaller = feasible_with(trial)
@@ -119,16 +143,36 @@ def find_reasons(
             if ok is None:
                 minimal = False
             i += 1
-    fixes, fixes_minimal = _minimum_fixes(model, switch, first, fixable, time_limit=time_limit)
-    solves += 1
+    fixes = _Fixes([], False, False)
+    allowed = seconds()
+    if allowed is None:
+        limit = "deadline"
+    else:
+        fixes = _minimum_fixes(model, switch, first, fixable, time_limit=allowed)
+        solves += 1
+        if not fixes.proven:
+            limit = limit or "deadline"
+    minimal = minimal and fixes.proven
     return Reasons(
         False,
         tuple(first[k] for k in kept),
-        tuple(first[k] for k in fixes),
-        minimal and fixes_minimal,
+        tuple(first[k] for k in fixes.off),
+        minimal,
         solves,
         "INFEASIBLE",
+        no_fix=fixes.none_exists,
+        limit="" if minimal else (limit or "deadline"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Fixes:
+    off: list[str]
+    """The fixable switches to turn off (fewest, when ``proven``)."""
+    proven: bool
+    """``off`` is proven minimum, or proven not to exist (``none_exists``)."""
+    none_exists: bool
+    """Even with every fixable switch off the claims do not fit."""
 
 
 def _minimum_fixes(
@@ -138,7 +182,7 @@ def _minimum_fixes(
     fixable: Callable[[Rule], bool],
     *,
     time_limit: float,
-) -> tuple[list[str], bool]:
+) -> _Fixes:
     model.clear_assumptions()
     keys = sorted(switch)
     for k in keys:
@@ -152,10 +196,14 @@ def _minimum_fixes(
     model.maximize(sum(tie_break * var for var in soft) + sum(rank * var for rank, var in enumerate(soft, start=1)))
     solver = _solver(time_limit)
     status = solver.solve(model)
+    if status == cp_model.INFEASIBLE:
+        # What no user can change (a request's count: more devices than the node has, say)
+        # blocks the claims on its own: there is no fix, and that is proven, not timed out.
+        return _Fixes([], True, True)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return [], False
+        return _Fixes([], False, False)
     off = [k for k in keys if fixable(first[k]) and not solver.boolean_value(switch[k])]
-    return off, status == cp_model.OPTIMAL
+    return _Fixes(off, status == cp_model.OPTIMAL, False)
 
 
 def _solver(seconds: float) -> cp_model.CpSolver:

@@ -18,7 +18,8 @@ Other tools script against this command, so its contract is fixed (issue 2):
 - stdout: a ``kind: List`` (apiVersion v1) of the newly allocated claims, in input order, each
   with ``status.allocation``.
 - exit status: 0 all allocated; 1 not possible on this node (stderr starts with ``cannot
-  allocate all claims``); 2 invalid input or an allocation error (one line per problem on
+  allocate all claims``, then names the first blocking reason, as ``dra-solver explain``'s
+  one-line summary does); 2 invalid input or an allocation error (one line per problem on
   stderr, naming the file, the object and the field; never a traceback); 3 the deadline passed
   without an answer. 1 means nothing but "does not fit".
 
@@ -45,10 +46,12 @@ from dra_solver.model import (
     Inventory,
     SolveTimeout,
     allocate,
+    default_cel,
 )
 from dra_solver.model import objects as o
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line, read_inputs
+from dra_solver.service.localexplain import why_not
 from dra_solver.service.upstream import allocate_upstream, binary
 
 EXIT_ALLOCATED = 0
@@ -97,25 +100,27 @@ def run(args: argparse.Namespace) -> int:
             time_limit=args.timeout,
             policy=args.policy,
         )
+        cel = default_cel(request)
         if upstream:
             outcome = allocate_upstream(request, validate=args.validate != "ignore")
         else:
-            outcome = allocate(request, validate=args.validate != "ignore")
+            outcome = allocate(request, cel=cel, validate=args.validate != "ignore")
+        reason = "" if outcome.allocated else why_not(request, outcome, cel=cel)
     except SolveTimeout as err:
         print(f"deadline reached: {err}", file=sys.stderr)
         return EXIT_DEADLINE
     except InvalidInputs as err:
         for each in err.errors:
-            print(f"error: {one_line(_with_source(each, sources))}", file=sys.stderr)
+            print(f"error: {one_line(with_source(each, sources))}", file=sys.stderr)
         return EXIT_ERROR
     except InvalidInput as err:
-        print(f"error: {one_line(_with_source(err, sources))}", file=sys.stderr)
+        print(f"error: {one_line(with_source(err, sources))}", file=sys.stderr)
         return EXIT_ERROR
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_ERROR
     if not outcome.allocated:
-        print(outcome.reason or "cannot allocate all claims", file=sys.stderr)
+        print(reason, file=sys.stderr)
         return EXIT_UNSATISFIABLE
     _print(_allocated_list(claims, outcome), args.output)
     print(describe_solve(outcome), file=sys.stderr)
@@ -150,7 +155,8 @@ def known_node(inventory: Inventory, name: str, *, flag: str = "--node") -> o.No
     return inventory.node(name)
 
 
-def _with_source(err: InvalidInput, sources: dict[str, str]) -> str:
+def with_source(err: InvalidInput, sources: dict[str, str]) -> str:
+    """The error with the file its object came from, when it does not say it already."""
     if err.source or not err.obj:
         return str(err)
     source = sources.get(err.obj)

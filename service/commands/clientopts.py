@@ -25,9 +25,19 @@ EXIT_CODES = {
 """Exit status by gRPC code, matching ``dra-solver allocate`` (2 bad input, 3 deadline); 4 else."""
 
 
-def add_client_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--server", default="127.0.0.1:50051", help="service address HOST:PORT or unix:PATH (default 127.0.0.1:50051)")
-    parser.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
+DEFAULT_SERVER = "127.0.0.1:50051"
+
+
+def add_client_arguments(parser: argparse._ActionsContainer, *, server_help: str = "", timeout: bool = True) -> None:
+    """The service's address, deadline and TLS flags. ``server_help`` replaces the default
+    ``--server`` (for commands that answer without a service unless it is given: no default);
+    ``timeout=False`` leaves ``--timeout`` to the command."""
+    if server_help:
+        parser.add_argument("--server", metavar="HOST:PORT", help=server_help)
+    else:
+        parser.add_argument("--server", default=DEFAULT_SERVER, help=f"service address HOST:PORT or unix:PATH (default {DEFAULT_SERVER})")
+    if timeout:
+        parser.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
     parser.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server (enables TLS)")
     parser.add_argument("--tls-cert", metavar="FILE", help="client certificate (mTLS)")
     parser.add_argument("--tls-key", metavar="FILE", help="client private key (mTLS)")

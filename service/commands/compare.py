@@ -3,12 +3,21 @@ allocator, when it is built: ``--upstream``), per node or over a replay.
 
     dra-solver compare [--node NAME] [--policy NAME] [-o table|json] [--report FILE.html]
                        [--validate strict|warn|ignore] FILE...
+    dra-solver compare [--kubeconfig FILE | --in-cluster] [-n NAMESPACE] [--node NAME] [--policy NAME]
+                       [--upstream auto|on|off] [-o table|json] [--report FILE.html]
+                       pod/NAME | resourceclaim/NAME
     dra-solver compare --replay CLUSTER_FILE --workload WORKLOAD_FILE [--node-choice first|score]
                        [--upstream auto|on|off] [-o table|json] [--report FILE.html]
                        [--validate strict|warn|ignore]
 
+``pod/NAME`` (or ``resourceclaim/NAME``) compares on a live cluster: the pod's claims (made
+from their templates when not created yet) on each node the scheduler would consider
+(``explain pod/NAME`` reads the same, ``service.clusterinputs``), once per group of alike nodes:
+verdicts, devices, scores and why CP-SAT's answer differs from upstream's.
+
 Exit status: 0 when the comparison ran (whatever the allocators answered), 2 for bad input
-(checked before anything runs: the files, every --node, and that --report can be written).
+(checked before anything runs: the files, every --node, and that --report can be written; a
+missing pod or claim, a kubeconfig that does not work), 4 when the API server does not answer.
 Each FILE is one self-contained scenario, the cluster and the claims to allocate in it: a FILE
 with no claims to allocate or no node to allocate on, and a FILE given twice, are errors, not
 an empty table.
@@ -36,6 +45,8 @@ from dra_solver.model import (
     checked_policy,
 )
 from dra_solver.model import objects as o
+from dra_solver.service.clusterinputs import Live, Target, parse_target
+from dra_solver.service.commands import liveopts
 from dra_solver.service.commands.allocate import known_node
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
@@ -89,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Go allocator: auto (default: when built), on (an error if not built), off; build "
                              "it with scripts/build-upstream.sh upstream-allocator")
     add_validate_argument(parser)
+    liveopts.add_live_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.files:
             print("error: give scenario FILEs, or --replay CLUSTER_FILE --workload WORKLOAD_FILE", file=sys.stderr)
             return 2
+        targets = [parse_target(path) for path in args.files]
+        if any(targets):
+            return _run_live(args, liveopts.one_target(targets), gates)
+        liveopts.refuse_without_target(args)
         return _run_compare(args, gates)
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
@@ -154,12 +170,7 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
                                  validate=args.validate != "ignore", upstream=upstream)
             )
     if args.output == "json":
-        summary: dict[str, Any] = {"rows": len(rows), "agree": sum(r.agree for r in rows),
-                                   "devicesDiffer": sum(r.devices_differ for r in rows)}
-        if any(r.upstream is not None for r in rows):
-            summary["backtrackingMatchesUpstream"] = sum(bool(r.port_matches_upstream) for r in rows)
-            summary["cpsatDiffersFromUpstream"] = sum(bool(r.why) for r in rows)
-        json.dump({"rows": [r.to_json() for r in rows], "summary": summary}, sys.stdout, indent=2)
+        json.dump({"rows": [r.to_json() for r in rows], "summary": _rows_summary(rows)}, sys.stdout, indent=2)
         print()
     else:
         print(format_table(rows))
@@ -167,6 +178,91 @@ def _run_compare(args: argparse.Namespace, gates: FeatureGates) -> int:
         with_upstream = any(r.upstream is not None for r in rows)
         _write_report(args.report, rows=rows, title=UPSTREAM_TITLE if with_upstream else "")
     return 0
+
+
+def _rows_summary(rows: list[CompareRow]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"rows": len(rows), "agree": sum(r.agree for r in rows),
+                               "devicesDiffer": sum(r.devices_differ for r in rows)}
+    if any(r.upstream is not None for r in rows):
+        summary["backtrackingMatchesUpstream"] = sum(bool(r.port_matches_upstream) for r in rows)
+        summary["cpsatDiffersFromUpstream"] = sum(bool(r.why) for r in rows)
+    return summary
+
+
+def _run_live(args: argparse.Namespace, target: Target, gates: FeatureGates) -> int:
+    """A pod's (or claim's) live objects, per candidate node: each allocator's verdict,
+    devices and score, and why CP-SAT differs from upstream."""
+    checked_policy(args.policy)
+    live = liveopts.read(args, target)
+    if isinstance(live, int):
+        return live
+    asked = [n for node in args.node or [None] for n in liveopts.nodes_asked(live, node)]
+    groups = live.alike(asked) if live.claims.to_allocate and not live.claims.wait else []
+    rows: list[CompareRow] = []
+    if groups:
+        _progress(args, f"comparing {live.subject} on {len(asked)} nodes ({len(groups)} alike groups) ...")
+        with _upstream_runner(args) as upstream:
+            rows = compare_scenario(str(target), _live_objects(live), nodes=[g[0] for g in groups], gates=gates,
+                                    time_limit=args.timeout, cel=CelEnvironment(), policy=args.policy,
+                                    validate=False, upstream=upstream)  # the API server validated them
+    alike = {g[0]: list(g[1:]) for g in groups if len(g) > 1}
+    if args.output == "json":
+        doc = {
+            "subject": live.subject,
+            "claims": [c.ref for c in live.claims.to_allocate],
+            "notes": list(live.claims.notes),
+            "wait": live.claims.wait,
+            "nodes": {"total": len(live.nodes.candidates) + len(live.nodes.reasons),
+                      "candidates": list(live.nodes.candidates), "filtered": dict(sorted(live.nodes.reasons.items()))},
+            "alike": alike,
+            "rows": [r.to_json() for r in rows],
+            "summary": _rows_summary(rows),
+        }
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    else:
+        _print_live(live, rows, alike)
+    if args.report:
+        _write_report(args.report, rows=rows, title=UPSTREAM_TITLE if any(r.upstream is not None for r in rows) else "")
+    return 0
+
+
+def _print_live(live: Live, rows: list[CompareRow], alike: dict[str, list[str]]) -> None:
+    claims = ", ".join(c.ref for c in live.claims.to_allocate)
+    print(f"{live.subject}: " + (f"cannot be scheduled yet: {live.claims.wait}" if live.claims.wait
+                                  else f"claims to allocate: {claims}" if claims else "no claims to allocate"))
+    for note in live.claims.notes:
+        print(f"  {note}")
+    for node, why in sorted(live.nodes.reasons.items()):
+        print(f"node {node}: {why}")
+    if rows:
+        print(format_table(rows))
+        for row in rows:
+            print(_devices_text(row, alike.get(row.node, [])))
+
+
+def _live_objects(live: Live) -> list[o.TypedObject]:
+    """The inventory as the scenario of ``compare_scenario``: its unallocated claims are the
+    question, so other pods' pending claims stay out."""
+    inv = live.snapshot.inventory
+    allocated = [c for c in inv.claims if c.allocated]
+    return [*inv.classes, *inv.slices, *inv.taint_rules, *inv.nodes, *allocated, *live.claims.to_allocate]
+
+
+def _devices_text(row: CompareRow, alike: list[str]) -> str:
+    lines = [f"node {row.node}" + (f" (alike: {', '.join(alike)})" if alike else "") + ":"]
+    sides = [row.cpsat, row.backtracking, *([row.upstream] if row.upstream is not None else [])]
+    for side in sides:
+        if side.verdict != "allocated":
+            what = side.verdict + (f": {one_line(side.message)}" if side.message and side.verdict != "unsatisfiable" else "")
+        elif side is not row.cpsat and side.devices == row.cpsat.devices:
+            what = f"allocated, score {side.score}: the same devices as cpsat"
+        else:
+            what = f"allocated, score {side.score}: {', '.join(side.devices)}"
+        lines.append(f"  {side.allocator:<13}{what}")
+    if row.why:
+        lines.append(f"  why CP-SAT differs from upstream: {row.why}")
+    return "\n".join(lines)
 
 
 @contextlib.contextmanager

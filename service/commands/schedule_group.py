@@ -219,6 +219,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.timeout <= 0:
             raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
+        clashing = [flag for flag, used in (("--node", args.node), ("--reserve", args.reserve), ("--feasible-nodes", args.feasible_nodes),
+                                            ("--allocator", args.allocator)) if used]
+        if clashing:
+            raise Invalid([f"{flag}: Forbidden: not with --group (the group's nodes come from its pods; nothing is reserved offline)" for flag in clashing])
         typed, raw = read(args.files, validate=args.validate)
         resolved, bound, min_count = resolve(args.group, typed, raw)
         answer = place(resolved, typed, bound, min_count=min_count, policy=args.policy, gates=args.feature_gates, timeout=args.timeout)

@@ -87,6 +87,11 @@ class ConfigError(Exception):
     or refusing the credentials. The message is one line, fit for a CLI's error output."""
 
 
+class Unreachable(ConfigError):
+    """The API server did not answer (connection refused, timed out, TLS failed): not the
+    caller's input, so a one-shot command exits as for an unreachable service (4), not 2."""
+
+
 class Transient(ApiError):
     """429, 5xx, timeouts, connection errors: retry after ``delay`` (0 = the caller's backoff)."""
 
@@ -443,7 +448,7 @@ def _probe(api: Any, host: str, origin: str) -> None:
             if isinstance(wrapped, Transient) and wrapped.status and time.monotonic() < deadline:
                 time.sleep(0.5)  # answering, but not ready (starting up, overloaded)
                 continue
-            raise ConfigError(f"cannot reach the Kubernetes API server at {host} (from {origin}): {_reason(cause)}")
+            raise Unreachable(f"cannot reach the Kubernetes API server at {host} (from {origin}): {_reason(cause)}")
 
 
 def _probe_once(api: Any) -> tuple[BaseException, ApiError] | None:

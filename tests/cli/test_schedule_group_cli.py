@@ -91,9 +91,10 @@ def _basic(tmp_path: Path) -> str:
         (["default/train", CLUSTER, PODGROUP], "error: PodGroup default/train: no pods to place"),
         (["train", CLUSTER, PODGROUP, *PODS], "error: --group: Invalid value"),
         (["default/train", CLUSTER, "BASIC", *PODS], "error: PodGroup default/train: spec.schedulingPolicy: the policy is not gang"),
+        (["default/train", "--reserve", CLUSTER, PODGROUP, *PODS], "error: --reserve: Forbidden: not with --group"),
         (["default/train", CLUSTER, *PODS, str(GANGS / "podgroup.yaml")], None),
     ],
-    ids=["missing-podgroup", "no-members", "bad-group", "basic-policy", "control"],
+    ids=["missing-podgroup", "no-members", "bad-group", "basic-policy", "reserve", "control"],
 )
 def test_invalid_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str | None) -> None:
     args = [_basic(tmp_path) if a == "BASIC" else a for a in args]

@@ -4,9 +4,10 @@ model switches is worded."""
 
 from __future__ import annotations
 
-from dra_solver.model import DeviceID, FeatureGates, explain_node
+from dra_solver.model import DeviceID, FeatureGates, explain_node, headline
 from dra_solver.model.cpsat.model import AllocationModel
 from dra_solver.model.cpsat.problem import Rule, prepare_problem
+from dra_solver.model.explain import UNLIFTABLE_KINDS
 from tests.builders import DRIVER_A, claim, request
 from tests.model.alloc_builders import device, slice_, taint_rule
 from tests.model.cpsat_helpers import CEL, consumes, counter_slice, make_request
@@ -86,3 +87,45 @@ def test_the_claims_fit_when_the_allocator_allocates() -> None:
     req = make_request([claim("c", request(count=1)).decode()], [slice_("s1", devices=_gpus(2))])
     answer = explain_node(req, cel=CEL, holders={}, solve=lambda r: allocate(r, cel=CEL, validate=False))
     assert answer.allocatable and not answer.reasons and answer.summary == "the claims fit on this node"
+
+
+def test_a_count_above_what_the_node_has_is_proven_to_have_no_fix() -> None:
+    # Issue 18: this printed "time ran out" after milliseconds; no fix exists, and that is proven.
+    req = make_request([claim("c", request(count=3)).decode()], [slice_("s1", devices=_gpus(2))])
+    answer = explain_node(req, cel=CEL, holders={})
+    assert not answer.allocatable and answer.minimal and answer.no_fix and answer.limit == ""
+    assert [r.message for r in answer.reasons] == [
+        "claim default/c, request req-0 needs 3 devices of class class-a (the node has 2 devices)"
+    ]
+    assert answer.fixes == ()
+    assert answer.summary.endswith(" No change makes them fit on this node.")
+    assert headline(answer.reasons) == answer.reasons[0].message
+
+
+def test_a_deadline_gives_sufficient_reasons_and_says_so() -> None:
+    slices = [slice_("s1", devices=_gpus(4))]
+    selector = [{"cel": {"expression": "device.attributes['driver-a'].n >= 2"}}]
+    req = make_request(
+        [claim("c", request(count=2, selectors=selector)).decode()],
+        slices,
+        allocated_claims=(claim("holder").request(count=None).allocated("d3").decode(),),
+    )
+    ticks = iter(range(0, 10**6, 100))  # every reading of the clock is 100 s later: no time left
+    answer = explain_node(req, cel=CEL, holders={}, clock=lambda: float(next(ticks)))
+    assert not answer.allocatable and not answer.minimal and answer.limit == "deadline" and not answer.no_fix
+    assert {r.kind for r in answer.reasons} == {"request", "selector", "in-use"}, "sufficient, maybe more than needed"
+
+
+def test_the_headline_is_the_first_reason_a_user_can_lift() -> None:
+    slices = [slice_("s1", devices=_gpus(4))]
+    selector = [{"cel": {"expression": "device.attributes['driver-a'].n >= 2"}}]
+    req = make_request(
+        [claim("c", request(count=2, selectors=selector)).decode()],
+        slices,
+        allocated_claims=(claim("holder").request(count=None).allocated("d3").decode(),),
+    )
+    answer = explain_node(req, cel=CEL, holders={})
+    line = headline(answer.reasons)
+    assert line.startswith("claim default/c, request req-0, selector #0 (")
+    assert line.endswith("rejects 2 devices: pool-1/d0, pool-1/d1 (and 2 more reasons)")
+    assert all((r.kind not in UNLIFTABLE_KINDS) == r.fixable for r in answer.reasons)

@@ -71,7 +71,8 @@ def test_schedule_and_explain_commands(served: tuple[str, str], tmp_path: Path) 
     r = _cli("schedule", "--server", grpc_addr, str(big))
     assert r.returncode == 1 and "0/3 nodes are available" in r.stdout
     r = _cli("explain", "--server", grpc_addr, "--node", "node-a", str(big))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # does not fit: the reasons are the answer
+    assert r.stdout.startswith("node node-a: the claims do not fit: ")
     assert "reasons" in r.stdout and "numa" in r.stdout
     r = _cli("explain", "--server", grpc_addr, "--node", "node-z", str(big))
     assert r.returncode == 2 and "NOT_FOUND" in r.stderr

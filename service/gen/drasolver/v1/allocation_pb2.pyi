@@ -269,7 +269,7 @@ class Reason(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., claim: _Optional[str] = ..., request: _Optional[str] = ..., devices: _Optional[_Iterable[str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("allocatable", "reasons", "fixes", "summary", "node", "minimal", "stats")
+    __slots__ = ("allocatable", "reasons", "fixes", "summary", "node", "minimal", "stats", "no_fix", "limit")
     ALLOCATABLE_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
     FIXES_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +277,8 @@ class ExplainResponse(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     MINIMAL_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    NO_FIX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
     allocatable: bool
     reasons: _containers.RepeatedCompositeFieldContainer[Reason]
     fixes: _containers.RepeatedCompositeFieldContainer[Reason]
@@ -284,7 +286,9 @@ class ExplainResponse(_message.Message):
     node: str
     minimal: bool
     stats: SolverStats
-    def __init__(self, allocatable: _Optional[bool] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., fixes: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., summary: _Optional[str] = ..., node: _Optional[str] = ..., minimal: _Optional[bool] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ...) -> None: ...
+    no_fix: bool
+    limit: str
+    def __init__(self, allocatable: _Optional[bool] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., fixes: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., summary: _Optional[str] = ..., node: _Optional[str] = ..., minimal: _Optional[bool] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., no_fix: _Optional[bool] = ..., limit: _Optional[str] = ...) -> None: ...
 
 class GetInventoryRequest(_message.Message):
     __slots__ = ()
