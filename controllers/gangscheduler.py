@@ -161,10 +161,10 @@ class GangScheduler:
         if not resp.placed:
             summary = resp.explanation.summary or resp.reason or "the group does not fit"
             return self._unschedulable(pg, g.pending, summary, key, by_solver=True)
-        return self._commit(pg, g, key, resp, gathered_by_pod, shared_objs, nodes, used)
+        return self._commit(pg, g, key, resp, gathered_by_pod, shared_objs, nodes)
 
     def _commit(self, pg: Obj, g: gang.Gate, key: str, resp: pb.ScheduleGroupResponse, gathered_by_pod: Mapping[str, logic.Gathered],
-                shared_objs: Sequence[Obj], nodes: Mapping[str, Obj], used: Mapping[str, logic.Resources]) -> str:
+                shared_objs: Sequence[Obj], nodes: Mapping[str, Obj]) -> str:
         reservation = resp.reservation.id
         by_key = {ob.key(p): p for p in g.pending}
         shared_alloc = {a.claim: json.loads(a.allocation) for a in resp.shared_claims if a.allocation}
@@ -176,7 +176,7 @@ class GangScheduler:
         for _, _, allocs in placed:
             everything.update(allocs)
         try:
-            self._assume(key, placed, everything, gathered_by_pod, nodes, used)
+            self._assume(key, placed, everything, gathered_by_pod, nodes)
         except AttemptFailed as err:
             self.s._unreserve(reservation)
             raise Retry(f"podgroup {ob.key(pg)}: {err}") from err
@@ -230,7 +230,10 @@ class GangScheduler:
         return "scheduled"
 
     def _assume(self, key: str, placed: Sequence[tuple[Obj, str, dict[str, Obj]]], everything: Mapping[str, Obj],
-                gathered_by_pod: Mapping[str, logic.Gathered], nodes: Mapping[str, Obj], used: Mapping[str, logic.Resources]) -> None:
+                gathered_by_pod: Mapping[str, logic.Gathered], nodes: Mapping[str, Obj]) -> None:
+        """Last checks against our own view now (other workers may have assumed pods since the
+        solve), then count every pod on its node, atomically with respect to them."""
+        used = self.s._used()
         with self.s._lock:
             others: list[Obj] = list(self.s.cluster.view("claims").values())
             for holder, allocations in self.s._inflight.items():
