@@ -32,13 +32,14 @@ should be checked with ``check_group`` (``model.check``); the service does, and 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest
 from dra_solver.model.allocators import allocate
 from dra_solver.model.cel import CelEnvironment, CelFeatures
+from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.cpsat.group_master import (
     MasterAnswer,
     PatternTable,
@@ -49,15 +50,17 @@ from dra_solver.model.cpsat.group_master import (
     solve_master,
 )
 from dra_solver.model.cpsat.group_model import JointAnswer, JointModel
-from dra_solver.model.cpsat.group_problem import GroupProblem, policy_levels
+from dra_solver.model.cpsat.group_problem import GroupProblem, PodInfo, policy_levels
 from dra_solver.model.errors import InvalidInput, SolveTimeout
 from dra_solver.model.group_explain import explain_group, how_many
 from dra_solver.model.group_request import (
     GROUP_PATHS,
     GroupObjective,
     GroupOutcome,
+    GroupPod,
     GroupRequest,
     GroupStats,
+    NodeRoom,
     PodPlacement,
 )
 from dra_solver.model.policy import checked_policy
@@ -151,6 +154,9 @@ class _Runner:
         bounds = {d: self._bound(d) for d in problem.domains}
         order = sorted((d for d in problem.domains if bounds[d][0] >= min_count), key=lambda d: (tuple(-v for v in bounds[d]), problem.domain_rank(d)))
         best: tuple[GroupObjective, MasterAnswer | JointAnswer] | None = None
+        # The joint model can take long to build and solve: a greedy placement in the most
+        # promising domain first, so that the deadline still finds an answer (anytime).
+        fallback = self._greedy(order[0]) if path == "joint" and order else None
         left = order
         for n, d in enumerate(order):
             left = order[n:]
@@ -161,7 +167,10 @@ class _Runner:
                 found = self._solve_domain(d)
             except SolveTimeout:
                 if best is None:
-                    raise
+                    if fallback is None:
+                        raise
+                    best = fallback
+                    self.stats.status = "FEASIBLE"
                 break
             self.stats.domains_evaluated += 1
             if found is not None:
@@ -224,6 +233,60 @@ class _Runner:
         if problem.request.topology_key and levels:
             return (pods, score, -levels[0])
         return (pods, score)
+
+    def _greedy(self, domain: str) -> tuple[GroupObjective, JointAnswer] | None:
+        """Pods one at a time (most devices first) on the first node of ``domain`` where they
+        fit beside the pods placed before them and the shared claims (allocated first, on the
+        first node that can): a placement, not the best, or None."""
+        problem = self.problem
+        nodes = problem.domains[domain]
+        answer = JointAnswer("FEASIBLE", domain=domain)
+        taken = AllocatedState()
+        score = 0
+        reach_needed: frozenset[DeviceID] = frozenset()
+        claims = [c for _, c in problem.open_shared]
+        try:
+            if claims:
+                for n in nodes:
+                    got = problem.solve_on(n, claims)
+                    if got.allocated:
+                        break
+                else:
+                    return None
+                for (i, _claim), result in zip(problem.open_shared, got.results, strict=True):
+                    answer.shared[i] = result
+                taken = taken.merge(_state_of(claims, got.results))
+                reach_needed = frozenset(taken.devices)
+                score += got.score
+            used: dict[str, list[GroupPod]] = {}
+
+            def size(p: PodInfo) -> int:
+                devices = 0
+                for c in p.pod.claims:
+                    for r in (c.spec.devices.requests if c.spec.devices else None) or []:
+                        devices += (r.exactly.count or 1) if r.exactly is not None else 1
+                return -devices
+
+            for p in sorted(problem.pods, key=lambda p: (size(p), p.name)):
+                for n in nodes:
+                    if not problem.fits(p, n).fits or not _room_left(problem.nodes[n].room, [*used.get(n, []), p.pod]):
+                        continue
+                    if p.pod.shared and reach_needed and not reach_needed <= problem.reachable(n):
+                        continue
+                    got = problem.solve_on(n, p.pod.claims, taken)
+                    if not got.allocated:
+                        continue
+                    answer.pods[p.index] = (n, got.results, got.score)
+                    used.setdefault(n, []).append(p.pod)
+                    taken = taken.merge(_state_of(p.pod.claims, got.results))
+                    score += got.score
+                    break
+        except SolveTimeout:
+            return None
+        if len(answer.pods) < problem.request.min_count:
+            return None
+        answer.score = score
+        return GroupObjective(len(answer.pods), score), answer
 
     def _capacity(self, c: int, node: str) -> int:
         """Pods of class ``c`` that fit together on ``node`` alone (cached per node kind)."""
@@ -377,3 +440,17 @@ def _validate(request: GroupRequest) -> None:
         for j, ref in enumerate(pod.shared):
             if ref not in shared:
                 raise InvalidInput(request.name, ("pods", i, "sharedClaims", j), f"Not found: {ref!r}: not one of the group's shared claims")
+
+
+def _state_of(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> AllocatedState:
+    return AllocatedState.from_claims(
+        c.model_copy(update={"status": o.ResourceClaimStatus(allocation=r)}) for c, r in zip(claims, results, strict=True)
+    )
+
+
+def _room_left(room: NodeRoom, pods: Sequence[GroupPod]) -> bool:
+    if room.pods is not None and len(pods) > room.pods:
+        return False
+    if room.cpu_millis is not None and sum(p.cpu_millis for p in pods) > room.cpu_millis:
+        return False
+    return room.memory_bytes is None or sum(p.memory_bytes for p in pods) <= room.memory_bytes
