@@ -15,7 +15,12 @@ import logging
 
 from dra_solver.controllers import claims as logic
 from dra_solver.controllers import objects as ob
-from dra_solver.controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.cluster import (
+    CLAIM_OWNER_INDEX,
+    POD_CLAIMS_INDEX,
+    POD_GROUP_INDEX,
+    Cluster,
+)
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.runtime import Events, Retry, Runner, UIDCache, new_queue
@@ -25,6 +30,7 @@ log = logging.getLogger(__name__)
 
 POD_PREFIX = "pod:"
 CLAIM_PREFIX = "claim:"
+GROUP_PREFIX = "podgroup:"
 
 
 class ClaimController:
@@ -53,6 +59,10 @@ class ClaimController:
         self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
         self.pods.add_handler(self._on_pod)
         self.claims.add_handler(self._on_claim)
+        self.groups = cluster.informers.get("podgroups")
+        """PodGroups, whose template claims are made once for the group (None: not cached)."""
+        if self.groups is not None:
+            self.groups.add_handler(self._on_group)
 
     def start(self) -> None:
         self.runner.start()
@@ -66,6 +76,21 @@ class ClaimController:
         pod = new if new is not None else old
         assert pod is not None
         self._enqueue_pod(pod, deleted=new is None)
+
+    def _on_group(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            return
+        if any(e.get("resourceClaimTemplateName") for e in ob.spec(new).get("resourceClaims") or []):
+            self.queue.add(GROUP_PREFIX + ob.key(new))
+        if old is None or ob.status(old).get("resourceClaimStatuses") != ob.status(new).get("resourceClaimStatuses"):
+            for pod in self.pods.store.by_index(POD_GROUP_INDEX, ob.key(new)):
+                self._enqueue_pod(pod, deleted=False)
+
+    def _group_of(self, pod: Obj) -> Obj | None:
+        name = ((ob.spec(pod).get("schedulingGroup") or {}).get("podGroupName")) or ""
+        if not name or self.groups is None:
+            return None
+        return self.groups.store.get(f"{ob.namespace(pod)}/{name}")
 
     def _enqueue_pod(self, pod: Obj, *, deleted: bool) -> None:
         if not ob.pod_claims(pod) and not ob.extended_claim_name(pod):
@@ -103,6 +128,8 @@ class ClaimController:
     def sync(self, key: str) -> None:
         if key.startswith(POD_PREFIX):
             self.sync_pod(key[len(POD_PREFIX) :])
+        elif key.startswith(GROUP_PREFIX):
+            self.sync_pod_group(key[len(GROUP_PREFIX) :])
         elif key.startswith(CLAIM_PREFIX):
             self.sync_claim(key[len(CLAIM_PREFIX) :])
         else:
@@ -119,6 +146,7 @@ class ClaimController:
             templates=self.cluster.view("templates"),
             owned=self.claims.store.by_index(CLAIM_OWNER_INDEX, ob.uid(pod)),
             admin_access_enabled=self.admin_access_enabled,
+            group=logic.group_entries(pod, self._group_of(pod)),
         )
         names = dict(plan.record)
         for create in plan.creates:
@@ -153,6 +181,41 @@ class ClaimController:
         if plan.errors:
             for problem in plan.errors:
                 self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=problem)
+            raise Retry("; ".join(plan.errors))
+
+    def sync_pod_group(self, key: str) -> None:
+        """Make the claims of a PodGroup's template entries (one per entry, owned by the group)
+        and record them in its ``status.resourceClaimStatuses``."""
+        assert self.groups is not None
+        group = self.groups.store.get(key)
+        if group is None:
+            return
+        ns = ob.namespace(group)
+        plan = logic.sync_pod_group(
+            group, claims=self.cluster.view("claims"), templates=self.cluster.view("templates"),
+            owned=self.claims.store.by_index(CLAIM_OWNER_INDEX, ob.uid(group)), admin_access_enabled=self.admin_access_enabled,
+        )
+        names = dict(plan.record)
+        for create in plan.creates:
+            admin = str(create.admin_access).lower()
+            try:
+                created = self.kube.create_claim(ns, create.body)
+            except kube.ApiError:
+                self.metrics.claim_creates.labels(status="failure", admin_access=admin).inc()
+                raise
+            self.metrics.claim_creates.labels(status="success", admin_access=admin).inc()
+            self.claims.store.assume(created)
+            names[create.pod_claim] = ob.name(created)
+            log.info("created ResourceClaim %s/%s for PodGroup %s", ns, ob.name(created), key)
+        if names:
+            try:
+                patched = self.kube.patch_pod_group_status(ns, ob.name(group), logic.group_status_patch(group, names))
+            except kube.NotFound:
+                return
+            self.groups.store.assume(patched)
+        if plan.errors:
+            for problem in plan.errors:
+                self.events.emit(group, "PodGroup", type_="Warning", reason="FailedResourceClaimCreation", message=problem)
             raise Retry("; ".join(plan.errors))
 
     def sync_claim(self, key: str) -> None:

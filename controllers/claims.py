@@ -159,11 +159,14 @@ def sync_pod(
     templates: Mapping[str, Mapping[str, Any]],
     owned: Sequence[Mapping[str, Any]] = (),
     admin_access_enabled: bool = True,
+    group: Mapping[str, str] | None = None,
 ) -> PodPlan:
     """Claims to create, names to record and reservations to add for one pod.
 
     ``claims`` and ``templates`` are keyed ``namespace/name``; ``owned`` are the claims whose
     controlling owner is the pod (for finding a claim created before a failed status write).
+    ``group``: the pod's template claims that are its PodGroup's (:func:`group_entries`), pod
+    claim -> the PodGroup's claim name ("" while not made yet): recorded, never created.
     """
     if ob.deleting(pod) or ob.pod_done(pod):
         # A pod that will never run needs no claims; creating one would only have it deleted
@@ -175,6 +178,12 @@ def sync_pod(
     errors: list[str] = []
     for pod_claim in ob.pod_claims(pod):
         pc_name = str(pod_claim.get("name") or "")
+        if group is not None and pc_name in group:
+            made = group[pc_name]
+            recorded = {str(s.get("name")): s.get("resourceClaimName") for s in ob.status(pod).get("resourceClaimStatuses") or []}
+            if made and recorded.get(pc_name) != made:
+                record[pc_name] = made
+            continue
         try:
             resolved = ob.claim_name(pod, pod_claim)
         except ob.ClaimNotCreated:
@@ -207,6 +216,107 @@ def sync_pod(
         creates.append(CreateClaim(pc_name, claim_from_template(pod, pc_name, template), admin))
     reserve, unallocated = _reservations(pod, claims) if ob.pod_node(pod) else ((), ())
     return PodPlan(tuple(creates), record, reserve, tuple(errors), unallocated)
+
+
+# --- PodGroups ------------------------------------------------------------------------------------
+
+PODGROUP_CLAIM_ANNOTATION = "resource.kubernetes.io/podgroup-claim-name"
+"""On a claim made from a PodGroup's template entry: the entry's name."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    creates: tuple[CreateClaim, ...] = ()
+    record: Mapping[str, str] = field(default_factory=dict)
+    """PodGroup claim entry -> ResourceClaim name for ``status.resourceClaimStatuses``."""
+    errors: tuple[str, ...] = ()
+
+
+def owning_group_uid(claim: Mapping[str, Any]) -> str:
+    ref = ob.controller_ref(claim)
+    if ref is not None and ref.get("kind") == "PodGroup" and str(ref.get("apiVersion") or "").startswith("scheduling.k8s.io/"):
+        return str(ref.get("uid") or "")
+    return ""
+
+
+def claim_from_group_template(pod_group: Mapping[str, Any], entry: str, template: Mapping[str, Any]) -> Obj:
+    """The ResourceClaim made for a PodGroup's template entry: ``<podgroup>-<entry>-``, owned
+    by the PodGroup (so it goes with it), annotated with the entry's name."""
+    body = claim_from_template(pod_group, entry, template)
+    meta = body["metadata"]
+    meta["ownerReferences"] = [{"apiVersion": str(pod_group.get("apiVersion") or "scheduling.k8s.io/v1beta1"), "kind": "PodGroup",
+                                "name": ob.name(pod_group), "uid": ob.uid(pod_group), "controller": True, "blockOwnerDeletion": True}]
+    annotations = dict(meta.get("annotations") or {})
+    annotations.pop(ob.POD_CLAIM_ANNOTATION, None)
+    annotations[PODGROUP_CLAIM_ANNOTATION] = entry
+    meta["annotations"] = annotations
+    return body
+
+
+def sync_pod_group(
+    pod_group: Mapping[str, Any],
+    *,
+    claims: Mapping[str, Mapping[str, Any]],
+    templates: Mapping[str, Mapping[str, Any]],
+    owned: Sequence[Mapping[str, Any]] = (),
+    admin_access_enabled: bool = True,
+) -> GroupPlan:
+    """Claims to make for a PodGroup's ``resourceClaimTemplateName`` entries (one each, for the
+    whole group) and names to record in its status; ``owned``: claims it controls."""
+    if ob.deleting(pod_group):
+        return GroupPlan()
+    ns = ob.namespace(pod_group)
+    recorded = {str(s.get("name")): str(s.get("resourceClaimName") or "") for s in ob.status(pod_group).get("resourceClaimStatuses") or []}
+    creates: list[CreateClaim] = []
+    record: dict[str, str] = {}
+    errors: list[str] = []
+    for entry in ob.spec(pod_group).get("resourceClaims") or []:
+        name, template_name = str(entry.get("name") or ""), str(entry.get("resourceClaimTemplateName") or "")
+        if not template_name:
+            continue
+        current = claims.get(f"{ns}/{recorded.get(name, '')}")
+        if current is not None and owning_group_uid(current) == ob.uid(pod_group):
+            continue
+        found = next((c for c in sorted(owned, key=ob.name) if owning_group_uid(c) == ob.uid(pod_group)
+                      and ob.annotations_of(c).get(PODGROUP_CLAIM_ANNOTATION) == name), None)
+        if found is not None:
+            record[name] = ob.name(found)
+            continue
+        template = templates.get(f"{ns}/{template_name}")
+        if template is None:
+            errors.append(f"PodGroup {ob.key(pod_group)}, resourceClaim {name}: ResourceClaimTemplate {ns}/{template_name} not found")
+            continue
+        admin = needs_admin_access(template)
+        if admin and not admin_access_enabled:
+            errors.append(f"PodGroup {ob.key(pod_group)}, resourceClaim {name}: admin access is requested, but the feature is disabled")
+            continue
+        creates.append(CreateClaim(name, claim_from_group_template(pod_group, name, template), admin))
+    return GroupPlan(tuple(creates), record, tuple(errors))
+
+
+def group_status_patch(pod_group: Mapping[str, Any], names: Mapping[str, str]) -> Obj:
+    """Merge patch of ``podgroups/status`` with the whole ``resourceClaimStatuses`` list (a merge
+    patch replaces lists): the recorded entries, updated by ``names``."""
+    entries = {str(s.get("name")): dict(s) for s in ob.status(pod_group).get("resourceClaimStatuses") or []}
+    for entry, claim in names.items():
+        entries[entry] = {"name": entry, "resourceClaimName": claim}
+    return {"status": {"resourceClaimStatuses": [entries[k] for k in sorted(entries)]}}
+
+
+def group_entries(pod: Mapping[str, Any], pod_group: Mapping[str, Any] | None) -> dict[str, str]:
+    """The pod's template claims that are its PodGroup's (same entry name and template name as a
+    PodGroup entry), pod claim -> the PodGroup's claim name from its status ("" until made)."""
+    if pod_group is None:
+        return {}
+    recorded = {str(s.get("name")): str(s.get("resourceClaimName") or "") for s in ob.status(pod_group).get("resourceClaimStatuses") or []}
+    entries = {(str(e.get("name") or ""), str(e.get("resourceClaimTemplateName") or "")) for e in ob.spec(pod_group).get("resourceClaims") or []
+               if e.get("resourceClaimTemplateName")}
+    out: dict[str, str] = {}
+    for pod_claim in ob.pod_claims(pod):
+        key = (str(pod_claim.get("name") or ""), str(pod_claim.get("resourceClaimTemplateName") or ""))
+        if key in entries:
+            out[key[0]] = recorded.get(key[0], "")
+    return out
 
 
 def unallocated_message(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> str:
@@ -274,6 +384,8 @@ def pod_needs_work(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any
             if pod_claim.get("resourceClaimTemplateName"):
                 return True, "must create ResourceClaim from template"
             continue  # the user must create it
+        if owning_group_uid(claim):
+            continue  # the PodGroup's claim: reserved for the group by the scheduler
         if resolved.check_owner and (why := ob.is_for_pod(pod, claim)) is not None:
             return False, why
         if ob.pod_node(pod) and ob.allocation(claim) is not None and not ob.is_reserved_for_pod(pod, claim):

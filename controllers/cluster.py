@@ -19,18 +19,26 @@ from dra_solver.service.api import Informer, kube, wait_for_sync
 POD_CLAIMS_INDEX = "claims"
 """Pods by ``namespace/name`` of every ResourceClaim they reference."""
 CLAIM_OWNER_INDEX = "owner"
-"""Claims by the UID of the Pod controlling them."""
+"""Claims by the UID of the Pod (or PodGroup) controlling them."""
+POD_GROUP_INDEX = "podgroup"
+"""Pods by the ``namespace/name`` of the PodGroup their ``spec.schedulingGroup`` names."""
 
-RESOURCES = ("pods", "claims", "templates", "nodes", "slices", "rules", "classes")
+RESOURCES = ("pods", "claims", "templates", "nodes", "slices", "rules", "classes", "podgroups")
 
 
 def _pod_claims(pod: Obj) -> list[str]:
     return claim_logic.claim_names_of_pod(pod)
 
 
+def _pod_group(pod: Obj) -> list[str]:
+    name = ((ob.spec(pod).get("schedulingGroup") or {}).get("podGroupName")) or ""
+    return [f"{ob.namespace(pod)}/{name}"] if name else []
+
+
 def _claim_owner(claim: Obj) -> list[str]:
     _, owner_uid = ob.owning_pod(claim)
-    return [owner_uid] if owner_uid else []
+    group_uid = claim_logic.owning_group_uid(claim)
+    return [owner_uid] if owner_uid else [group_uid] if group_uid else []
 
 
 class Cluster:
@@ -48,12 +56,14 @@ class Cluster:
             "slices": kube_api.slices,
             "rules": kube_api.taint_rules,
             "classes": kube_api.device_classes,
+            "podgroups": kube_api.pod_groups,
         }
         self.informers: dict[str, Informer] = {
             name: Informer(sources[name](), watch_timeout=watch_timeout) for name in RESOURCES if name in wanted
         }
         if "pods" in self.informers:
             self.informers["pods"].store.add_index(POD_CLAIMS_INDEX, _pod_claims)
+            self.informers["pods"].store.add_index(POD_GROUP_INDEX, _pod_group)
         if "claims" in self.informers:
             self.informers["claims"].store.add_index(CLAIM_OWNER_INDEX, _claim_owner)
         self._started = False

@@ -21,6 +21,7 @@ from dra_solver.controllers.claim_controller import ClaimController
 from dra_solver.controllers.cluster import Cluster
 from dra_solver.controllers.eviction_controller import EvictionController
 from dra_solver.controllers.features import KubeFeatures
+from dra_solver.controllers.gangscheduler import GangScheduler
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import Events
 from dra_solver.controllers.scheduler import Scheduler, Solver
@@ -31,8 +32,8 @@ log = logging.getLogger(__name__)
 CONTROLLERS = ("claim", "scheduler", "eviction")
 
 NEEDS: dict[str, tuple[str, ...]] = {
-    "claim": ("pods", "claims", "templates"),
-    "scheduler": ("pods", "claims", "nodes", "slices", "classes"),
+    "claim": ("pods", "claims", "templates", "podgroups"),
+    "scheduler": ("pods", "claims", "nodes", "slices", "classes", "podgroups"),
     "eviction": ("pods", "claims", "slices", "rules"),
 }
 """Which caches each controller reads."""
@@ -122,6 +123,7 @@ class Manager:
                 flush_interval=options.flush_interval, events=self._events(options.scheduler_name),
                 features=options.features, binding_timeout=options.binding_timeout,
             )
+            GangScheduler(self.controllers["scheduler"])  # PodGroups with a gang policy, placed whole
         if "eviction" in options.enable:
             self.controllers["eviction"] = EvictionController(
                 kube_api, self.cluster, self.metrics, workers=options.eviction_workers, events=self._events("device-taint-eviction-controller"),

@@ -193,7 +193,17 @@ def reserved_for(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def is_reserved_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
-    return any(r.get("uid") == uid(pod) for r in reserved_for(claim))
+    """The claim is reserved for the pod, or for the PodGroup its ``spec.schedulingGroup``
+    names (a group's claim is reserved once for the PodGroup, as upstream's
+    ``IsReservedForPod`` counts it with DRAWorkloadResourceClaims)."""
+    group = spec(pod).get("schedulingGroup")
+    group_name = group.get("podGroupName") if isinstance(group, Mapping) else None
+    for r in reserved_for(claim):
+        if r.get("uid") == uid(pod):
+            return True
+        if group_name and r.get("apiGroup") == "scheduling.k8s.io" and r.get("resource") == "podgroups" and r.get("name") == group_name:
+            return True
+    return False
 
 
 def allocation(claim: Mapping[str, Any]) -> Mapping[str, Any] | None:

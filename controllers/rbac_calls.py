@@ -46,6 +46,11 @@ API_CALLS: tuple[tuple[str, str, str], ...] = (
     # Which DeviceClass serves an extended resource (the scheduler).
     ("resource.k8s.io", "deviceclasses", "list"),
     ("resource.k8s.io", "deviceclasses", "watch"),
+    # PodGroups (scheduling.k8s.io/v1beta1) the scheduler places whole, and their
+    # PodGroupInitiallyScheduled condition (a merge patch of the status subresource).
+    ("scheduling.k8s.io", "podgroups", "list"),
+    ("scheduling.k8s.io", "podgroups", "watch"),
+    ("scheduling.k8s.io", "podgroups/status", "patch"),
     # Leader election (namespaced, --lease-namespace).
     ("coordination.k8s.io", "leases", "get"),
     ("coordination.k8s.io", "leases", "create"),
@@ -62,6 +67,9 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("resource.k8s.io", "resourceclaims", "create"), ("resource.k8s.io", "resourceclaims", "update"),
         ("resource.k8s.io", "resourceclaims", "delete"), ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceclaimtemplates", "list"), ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+        # The claims of a PodGroup's template entries, recorded in its status.
+        ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
     }),
     "scheduler": frozenset({
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods/status", "patch"),
@@ -73,6 +81,8 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceslices", "list"), ("resource.k8s.io", "resourceslices", "watch"),
         ("resource.k8s.io", "deviceclasses", "list"), ("resource.k8s.io", "deviceclasses", "watch"),
+        ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups/status", "patch"),
     }),
     "eviction": frozenset({
         ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "get"), ("", "pods", "delete"), ("", "pods/status", "patch"),

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -55,6 +55,15 @@ from dra_solver.controllers.prebind import BindingWaiter
 from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
 from dra_solver.controllers.schedqueue import Move, PendingPods
 from dra_solver.service.api import kube, pb
+
+
+class GroupPlacer(Protocol):
+    """Gang scheduling (:class:`controllers.gangscheduler.GangScheduler`, which attaches
+    itself): which queue key schedules a pod, and one attempt for a PodGroup key."""
+
+    def group_of(self, pod: Obj) -> str: ...
+
+    def attempt(self, key: str) -> str: ...
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +250,9 @@ class Scheduler:
         self.slices.add_handler(self._on_slice)
         if self.classes is not None:
             self.classes.add_handler(self._on_class)
+        self.gang: GroupPlacer | None = None
+        """PodGroups with a gang policy, placed whole (set by the GangScheduler when the
+        cache serves PodGroups)."""
 
     def start(self) -> None:
         self._stop.clear()
@@ -263,6 +275,11 @@ class Scheduler:
     def _pending(self, pod: Obj | None) -> bool:
         return pod is not None and logic.is_pending(pod, self.scheduler_name)
 
+    def _work_key(self, pod: Obj) -> str:
+        """The queue key that schedules ``pod``: its PodGroup's for a gang member."""
+        group = self.gang.group_of(pod) if self.gang is not None else ""
+        return group or ob.key(pod)
+
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         pod = new if new is not None else old
         assert pod is not None
@@ -278,8 +295,10 @@ class Scheduler:
         if not self._pending(new):
             self.pending.scheduled(k)
         elif logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
-            self.pending.wake(k)
-            self.queue.add(k)
+            assert new is not None
+            work = self._work_key(new)
+            self.pending.wake(work)
+            self.queue.add(work)
         self._update_gauges()
 
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
@@ -292,8 +311,9 @@ class Scheduler:
         event = "ResourceClaimAdd" if old is None else "ResourceClaimDelete" if new is None else "ResourceClaimUpdate"
         self.prebind.claims_changed()  # a binding condition may have changed
         for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
-            if self._pending(pod) and self.pending.pod_event(ob.key(pod), event):
-                self.queue.add_unless_backing_off(ob.key(pod))
+            work = self._work_key(pod) if self._pending(pod) else ""
+            if work and self.pending.pod_event(work, event):
+                self.queue.add_unless_backing_off(work)
         freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
         if freed:
             self._release_held(ob.key(claim))
@@ -370,10 +390,15 @@ class Scheduler:
     # --- one attempt --------------------------------------------------------------------------
 
     def sync(self, key: str) -> None:
+        if self.gang is not None and key.startswith("podgroup:"):
+            self._sync_group(key)
+            return
         pod = self.pods.store.get(key)
         if not self._pending(pod):
             return
         assert pod is not None
+        if self._work_key(pod) != key:
+            return  # a gang member: placed with its group
         with self._lock:
             assumed = self._assumed.get(key)
         if assumed is not None and assumed[0] == ob.uid(pod):
@@ -390,6 +415,23 @@ class Scheduler:
         finally:
             if self.pending.end(key) and not failed:
                 self.queue.add(key)  # an event about the pod came in during the attempt
+            self.metrics.schedule_attempts.labels(result=result).inc()
+            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+
+    def _sync_group(self, key: str) -> None:
+        assert self.gang is not None
+        if not self.cluster.wait_synced(0):
+            raise Requeue(0.2, "caches not synced yet")
+        start = time.perf_counter()
+        result = "error"
+        self.pending.begin(key)
+        failed = True
+        try:
+            result = self.gang.attempt(key)
+            failed = False
+        finally:
+            if self.pending.end(key) and not failed:
+                self.queue.add(key)
             self.metrics.schedule_attempts.labels(result=result).inc()
             self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
 
@@ -753,10 +795,10 @@ class Scheduler:
             written.append(record)
             self._write_claim(pod, pc.claim, allocation, record)
 
-    def _write_claim(self, pod: Obj, claim: Obj, allocation: Obj | None, record: _Written) -> None:
+    def _write_claim(self, pod: Obj, claim: Obj, allocation: Obj | None, record: _Written, *, reference: Obj | None = None) -> None:
         ns, name = ob.namespace(claim), ob.name(claim)
         for _ in range(self.conflict_retries + 1):
-            step = logic.write_step(claim, pod, allocation)
+            step = logic.write_step(claim, pod, allocation, reference=reference)
             if step.kind == "done":
                 return
             if step.kind == "error":

@@ -386,14 +386,16 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def write_step(claim: Mapping[str, Any], pod: Mapping[str, Any], allocation: Mapping[str, Any] | None) -> WriteStep:
+def write_step(claim: Mapping[str, Any], pod: Mapping[str, Any], allocation: Mapping[str, Any] | None, *,
+               reference: Mapping[str, Any] | None = None) -> WriteStep:
     """The next write recording ``allocation`` (None: the claim was allocated before) and the
     pod's reservation on ``claim``, judged from the claim as it is now.
 
     The finalizer goes first in a metadata update of its own, so a claim is never allocated
     without protection from deletion; the allocation and the reservation then go together in
     one status update. An allocation found on the claim that is not ours means someone else
-    won the race; the caller must give up and roll back.
+    won the race; the caller must give up and roll back. ``reference``: the ``reservedFor``
+    entry to add when the consumer is not the pod itself (a PodGroup, for the group's claims).
     """
     if ob.deleting(claim):
         return WriteStep("error", message=f"claim {ob.key(claim)} got deleted in the meantime")
@@ -412,7 +414,7 @@ def write_step(claim: Mapping[str, Any], pod: Mapping[str, Any], allocation: Map
     if allocation is not None:
         status["allocation"] = ob.deep_copy(dict(allocation))
     if not ob.is_reserved_for_pod(pod, claim):
-        status["reservedFor"] = [*ob.reserved_for(claim), ob.pod_reference(pod)]
+        status["reservedFor"] = [*ob.reserved_for(claim), dict(reference) if reference is not None else ob.pod_reference(pod)]
     return WriteStep("status", status)
 
 

@@ -36,6 +36,7 @@ from dra_solver.service.localcluster.controlplane import (
 
 SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 RESOURCE = "/apis/resource.k8s.io/v1"
+PODGROUPS = "/apis/scheduling.k8s.io/v1beta1"
 CLUSTER_SCOPED = (
     f"{RESOURCE}/resourceslices",
     f"{RESOURCE}/deviceclasses",
@@ -87,6 +88,11 @@ class KubeCluster:
                     self._unfinalize(f"{RESOURCE}/namespaces/{ns}/resourceclaims/{claim['metadata']['name']}")
             self._delete(f"{RESOURCE}/namespaces/{ns}/resourceclaims")
             self._delete(f"{RESOURCE}/namespaces/{ns}/resourceclaimtemplates")
+            # kcm's podgroup-protection-controller (not run here) would lift this finalizer.
+            for group in self._list(f"{PODGROUPS}/namespaces/{ns}/podgroups"):
+                if group["metadata"].get("finalizers"):
+                    self._unfinalize(f"{PODGROUPS}/namespaces/{ns}/podgroups/{group['metadata']['name']}")
+            self._delete(f"{PODGROUPS}/namespaces/{ns}/podgroups")
             if ns not in SYSTEM_NAMESPACES:
                 self._delete(f"/api/v1/namespaces/{ns}")
         for path in CLUSTER_SCOPED:
@@ -103,6 +109,16 @@ class KubeCluster:
                 time.sleep(0.1)
         if pending:
             raise ControlPlaneError(f"namespaces still terminating after {timeout:.0f} s: {pending}")
+
+    def _list(self, path: str) -> list[dict[str, Any]]:
+        """Items of a collection; none when the API is not served."""
+        try:
+            items: list[dict[str, Any]] = self.get(path)["items"]
+        except urllib.error.HTTPError as err:
+            if err.code != 404:
+                raise
+            return []
+        return items
 
     def _delete(self, path: str) -> None:
         try:

@@ -53,6 +53,7 @@ def k8s() -> Any:
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
 """Server-side apply: each field manager owns the fields it sets; others' are kept."""
 REQUEST_TIMEOUT = (10.0, 60.0)
 """(connect, read) seconds for every call but watches."""
@@ -169,6 +170,7 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.scheduling = client.SchedulingV1beta1Api(api_client)
         rules_api = {
             "v1": client.ResourceV1Api,
             "v1beta2": client.ResourceV1beta2Api,
@@ -242,6 +244,10 @@ class Kube:
             "devicetaintrules", "DeviceTaintRule", f"resource.k8s.io/{self.taint_rule_version}", self.rules.list_device_taint_rule, optional=True
         )
 
+    def pod_groups(self) -> ListSource:
+        """scheduling.k8s.io/v1beta1 PodGroups (an off-by-default beta: not served = empty)."""
+        return ListSource("podgroups", "PodGroup", "scheduling.k8s.io/v1beta1", self.scheduling.list_pod_group_for_all_namespaces, optional=True)
+
     # --- pods ---------------------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str) -> Obj:
@@ -300,6 +306,16 @@ class Kube:
     def delete_claim(self, namespace: str, name: str, *, uid: str) -> Obj:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         return self._write(f"delete claim {namespace}/{name}", self.resource, "delete_namespaced_resource_claim", name=name, namespace=namespace, body=body)
+
+    # --- pod groups ---------------------------------------------------------------------------
+
+    def patch_pod_group_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+        """JSON merge patch of a PodGroup's status subresource (conditions are replaced whole;
+        a ``metadata.resourceVersion`` in the patch is the precondition)."""
+        return self._write(
+            f"patch podgroup {namespace}/{name} status", self.scheduling, "patch_namespaced_pod_group_status",
+            name=name, namespace=namespace, body=patch, _content_type=MERGE_PATCH,
+        )
 
     # --- device taint rules ---------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ PATHS: dict[str, tuple[str, str, bool]] = {
     "ResourceSlice": (RESOURCE, "resourceslices", False),
     "DeviceClass": (RESOURCE, "deviceclasses", False),
     "DeviceTaintRule": (RESOURCE, "devicetaintrules", False),
+    "PodGroup": ("/apis/scheduling.k8s.io/v1beta1", "podgroups", True),
 }
 """Kind -> (API prefix, plural, namespaced): where the admin client reads and writes each kind."""
 

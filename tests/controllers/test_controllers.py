@@ -229,7 +229,7 @@ def test_manager_gives_up_when_the_api_server_is_unreachable() -> None:
     manager.start()
     try:
         assert manager.wait(10)
-        assert manager.failure == "caches did not sync within 0.5s: claims, pods, templates"
+        assert manager.failure == "caches did not sync within 0.5s: claims, podgroups, pods, templates"
         assert not manager.lost_leadership.is_set()
     finally:
         manager.stop()

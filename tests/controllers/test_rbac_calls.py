@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlparse
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.rbac_calls import API_CALLS, BY_CONTROLLER
 from tests import builders as b
+from tests import gang_builders as gb
 from tests.controllers.conftest import Env, FaultyKube, wait_for
 
 Call = tuple[str, str, str]
@@ -94,6 +95,12 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     wait_for(lambda: ob.deleting(env.pod("victim") or {"metadata": {"deletionTimestamp": "x"}}), what="victim evicted")
     wait_for(lambda: sorted(ob.name(c) for c in env.objects("ResourceClaim") if ob.owning_pod(c)[0] == "job") == [],
              what="job's claim deleted")
+    # A gang of one (no claims: the GPUs are taken or tainted): ScheduleGroup, bind, and the
+    # PodGroup's PodGroupInitiallyScheduled condition.
+    env.create(gb.podgroup("gang", 1))
+    env.create(gb.member("gang-0", "gang"))
+    wait_for(lambda: env.bound("gang-0"), what="the gang bound")
+    wait_for(lambda: (env.get("PodGroup", "gang") or {}).get("status", {}).get("conditions"), what="the PodGroup's condition")
     env.create(b.taint_rule("dry-run", pool="node-a", effect="None"))
     wait_for(lambda: (env.get("DeviceTaintRule", "dry-run") or {}).get("status", {}).get("conditions"), what="the rule's status")
     env.settle()

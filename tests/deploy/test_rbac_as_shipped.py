@@ -315,6 +315,29 @@ def _drive(cp: ControlPlane, plugin_dir: Path, health_file: Path, procs: list[Pr
     wait("the completed pod's claim deleted", lambda: get(cp, job_claim_path) is None, procs=procs)
     assert get(cp, job_path) is not None
 
+    # A gang of one with a PodGroup claim: ScheduleGroup, the claim reserved for the PodGroup,
+    # the pod bound, and the PodGroup's PodGroupInitiallyScheduled condition.
+    cp.request("POST", f"{RES}/namespaces/{WORKLOAD_NS}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "gang-nic", "namespace": WORKLOAD_NS},
+        "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.sim.dra-solver.dev"}}]}},
+    })
+    groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{WORKLOAD_NS}/podgroups"
+    cp.request("POST", groups, {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "gang", "namespace": WORKLOAD_NS},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}, "resourceClaims": [{"name": "nic", "resourceClaimName": "gang-nic"}]},
+    })
+    cp.request("POST", f"/api/v1/namespaces/{WORKLOAD_NS}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gang-0", "namespace": WORKLOAD_NS},
+        "spec": {"schedulerName": "dra-solver", "restartPolicy": "Never", "schedulingGroup": {"podGroupName": "gang"},
+                 "resourceClaims": [{"name": "nic", "resourceClaimName": "gang-nic"}],
+                 "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"claims": [{"name": "nic"}]}}]},
+    })
+    wait("the gang's pod bound", lambda: (get(cp, f"/api/v1/namespaces/{WORKLOAD_NS}/pods/gang-0") or {}).get("spec", {}).get("nodeName"),
+         procs=procs)
+    reserved = (get(cp, f"{RES}/namespaces/{WORKLOAD_NS}/resourceclaims/gang-nic") or {}).get("status", {}).get("reservedFor")
+    assert [r.get("resource") for r in reserved or []] == ["podgroups"], reserved
+    wait("the PodGroup's condition", lambda: (get(cp, f"{groups}/gang") or {}).get("status", {}).get("conditions"), procs=procs)
+
     # An admin's dry run of a DeviceTaintRule: the eviction controller reports in its status.
     cp.request("POST", f"{RES}/devicetaintrules", {
         "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": "rbac-dry-run"},
