@@ -19,7 +19,7 @@ untolerated taint {gpu: broken}."). Nothing here does I/O or mutates its argumen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -280,8 +280,12 @@ def node_verdict(
     used: Resources = Resources(),
     claim_selectors: Sequence[Mapping[str, Any]] = (),
     dra_backed: frozenset[str] = frozenset(),
+    need: Resources | None = None,
+    have: Resources | None = None,
 ) -> str:
     """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words.
+    ``need`` and ``have``: the pod's requests and the node's allocatable when the caller has
+    them parsed already (one pod over many nodes).
 
     ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
     allocatable has none of such a resource, DRA decides (the special claim), not the node's
@@ -306,8 +310,8 @@ def node_verdict(
     if taint is not None:
         value = f": {taint.get('value')}" if taint.get("value") else ""
         return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
-    need = pod_requests(pod)
-    have = node_allocatable(node)
+    need = pod_requests(pod) if need is None else need
+    have = node_allocatable(node) if have is None else have
     if have.pods is not None and (used.pods or 0) + 1 > have.pods:
         return "Too many pods"
     if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
@@ -347,14 +351,19 @@ def filter_nodes(
     used: Mapping[str, Resources],
     claims: Sequence[PodClaim] = (),
     dra_backed: frozenset[str] = frozenset(),
+    allocatable: Callable[[Mapping[str, Any]], Resources] | None = None,
 ) -> NodeFilter:
-    """Candidate nodes for ``pod`` (everything but devices, which the solver decides)."""
+    """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
+    ``allocatable``: a node's allocatable resources, when the caller keeps them parsed."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
     claim_selectors = [s for s in selectors if s]
     candidates: list[str] = []
     reasons: dict[str, str] = {}
+    need = pod_requests(pod)
+    parse = allocatable or node_allocatable
     for node in sorted(nodes, key=ob.name):
-        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors, dra_backed=dra_backed)
+        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors,
+                           dra_backed=dra_backed, need=need, have=parse(node))
         if why:
             reasons[ob.name(node)] = why
         else:
@@ -502,38 +511,78 @@ def rollback_status(claim: Mapping[str, Any], pod: Mapping[str, Any], *, clear_a
     return status
 
 
-def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Devices of the new allocations (claim key -> allocation) that another allocated claim
-    already holds exclusively. Admin access and shared (``shareID``) results never conflict.
+def _exclusive(result: Mapping[str, Any]) -> bool:
+    """Admin access and shared (``shareID``) results never conflict."""
+    return not result.get("adminAccess") and not result.get("shareID")
+
+
+def device_name(device: tuple[str, str, str]) -> str:
+    """``driver/pool/device``: unambiguous, as neither a driver nor a device name has a slash."""
+    return "/".join(device)
+
+
+def exclusive_devices(allocation: Mapping[str, Any]) -> list[str]:
+    """The devices an allocation holds exclusively, as :func:`device_name`."""
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    return [device_name(ob.device_id(r)) for r in results or [] if isinstance(r, Mapping) and _exclusive(r)]
+
+
+def claim_devices(claim: Mapping[str, Any]) -> list[str]:
+    """The index function of claims by the devices they hold exclusively."""
+    return [device_name(ob.device_id(r)) for r in ob.allocated_devices(claim) if _exclusive(r)]
+
+
+def conflicts_with(new: Mapping[str, Mapping[str, Any]], holders: Callable[[str], Iterable[str]]) -> list[str]:
+    """Devices of the new allocations (claim key -> allocation) that another claim already
+    holds exclusively, ``holders(device)`` naming the claims that hold a device; the claims in
+    ``new`` themselves do not count (they are being written).
 
     The service's reservations already prevent this; checking our own view too means a
     service with a stale or file-based inventory can never make us write a double allocation.
     """
-
-    def exclusive(result: Mapping[str, Any]) -> bool:
-        return not result.get("adminAccess") and not result.get("shareID")
-
-    held: dict[tuple[str, str, str], str] = {}
-    for claim in claims:
-        k = ob.key(claim)
-        if k in new:
-            continue
-        for r in ob.allocated_devices(claim):
-            if exclusive(r):
-                held[ob.device_id(r)] = k
     out: list[str] = []
-    mine: dict[tuple[str, str, str], str] = {}
+    mine: dict[str, str] = {}
     for k in sorted(new):
-        devices = (new[k].get("devices") or {}).get("results") or []
-        for r in devices:
-            if not exclusive(r):
-                continue
-            d = ob.device_id(r)
-            holder = held.get(d) or mine.get(d)
+        for device in exclusive_devices(new[k]):
+            holder = next((h for h in sorted(holders(device)) if h not in new), None) or mine.get(device)
             if holder is not None:
-                out.append(f"device {'/'.join(d)} of claim {k} is already allocated to claim {holder}")
-            mine[d] = k
+                out.append(f"device {device} of claim {k} is already allocated to claim {holder}")
+            mine[device] = k
     return out
+
+
+def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
+    """:func:`conflicts_with` against every claim in ``claims``."""
+    held: dict[str, list[str]] = {}
+    for claim in claims:
+        for device in claim_devices(claim):
+            held.setdefault(device, []).append(ob.key(claim))
+    return conflicts_with(new, lambda device: held.get(device, ()))
+
+
+class DeviceHolders:
+    """Device -> (pod, claim) for allocations in flight (written by no one yet), kept with
+    them so the last check before assuming a pod costs what the pod asks for, not what the
+    cluster holds. Not thread-safe: the caller locks."""
+
+    def __init__(self) -> None:
+        self._holders: dict[str, tuple[str, str]] = {}
+
+    def add(self, pod: str, allocations: Mapping[str, Mapping[str, Any]]) -> None:
+        for claim, allocation in allocations.items():
+            for device in exclusive_devices(allocation):
+                self._holders[device] = (pod, claim)
+
+    def remove(self, allocations: Mapping[str, Mapping[str, Any]]) -> None:
+        for claim, allocation in allocations.items():
+            for device in exclusive_devices(allocation):
+                if self._holders.get(device, ("", ""))[1] == claim:
+                    del self._holders[device]
+
+    def holder(self, device: str) -> tuple[str, str] | None:
+        """(pod, claim) holding ``device`` in flight, if any."""
+        return self._holders.get(device)
 
 
 # --- pod status -----------------------------------------------------------------------------------
