@@ -255,16 +255,6 @@ def tolerates_node_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]
     return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-def _untolerated_taint(pod: Mapping[str, Any], node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    tolerations = ob.spec(pod).get("tolerations") or []
-    for taint in ob.spec(node).get("taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any(tolerates_node_taint(t, taint) for t in tolerations):
-            return taint  # type: ignore[no-any-return]
-    return None
-
-
 def _selector(raw: Any) -> mo.NodeSelector:
     return mo.NodeSelector.model_validate(raw)
 
@@ -273,64 +263,119 @@ def _node_model(node: Mapping[str, Any]) -> mo.Node:
     return mo.Node.model_validate({"metadata": {"name": ob.name(node), "labels": dict(ob.meta(node).get("labels") or {})}})
 
 
+NO_USE = Resources()
+"""What a node with no pods counts as used."""
+
+_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else value if isinstance(value, Mapping) else {}
+
+
+class PodFit:
+    """:func:`node_verdict` for one pod over many nodes: the pod's side (requests, selector,
+    affinity, tolerations, the node selectors of its allocated claims) read once, not once per
+    node (at 500 nodes the per-node re-reading was most of an attempt's own time)."""
+
+    def __init__(
+        self,
+        pod: Mapping[str, Any],
+        *,
+        claim_selectors: Sequence[Mapping[str, Any]] = (),
+        dra_backed: frozenset[str] = frozenset(),
+        need: Resources | None = None,
+    ) -> None:
+        sp = ob.spec(pod)
+        self.tolerations: list[Mapping[str, Any]] = list(sp.get("tolerations") or [])
+        self.node_selector = list((sp.get("nodeSelector") or {}).items())
+        self.required = ((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        self._required: mo.NodeSelector | None = None
+        self.claim_selectors = list(claim_selectors)
+        self._claim_selectors: list[mo.NodeSelector] | None = None
+        self.dra_backed = dra_backed
+        self.need = pod_requests(pod) if need is None else need
+        self._need_scalars = [(name, amount, name in dra_backed) for name, amount in self.need.scalars]
+        self.tolerates_unschedulable = any(tolerates_node_taint(t, _UNSCHEDULABLE_TAINT) for t in self.tolerations)
+
+    def verdict(self, node: Mapping[str, Any], used: Resources = NO_USE, have: Resources | None = None) -> str:
+        """Why the pod cannot go to ``node`` ("" when it can); ``have``: the node's
+        allocatable when the caller keeps it parsed."""
+        node_spec = _dict(node.get("spec"))
+        if node_spec.get("unschedulable") and not self.tolerates_unschedulable:
+            return "node(s) were unschedulable"
+        if self.node_selector:
+            labels = _dict(ob.meta(node).get("labels"))
+            for k, v in self.node_selector:
+                if labels.get(k) != v:
+                    return "node(s) didn't match Pod's node affinity/selector"
+        if self.required:
+            try:
+                if self._required is None:
+                    self._required = _selector(self.required)
+                if not node_selector_matches(self._required, _node_model(node)):
+                    return "node(s) didn't match Pod's node affinity/selector"
+            except NodeSelectorError as err:
+                return f"invalid node affinity: {err}"
+        taints = node_spec.get("taints")
+        if taints:
+            taint = _first_untolerated(self.tolerations, taints)
+            if taint is not None:
+                value = f": {taint.get('value')}" if taint.get("value") else ""
+                return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
+        need = self.need
+        have = node_allocatable(node) if have is None else have
+        if have.pods is not None and (used.pods or 0) + 1 > have.pods:
+            return "Too many pods"
+        if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
+            return "Insufficient cpu"
+        if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
+            return "Insufficient memory"
+        if self._need_scalars:
+            capacity_of = dict(have.scalars)
+            used_of = dict(used.scalars)
+            for name, amount, backed in self._need_scalars:
+                capacity = capacity_of.get(name, Fraction(0))
+                if capacity <= 0 and backed:
+                    continue  # served by DRA on this node: the solver decides
+                if used_of.get(name, Fraction(0)) + amount > capacity:
+                    return f"Insufficient {name}"
+        if self.claim_selectors:
+            try:
+                if self._claim_selectors is None:
+                    self._claim_selectors = [_selector(raw) for raw in self.claim_selectors]
+                model = _node_model(node)
+                for selector in self._claim_selectors:
+                    if not node_selector_matches(selector, model):
+                        return "node(s) cannot reach the devices of an allocated resourceclaim"
+            except NodeSelectorError as err:
+                return f"invalid allocation node selector: {err}"
+        return ""
+
+
+def _first_untolerated(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates_node_taint(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
 def node_verdict(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
     *,
-    used: Resources = Resources(),
+    used: Resources = NO_USE,
     claim_selectors: Sequence[Mapping[str, Any]] = (),
     dra_backed: frozenset[str] = frozenset(),
-    need: Resources | None = None,
-    have: Resources | None = None,
 ) -> str:
     """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words.
-    ``need`` and ``have``: the pod's requests and the node's allocatable when the caller has
-    them parsed already (one pod over many nodes).
 
     ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
     allocatable has none of such a resource, DRA decides (the special claim), not the node's
     capacity (upstream's ``shouldDelegateResourceToDRA``)."""
-    sp = ob.spec(pod)
-    labels = ob.meta(node).get("labels") or {}
-    if ob.spec(node).get("unschedulable"):
-        unschedulable = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-        if not any(tolerates_node_taint(t, unschedulable) for t in sp.get("tolerations") or []):
-            return "node(s) were unschedulable"
-    for k, v in (sp.get("nodeSelector") or {}).items():
-        if labels.get(k) != v:
-            return "node(s) didn't match Pod's node affinity/selector"
-    required = (((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required:
-        try:
-            if not node_selector_matches(_selector(required), _node_model(node)):
-                return "node(s) didn't match Pod's node affinity/selector"
-        except NodeSelectorError as err:
-            return f"invalid node affinity: {err}"
-    taint = _untolerated_taint(pod, node)
-    if taint is not None:
-        value = f": {taint.get('value')}" if taint.get("value") else ""
-        return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
-    need = pod_requests(pod) if need is None else need
-    have = node_allocatable(node) if have is None else have
-    if have.pods is not None and (used.pods or 0) + 1 > have.pods:
-        return "Too many pods"
-    if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
-        return "Insufficient cpu"
-    if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
-        return "Insufficient memory"
-    for name, amount in need.scalars:
-        capacity = have.scalar(name)
-        if capacity <= 0 and name in dra_backed:
-            continue  # served by DRA on this node: the solver decides
-        if used.scalar(name) + amount > capacity:
-            return f"Insufficient {name}"
-    for raw in claim_selectors:
-        try:
-            if not node_selector_matches(_selector(raw), _node_model(node)):
-                return "node(s) cannot reach the devices of an allocated resourceclaim"
-        except NodeSelectorError as err:
-            return f"invalid allocation node selector: {err}"
-    return ""
+    return PodFit(pod, claim_selectors=claim_selectors, dra_backed=dra_backed).verdict(node, used)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,18 +401,17 @@ def filter_nodes(
     """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
     ``allocatable``: a node's allocatable resources, when the caller keeps them parsed."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
-    claim_selectors = [s for s in selectors if s]
+    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed)
+    parse = allocatable or node_allocatable
     candidates: list[str] = []
     reasons: dict[str, str] = {}
-    need = pod_requests(pod)
-    parse = allocatable or node_allocatable
-    for node in sorted(nodes, key=ob.name):
-        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors,
-                           dra_backed=dra_backed, need=need, have=parse(node))
+    named = sorted(((ob.name(node), node) for node in nodes), key=lambda item: item[0])
+    for name, node in named:
+        why = fit.verdict(node, used.get(name, NO_USE), parse(node))
         if why:
-            reasons[ob.name(node)] = why
+            reasons[name] = why
         else:
-            candidates.append(ob.name(node))
+            candidates.append(name)
     return NodeFilter(tuple(candidates), reasons)
 
 
