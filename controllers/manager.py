@@ -46,8 +46,10 @@ def default_identity() -> str:
 class Options:
     enable: frozenset[str] = frozenset(CONTROLLERS)
     scheduler_name: str = "dra-solver"
-    claim_workers: int = 8
-    """Upstream's claim controller runs 50 syncs at once; each is one or two API writes."""
+    claim_workers: int = 32
+    """Upstream's claim controller runs 50 syncs at once; each is one or two API writes. With 8,
+    pods created in a burst waited seconds in its queue before their claims existed (the
+    scheduler comparison's time split), which held back everything after."""
     scheduler_workers: int = 16
     """kube-scheduler's parallelism: an attempt is mostly waiting for the solver and three API
     writes, so workers overlap those waits (4 left pods queueing for seconds in a burst)."""

@@ -364,9 +364,10 @@ def api_client(
     else:
         _load_kubeconfig(cfg, kubeconfig)
     # Connections per host: informers hold one each for their watches, workers need the rest
-    # (the controllers run 16 scheduler, 8 claim and 2 eviction workers and three event
-    # senders by default; a pool smaller than that discards connections and handshakes again).
-    cfg.connection_pool_maxsize = 64
+    # (the controllers run 16 scheduler workers, 16 binders, 32 claim and 2 eviction workers
+    # and four event senders by default; a pool smaller than that discards connections and
+    # handshakes again).
+    cfg.connection_pool_maxsize = 96
     api = client.ApiClient(cfg)
     api.user_agent = user_agent
     if probe:
