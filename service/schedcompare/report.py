@@ -268,7 +268,7 @@ def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
                            "PLACED BY SIZE", "DEVICES TWICE"], body)]
     for c in comparisons:
         split_lines = [line for name, side in c.sides.items()
-                       for line in split.format_split(name, side.split, side.cpu, side.seconds)]
+                       for line in split.format_split(name, side.split, side.cpu, side.cpu_window)]
         if split_lines:
             created = {n: max(0.0, s.last_created - s.first_created) for n, s in c.sides.items()}
             lines.append("")

@@ -120,6 +120,8 @@ class SideResult:
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per process (API server, etcd, the scheduler's) from the first creation to
     the end of the run (:mod:`.split`)."""
+    cpu_window: float = 0.0
+    """Seconds the CPU figures cover: from the first creation until every pod settled."""
     split: dict[str, Any] = field(default_factory=dict)
     """dra-solver: its scheduler's time per bound pod by part (:func:`.split.scheduler_split`)."""
 
@@ -172,7 +174,7 @@ class SideResult:
             # How long creating the pods took: when it is close to "seconds", the API server, not
             # the scheduler, set the pace.
             "creationSeconds": round(max(0.0, self.last_created - self.first_created), 3),
-            "cpuSeconds": dict(sorted(self.cpu.items())),
+            "cpuSeconds": dict(sorted(self.cpu.items())), "cpuWindowSeconds": self.cpu_window,
             "split": self.split,
         }
 
@@ -564,7 +566,7 @@ def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: flo
         meter.start()
         result = drive(client, workload, scheduler, timeout=timeout, progress=progress)
         meter.stop()
-        result.cpu = meter.seconds
+        result.cpu, result.cpu_window = meter.seconds, meter.wall
         result.setup_seconds = setup
         for companion in companions:
             if companion.metrics:

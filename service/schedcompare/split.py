@@ -9,6 +9,7 @@ latency does only roughly (workers and binders overlap); they say which part dom
 from __future__ import annotations
 
 import os
+import time
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,15 +36,20 @@ class CpuMeter:
     def __init__(self, pids: Mapping[str, int]) -> None:
         self.pids = dict(pids)
         self._start: dict[str, float] = {}
+        self._began = 0.0
         self.seconds: dict[str, float] = {}
+        self.wall = 0.0
+        """Seconds between start and stop."""
 
     def start(self) -> None:
+        self._began = time.monotonic()
         for name, pid in self.pids.items():
             value = cpu_seconds(pid)
             if value is not None:
                 self._start[name] = value
 
     def stop(self) -> None:
+        self.wall = round(time.monotonic() - self._began, 1)
         for name, begun in self._start.items():
             value = cpu_seconds(self.pids[name])
             if value is not None:
@@ -119,7 +125,7 @@ def format_split(scheduler: str, split: Mapping[str, Any], cpu: Mapping[str, flo
     """Lines for the table's footer: one side's time split."""
     if cpu:
         busy = ", ".join(f"{k} {v:.0f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
-        yield f"  {scheduler}: CPU seconds over the {seconds:.0f} s run: {busy}"
+        yield f"  {scheduler}: CPU seconds in {seconds:.0f} s (pods created until all settled): {busy}"
     per = split.get("perBoundPodMs") or {}
     if per:
         writes = ", ".join(f"{k} {v:g}" for k, v in (per.get("apiWritesByOperation") or {}).items())

@@ -28,7 +28,7 @@ def test_scheduler_split_reads_the_controllers_histograms() -> None:
     assert got["attempts"] == {"scheduled": 4}
     assert (got["solverCalls"], got["apiWrites"]) == (4, 8)
     lines = list(split.format_split("dra-solver", got, {"kube-apiserver": 12.0, "etcd": 3.0}, 10.0))
-    assert lines[0] == "  dra-solver: CPU seconds over the 10 s run: kube-apiserver 12, etcd 3"
+    assert lines[0] == "  dra-solver: CPU seconds in 10 s (pods created until all settled): kube-apiserver 12, etcd 3"
     assert "solver 20, API writes 100 (bind 60, claim_status 40), scheduling queue 1000" in lines[1]
 
 
@@ -38,4 +38,5 @@ def test_cpu_meter_measures_this_process() -> None:
     sum(i * i for i in range(200_000))
     meter.stop()
     assert set(meter.seconds) == {"me"}
+    assert meter.wall >= 0.0
     assert meter.seconds["me"] >= 0.0
