@@ -475,8 +475,7 @@ class Scheduler:
         key = ob.key(pod)
         with self._lock:
             if self._to_bind.pop(key, None) is None:
-                self._binding -= 1
-                return  # dropped by stop(): already rolled back
+                return  # dropped by stop(), which rolled it back and counted it
         self.metrics.binding_wait.observe(time.perf_counter() - assumed_at)
         result = "error"
         try:
