@@ -45,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scheduler-name", default="dra-solver", help="spec.schedulerName of the pods to schedule")
     parser.add_argument("--scheduler-workers", type=int, default=Options.scheduler_workers,
                         help=f"pods scheduled concurrently (default {Options.scheduler_workers})")
+    parser.add_argument("--scheduler-binders", type=int, default=Options.scheduler_binders,
+                        help=f"pods whose claims are written and binding sent concurrently, off the scheduling workers; 0 = on the worker (default {Options.scheduler_binders})")
     parser.add_argument("--claim-workers", type=int, default=Options.claim_workers,
                         help=f"ResourceClaim controller workers (default {Options.claim_workers})")
     parser.add_argument("--eviction-workers", type=int, default=2, help="pods checked for device taints concurrently")
@@ -74,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> Options:
+    if args.scheduler_binders < 0:
+        raise ValueError(f"--scheduler-binders: Invalid value: {args.scheduler_binders}: must be 0 or more")
     if not args.binding_timeout >= 1:
         raise ValueError(f"--binding-timeout: Invalid value: {args.binding_timeout:g}: must be at least 1 second")
     return Options(
@@ -81,6 +85,7 @@ def options_from(args: argparse.Namespace) -> Options:
         scheduler_name=args.scheduler_name,
         claim_workers=args.claim_workers,
         scheduler_workers=args.scheduler_workers,
+        scheduler_binders=args.scheduler_binders,
         eviction_workers=args.eviction_workers,
         leader_elect=args.leader_elect,
         lease_namespace=args.lease_namespace,

@@ -2,7 +2,8 @@
 
 Controllers register their event handlers before :meth:`Cluster.start`; each resource is
 listed and watched once no matter how many controllers read it. Indexes that several
-controllers need live here too (pods by the claims they reference, claims by owning pod).
+controllers need live here too (pods by the claims they reference, claims by owning pod and
+by the devices they hold).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable
 
 from dra_solver.controllers import claims as claim_logic
 from dra_solver.controllers import objects as ob
+from dra_solver.controllers import scheduling
 from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.runtime import StoreView
 from dra_solver.service.api import Informer, kube, wait_for_sync
@@ -22,6 +24,8 @@ CLAIM_OWNER_INDEX = "owner"
 """Claims by the UID of the Pod (or PodGroup) controlling them."""
 POD_GROUP_INDEX = "podgroup"
 """Pods by the ``namespace/name`` of the PodGroup their ``spec.schedulingGroup`` names."""
+CLAIM_DEVICE_INDEX = "devices"
+"""Allocated claims by each device they hold exclusively (``driver/pool/device``)."""
 
 RESOURCES = ("pods", "claims", "templates", "nodes", "slices", "rules", "classes", "podgroups")
 
@@ -66,6 +70,7 @@ class Cluster:
             self.informers["pods"].store.add_index(POD_GROUP_INDEX, _pod_group)
         if "claims" in self.informers:
             self.informers["claims"].store.add_index(CLAIM_OWNER_INDEX, _claim_owner)
+            self.informers["claims"].store.add_index(CLAIM_DEVICE_INDEX, scheduling.claim_devices)
         self._started = False
         self._lock = threading.Lock()
 

@@ -219,7 +219,7 @@ class GangScheduler:
                 return "error"
             raise
         with self.s._lock:
-            self.s._inflight.pop(key, None)
+            self.s._drop_inflight(key)
         self.s.pending.scheduled(key)
         self.s._hold(reservation, everything)
         for pod, node, _ in placed:
@@ -256,12 +256,12 @@ class GangScheduler:
                 taken[node] = taken.get(node, logic.Resources()).plus(logic.pod_requests(pod))
             for pod, node, _ in placed:
                 self.s._assumed[ob.key(pod)] = (ob.uid(pod), node, logic.pod_requests(pod))
-            self.s._inflight[key] = dict(everything)
+            self.s._add_inflight(key, everything)
 
     def _forget(self, key: str, placed: Sequence[tuple[Obj, str, dict[str, Obj]]], *, keep: set[str] | None = None) -> None:
         """Drop the attempt's in-flight allocations and assumed pods (``keep``: pods bound)."""
         with self.s._lock:
-            self.s._inflight.pop(key, None)
+            self.s._drop_inflight(key)
             for pod, _, _ in placed:
                 if keep is None or ob.key(pod) not in keep:
                     self.s._assumed.pop(ob.key(pod), None)

@@ -47,11 +47,16 @@ def default_identity() -> str:
 class Options:
     enable: frozenset[str] = frozenset(CONTROLLERS)
     scheduler_name: str = "dra-solver"
-    claim_workers: int = 8
-    """Upstream's claim controller runs 50 syncs at once; each is one or two API writes."""
+    claim_workers: int = 32
+    """Upstream's claim controller runs 50 syncs at once; each is one or two API writes. With 8,
+    pods created in a burst waited seconds in its queue before their claims existed (the
+    scheduler comparison's time split), which held back everything after."""
     scheduler_workers: int = 16
     """kube-scheduler's parallelism: an attempt is mostly waiting for the solver and three API
     writes, so workers overlap those waits (4 left pods queueing for seconds in a burst)."""
+    scheduler_binders: int = 16
+    """Binding cycles (claim writes and bind) run at once, off the scheduling workers, as
+    kube-scheduler binds asynchronously; 0 binds on the worker."""
     eviction_workers: int = 2
     leader_elect: bool = False
     lease_namespace: str = "kube-system"
@@ -119,6 +124,7 @@ class Manager:
                             policy=options.policy, feature_gates=options.features.solver_gates())
             self.controllers["scheduler"] = Scheduler(
                 kube_api, self.cluster, self.metrics, solver, scheduler_name=options.scheduler_name, workers=options.scheduler_workers,
+                binders=options.scheduler_binders,
                 explain=options.explain, backoff_initial=options.backoff_initial, backoff_max=options.backoff_max,
                 flush_interval=options.flush_interval, events=self._events(options.scheduler_name),
                 features=options.features, binding_timeout=options.binding_timeout,
@@ -212,5 +218,7 @@ class Manager:
         for name in names or self.controllers:
             c = self.controllers.get(name)
             if c is not None and not (c.queue.idle() and c.events.idle()):
+                return False
+            if isinstance(c, Scheduler) and c.binding():
                 return False
         return True

@@ -5,9 +5,12 @@
 - ``resourceclaim_controller_resource_claims{allocated}``: claims in the cache;
 - ``device_taint_eviction_controller_pod_deletions_total`` and
   ``..._pod_deletion_duration_seconds`` (from the taint's effective time to the deletion);
-- ``workqueue_depth{name}``, ``workqueue_retries_total{name}``: as client-go's workqueue metrics;
-- ``dra_solver_scheduler_*``: our scheduler (attempts by result, solver call latency, claim
-  write conflicts, rollbacks, bindings);
+- ``workqueue_depth{name}``, ``workqueue_retries_total{name}``,
+  ``workqueue_queue_duration_seconds{name}`` (how long a key waited before a worker took it):
+  as client-go's workqueue metrics;
+- ``dra_solver_scheduler_*``: our scheduler (attempts by result, solver call latency, API
+  write latency by operation, time from assume to the binding cycle's start, claim write
+  conflicts, rollbacks, bindings);
 - ``scheduler_queue_incoming_pods_total{event,queue}``: pods moved between the scheduler's
   queues (active, backoff, unschedulable) and the event that moved them, as kube-scheduler's;
 - ``dra_solver_leader``: 1 while this replica leads.
@@ -24,6 +27,9 @@ from dra_solver.service.api import no_created_series
 
 LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240)
 """Upstream's buckets for the eviction latency (5 ms to 4 min)."""
+
+WAIT_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+"""Waits in queues: client-go's workqueue buckets stop at 10 s; a pod can queue for minutes."""
 
 
 class ControllerMetrics:
@@ -56,6 +62,13 @@ class ControllerMetrics:
         )
         self.queue_depth = Gauge("workqueue_depth", "Current depth of workqueue", ["name"], registry=r)
         self.queue_retries = Counter("workqueue_retries", "Total number of retries handled by workqueue", ["name"], registry=r)
+        self.queue_duration = Histogram(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested.",
+            ["name"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.schedule_attempts = Counter(
             "dra_solver_scheduler_schedule_attempts",
             "Scheduling attempts by result: scheduled, unschedulable, waiting (claims not ready), error.",
@@ -74,6 +87,21 @@ class ControllerMetrics:
             "Duration of one scheduling attempt (gather, filter, solve, write, bind), by result.",
             ["result"],
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.api_write_latency = Histogram(
+            "dra_solver_scheduler_api_write_duration_seconds",
+            "Latency of the scheduler's writes to the API server, by operation (claim_finalizer, "
+            "claim_status, bind, pod_status).",
+            ["operation"],
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
+        self.binding_wait = Histogram(
+            "dra_solver_scheduler_binding_queue_duration_seconds",
+            "Time from assuming a pod on its node to the start of its binding cycle (claim writes and "
+            "bind), i.e. the wait for a free binder.",
+            buckets=WAIT_BUCKETS,
             registry=r,
         )
         self.claim_write_conflicts = Counter(

@@ -285,4 +285,8 @@ def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.0
         if metrics is not None:
             metrics.queue_depth.labels(name=name).set(n)
 
-    return WorkQueue(name, backoff=ExponentialBackoff(base=base, cap=cap), on_depth=depth)
+    def waited(seconds: float) -> None:
+        if metrics is not None:
+            metrics.queue_duration.labels(name=name).observe(seconds)
+
+    return WorkQueue(name, backoff=ExponentialBackoff(base=base, cap=cap), on_depth=depth, on_wait=waited)

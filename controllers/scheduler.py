@@ -20,6 +20,11 @@ One attempt for a pod (a work-queue key; several workers run attempts for differ
    (:mod:`controllers.prebind`), then
 7. bind the pod through the ``pods/binding`` subresource.
 
+Steps 5 to 7 are the binding cycle: as kube-scheduler does, a worker hands the assumed pod to
+a pool of binder threads and goes back to the queue, so the API writes of many pods overlap and
+never hold up the next pod's choice (the assumption keeps the pod's node resources and devices
+counted meanwhile).
+
 Any failure after step 3 rolls back: claims written lose the pod's reservation (and the
 allocation, when we made it and nobody else uses the claim), the service's reservation is
 released, the pod is un-assumed, and the attempt is retried with backoff. A pod no node fits
@@ -37,6 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any, Protocol
@@ -47,7 +53,12 @@ from dra_solver.controllers import bindingconditions as bc
 from dra_solver.controllers import extended
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling as logic
-from dra_solver.controllers.cluster import CLAIM_OWNER_INDEX, POD_CLAIMS_INDEX, Cluster
+from dra_solver.controllers.cluster import (
+    CLAIM_DEVICE_INDEX,
+    CLAIM_OWNER_INDEX,
+    POD_CLAIMS_INDEX,
+    Cluster,
+)
 from dra_solver.controllers.features import KubeFeatures
 from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.objects import Obj
@@ -190,6 +201,7 @@ class Scheduler:
         *,
         scheduler_name: str = ob.SCHEDULER_NAME,
         workers: int = 4,
+        binders: int = 16,
         explain: bool = True,
         conflict_retries: int = 5,
         backoff_initial: float = 1.0,
@@ -237,6 +249,17 @@ class Scheduler:
         self.stateless = True
         self._encodings: dict[str, tuple[Obj, bytes]] = {}
         """Send our in-flight allocations with every Schedule (any solver replica will do)."""
+        self._inflight_devices = logic.DeviceHolders()
+        """The exclusive devices of ``_inflight``'s allocations -> their claim (under ``_lock``)."""
+        self.binders = binders
+        """Binding cycles run at once (0: each runs on the worker that assumed the pod)."""
+        self._binder: ThreadPoolExecutor | None = None
+        self._to_bind: dict[str, Placement] = {}
+        """Pods handed to the binder pool whose binding cycle has not started (under ``_lock``)."""
+        self._binding = 0
+        """Binding cycles queued or running (under ``_lock``)."""
+        self._allocatable: dict[str, tuple[str, logic.Resources]] = {}
+        """Node name -> (resourceVersion, allocatable), parsed once per node version."""
         self._held: dict[str, set[str]] = {}
         """Reservation id -> claims (keys) we allocated under it that the API still shows allocated."""
         self._held_by_claim: dict[str, str] = {}
@@ -257,6 +280,8 @@ class Scheduler:
     def start(self) -> None:
         self._stop.clear()
         self.prebind.start()
+        if self.binders > 0:
+            self._binder = ThreadPoolExecutor(self.binders, thread_name_prefix="scheduler-binder")
         self.runner.start()
         self.releaser.start()
         self._flusher = threading.Thread(target=self._flush_loop, name="scheduler-flush", daemon=True)
@@ -266,6 +291,7 @@ class Scheduler:
         self._stop.set()
         self.prebind.stop()
         self.runner.stop()
+        self._stop_binder()
         self.releaser.stop()
         if self._flusher is not None:
             self._flusher.join(timeout=5)
@@ -410,13 +436,24 @@ class Scheduler:
         self.pending.begin(key)
         failed = True
         try:
-            result = self._attempt(pod)
+            result = self._attempt(pod, start)
             failed = False
         finally:
             if self.pending.end(key) and not failed:
                 self.queue.add(key)  # an event about the pod came in during the attempt
-            self.metrics.schedule_attempts.labels(result=result).inc()
-            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+            if result != "binding":  # the binder counts the attempt when its cycle ends
+                self.metrics.schedule_attempts.labels(result=result).inc()
+                self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+
+    def _node_allocatable(self, node: Mapping[str, Any]) -> logic.Resources:
+        """The node's allocatable, parsed once per resourceVersion (not once per pod and node)."""
+        name, version = ob.name(node), str(ob.meta(node).get("resourceVersion") or "")
+        cached = self._allocatable.get(name)
+        if cached is not None and cached[0] == version and version:
+            return cached[1]
+        parsed = logic.node_allocatable(node)
+        self._allocatable[name] = (version, parsed)
+        return parsed
 
     def _sync_group(self, key: str) -> None:
         assert self.gang is not None
@@ -445,7 +482,7 @@ class Scheduler:
                 used[node] = used.get(node, logic.Resources()).plus(req)
         return used
 
-    def _attempt(self, pod: Obj) -> str:
+    def _attempt(self, pod: Obj, started: float) -> str:
         key = ob.key(pod)
         claims_view = self.cluster.view("claims")
         gathered = logic.gather_claims(pod, claims_view)
@@ -456,7 +493,8 @@ class Scheduler:
         nodes = {ob.name(n): n for n in self.nodes.store.objects()}
         used = self._used()
         backed = wanted[0].resources if wanted is not None else frozenset()
-        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed)
+        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed,
+                                      allocatable=self._node_allocatable)
         if not filtered.candidates:
             self._mark_unschedulable(pod, filtered.summary(len(nodes)))
             return "unschedulable"
@@ -469,6 +507,49 @@ class Scheduler:
         except AttemptFailed as err:
             self._unreserve(placement.reservation)
             raise Retry(f"pod {key}: {err}") from err
+        binder = self._binder
+        if binder is None:
+            return self._binding_cycle(pod, gathered, placement)
+        with self._lock:
+            self._to_bind[key] = placement
+            self._binding += 1
+        try:
+            binder.submit(self._run_binding_cycle, pod, gathered, placement, time.perf_counter(), started)
+        except RuntimeError:  # the pool shut down: we are stopping
+            with self._lock:
+                self._to_bind.pop(key, None)
+                self._binding -= 1
+            self._forget_assumed(pod, placement)
+            raise Requeue(0.0, "stopping") from None
+        return "binding"
+
+    def _run_binding_cycle(self, pod: Obj, gathered: logic.Gathered, placement: Placement, assumed_at: float,
+                           started: float) -> None:
+        """One pod's binding cycle on a binder thread, with the retry rules the worker applies."""
+        key = ob.key(pod)
+        with self._lock:
+            if self._to_bind.pop(key, None) is None:
+                return  # dropped by stop(), which rolled it back and counted it
+        self.metrics.binding_wait.observe(time.perf_counter() - assumed_at)
+        result = "error"
+        try:
+            result = self._binding_cycle(pod, gathered, placement)
+        except (Retry, kube.ApiError) as err:
+            log.info("pod %s: %s; trying again", key, err)
+            self.queue.add_rate_limited(key)
+        except Exception:
+            log.exception("pod %s: binding cycle failed", key)
+            self.queue.add_rate_limited(key)
+        finally:
+            with self._lock:
+                self._binding -= 1
+            self.metrics.schedule_attempts.labels(result=result).inc()
+            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - started)
+
+    def _binding_cycle(self, pod: Obj, gathered: logic.Gathered, placement: Placement) -> str:
+        """PreBind and Bind: write the claims, wait for binding conditions, bind; roll back on
+        failure (re-raised for a retry with backoff, unless the pod or a claim is gone)."""
+        node = placement.node
         written: list[_Written] = []
         claims = list(gathered.claims)
         allocations = dict(placement.allocations)
@@ -489,11 +570,42 @@ class Scheduler:
         self._bound(pod, node, placement, allocations)
         return "scheduled"
 
+    def _stop_binder(self) -> None:
+        """No new binding cycles; those not started are dropped (the pod is no longer assumed,
+        its reservation released); those running finish."""
+        binder, self._binder = self._binder, None
+        if binder is None:
+            return
+        with self._lock:
+            dropped = list(self._to_bind.items())
+            self._to_bind.clear()
+        for key, placement in dropped:
+            with self._lock:
+                self._assumed.pop(key, None)
+                self._drop_inflight(key)
+            self.solver.unreserve(placement.reservation)
+            log.info("pod %s: binding cycle dropped on stop", key)
+        with self._lock:
+            self._binding -= len(dropped)
+        binder.shutdown(wait=True, cancel_futures=True)
+
+    def binding(self) -> int:
+        """Binding cycles queued or running (tests wait for none before reading the outcome)."""
+        with self._lock:
+            return self._binding
+
+    def _forget_assumed(self, pod: Obj, placement: Placement) -> None:
+        key = ob.key(pod)
+        with self._lock:
+            self._assumed.pop(key, None)
+            self._drop_inflight(key)
+        self._unreserve(placement.reservation)
+
     def _bound(self, pod: Obj, node: str, placement: Placement, allocations: Mapping[str, Obj]) -> None:
         key = ob.key(pod)
         now = self.clock()
         with self._lock:
-            self._inflight.pop(key, None)
+            self._drop_inflight(key)
             for ck in allocations:
                 written = self.claims.store.get(ck)
                 if written is not None and ob.allocation(written):
@@ -521,7 +633,19 @@ class Scheduler:
         self._unreserve(placement.reservation)
         with self._lock:
             self._assumed.pop(key, None)
-            self._inflight.pop(key, None)
+            self._drop_inflight(key)
+
+    def _add_inflight(self, key: str, allocations: Mapping[str, Obj]) -> None:
+        """Under ``_lock``: ``key``'s allocations (a pod's, or a PodGroup's) are in flight."""
+        self._drop_inflight(key)
+        self._inflight[key] = dict(allocations)
+        self._inflight_devices.add(key, allocations)
+
+    def _drop_inflight(self, key: str) -> None:
+        """Under ``_lock``: the pod's allocations are no longer in flight."""
+        allocations = self._inflight.pop(key, None)
+        if allocations:
+            self._inflight_devices.remove(allocations)
 
     # --- extended resources backed by DRA ----------------------------------------------------
 
@@ -765,15 +889,18 @@ class Scheduler:
         respect to the other workers)."""
         key = ob.key(pod)
         used = self._used()
+        claims = self.claims.store
         with self._lock:
-            others: list[Obj] = list(self.cluster.view("claims").values())
-            for pod_key, allocations in self._inflight.items():
-                if pod_key == key:
-                    continue
-                for ck, alloc in allocations.items():
-                    ns, n = ob.split_key(ck)
-                    others.append({"metadata": {"namespace": ns, "name": n}, "status": {"allocation": alloc}})
-            conflicts = logic.device_conflicts(placement.allocations, others)
+            # Our own view: claims the cache shows allocated (indexed by device) and the
+            # allocations other workers have in flight. O(devices asked for), not O(claims).
+            def holders(device: str) -> list[str]:
+                out = [ob.key(c) for c in claims.by_index(CLAIM_DEVICE_INDEX, device)]
+                inflight = self._inflight_devices.holder(device)
+                if inflight is not None and inflight[0] != key:
+                    out.append(inflight[1])
+                return out
+
+            conflicts = logic.conflicts_with(placement.allocations, holders)
             if conflicts:
                 raise AttemptFailed("; ".join(conflicts))
             selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in gathered.allocated]
@@ -784,7 +911,7 @@ class Scheduler:
             if why:
                 raise AttemptFailed(f"node {placement.node} no longer fits: {why}")
             self._assumed[key] = (ob.uid(pod), placement.node, logic.pod_requests(pod))
-            self._inflight[key] = dict(placement.allocations)
+            self._add_inflight(key, placement.allocations)
 
     def _write_claims(self, pod: Obj, claims: Sequence[logic.PodClaim], allocations: Mapping[str, Obj], written: list[_Written]) -> None:
         for pc in claims:
@@ -806,12 +933,12 @@ class Scheduler:
             try:
                 if step.kind == "finalizer":
                     assert step.body is not None
-                    claim = self.kube.update_claim(step.body)
+                    claim = self._write("claim_finalizer", self.kube.update_claim, step.body)
                     record.finalizer = True
                 else:
                     body = ob.deep_copy(claim)
                     body["status"] = step.body
-                    claim = self.kube.update_claim_status(body)
+                    claim = self._write("claim_status", self.kube.update_claim_status, body)
                     record.reserved = True
                     record.allocated = allocation is not None
                 self.claims.store.assume(claim)
@@ -820,10 +947,18 @@ class Scheduler:
                 claim = self.kube.get_claim(ns, name)
         raise AttemptFailed(f"claim {ns}/{name}: still conflicting after {self.conflict_retries} retries")
 
+    def _write(self, operation: str, call: Callable[..., Any], *args: Any) -> Any:
+        """One API write, timed (the report's split between solver, API writes and queueing)."""
+        start = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.metrics.api_write_latency.labels(operation=operation).observe(time.perf_counter() - start)
+
     def _bind(self, pod: Obj, node: str) -> None:
         ns, name = ob.namespace(pod), ob.name(pod)
         try:
-            self.kube.bind_pod(ns, name, logic.binding(pod, node))
+            self._write("bind", self.kube.bind_pod, ns, name, logic.binding(pod, node))
         except (kube.Conflict, kube.Transient) as err:
             # A timeout or a dropped connection says nothing about whether the binding was
             # stored: rolling back the claims of a pod that is in fact bound would leave it on
@@ -891,7 +1026,7 @@ class Scheduler:
         patch = logic.unschedulable_patch(pod, message, now=self.clock()) if record else None
         if patch is not None:
             try:
-                patched = self.kube.patch_pod_status(ob.namespace(pod), ob.name(pod), patch)
+                patched = self._write("pod_status", self.kube.patch_pod_status, ob.namespace(pod), ob.name(pod), patch)
                 self.pods.store.assume(patched)
             except kube.NotFound:
                 return

@@ -19,7 +19,7 @@ untolerated taint {gpu: broken}."). Nothing here does I/O or mutates its argumen
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -249,11 +249,54 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources:
     )
 
 
+NO_USE = Resources()
+"""What a node with no pods counts as used."""
+
+
+class PodFit:
+    """:func:`node_verdict` for one pod over many nodes: the placement side read once
+    (``nodefilter.PlacementCheck``) and the pod's requests parsed once."""
+
+    def __init__(
+        self,
+        pod: Mapping[str, Any],
+        *,
+        claim_selectors: Sequence[Mapping[str, Any]] = (),
+        dra_backed: frozenset[str] = frozenset(),
+        need: Resources | None = None,
+    ) -> None:
+        self.check = nodefilter.PlacementCheck(pod, claim_selectors)
+        self.dra_backed = dra_backed
+        self.need = pod_requests(pod) if need is None else need
+
+    def verdict(self, node: Mapping[str, Any], used: Resources = NO_USE, have: Resources | None = None) -> str:
+        """Why the pod cannot go to ``node`` ("" when it can); ``have``: the node's
+        allocatable when the caller keeps it parsed."""
+        why = self.check.placement(node)
+        if why:
+            return why
+        need = self.need
+        have = node_allocatable(node) if have is None else have
+        if have.pods is not None and (used.pods or 0) + 1 > have.pods:
+            return "Too many pods"
+        if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
+            return "Insufficient cpu"
+        if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
+            return "Insufficient memory"
+        for name, amount in need.scalars:
+            capacity = have.scalar(name)
+            if capacity <= 0 and name in self.dra_backed:
+                continue  # served by DRA on this node: the solver decides
+            if used.scalar(name) + amount > capacity:
+                return f"Insufficient {name}"
+        return self.check.claims(node)
+
+
 def node_verdict(
     pod: Mapping[str, Any],
     node: Mapping[str, Any],
     *,
-    used: Resources = Resources(),
+    used: Resources = NO_USE,
     claim_selectors: Sequence[Mapping[str, Any]] = (),
     dra_backed: frozenset[str] = frozenset(),
 ) -> str:
@@ -262,24 +305,7 @@ def node_verdict(
     ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
     allocatable has none of such a resource, DRA decides (the special claim), not the node's
     capacity (upstream's ``shouldDelegateResourceToDRA``)."""
-    why = nodefilter.placement_mismatch(pod, node)
-    if why:
-        return why
-    need = pod_requests(pod)
-    have = node_allocatable(node)
-    if have.pods is not None and (used.pods or 0) + 1 > have.pods:
-        return "Too many pods"
-    if have.cpu is not None and need.cpu and (used.cpu or 0) + need.cpu > have.cpu:
-        return "Insufficient cpu"
-    if have.memory is not None and need.memory and (used.memory or 0) + need.memory > have.memory:
-        return "Insufficient memory"
-    for name, amount in need.scalars:
-        capacity = have.scalar(name)
-        if capacity <= 0 and name in dra_backed:
-            continue  # served by DRA on this node: the solver decides
-        if used.scalar(name) + amount > capacity:
-            return f"Insufficient {name}"
-    return nodefilter.allocated_claims_mismatch(node, claim_selectors)
+    return PodFit(pod, claim_selectors=claim_selectors, dra_backed=dra_backed).verdict(node, used)
 
 
 def filter_nodes(
@@ -289,18 +315,22 @@ def filter_nodes(
     used: Mapping[str, Resources],
     claims: Sequence[PodClaim] = (),
     dra_backed: frozenset[str] = frozenset(),
+    allocatable: Callable[[Mapping[str, Any]], Resources] | None = None,
 ) -> NodeFilter:
-    """Candidate nodes for ``pod`` (everything but devices, which the solver decides)."""
+    """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
+    ``allocatable``: a node's allocatable resources, when the caller keeps them parsed."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
-    claim_selectors = [s for s in selectors if s]
+    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed)
+    parse = allocatable or node_allocatable
     candidates: list[str] = []
     reasons: dict[str, str] = {}
-    for node in sorted(nodes, key=ob.name):
-        why = node_verdict(pod, node, used=used.get(ob.name(node), Resources()), claim_selectors=claim_selectors, dra_backed=dra_backed)
+    named = sorted(((ob.name(node), node) for node in nodes), key=lambda item: item[0])
+    for name, node in named:
+        why = fit.verdict(node, used.get(name, NO_USE), parse(node))
         if why:
-            reasons[ob.name(node)] = why
+            reasons[name] = why
         else:
-            candidates.append(ob.name(node))
+            candidates.append(name)
     return NodeFilter(tuple(candidates), reasons)
 
 
@@ -437,38 +467,78 @@ def rollback_status(claim: Mapping[str, Any], pod: Mapping[str, Any], *, clear_a
     return status
 
 
-def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Devices of the new allocations (claim key -> allocation) that another allocated claim
-    already holds exclusively. Admin access and shared (``shareID``) results never conflict.
+def _exclusive(result: Mapping[str, Any]) -> bool:
+    """Admin access and shared (``shareID``) results never conflict."""
+    return not result.get("adminAccess") and not result.get("shareID")
+
+
+def device_name(device: tuple[str, str, str]) -> str:
+    """``driver/pool/device``: unambiguous, as neither a driver nor a device name has a slash."""
+    return "/".join(device)
+
+
+def exclusive_devices(allocation: Mapping[str, Any]) -> list[str]:
+    """The devices an allocation holds exclusively, as :func:`device_name`."""
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, Mapping) else None
+    return [device_name(ob.device_id(r)) for r in results or [] if isinstance(r, Mapping) and _exclusive(r)]
+
+
+def claim_devices(claim: Mapping[str, Any]) -> list[str]:
+    """The index function of claims by the devices they hold exclusively."""
+    return [device_name(ob.device_id(r)) for r in ob.allocated_devices(claim) if _exclusive(r)]
+
+
+def conflicts_with(new: Mapping[str, Mapping[str, Any]], holders: Callable[[str], Iterable[str]]) -> list[str]:
+    """Devices of the new allocations (claim key -> allocation) that another claim already
+    holds exclusively, ``holders(device)`` naming the claims that hold a device; the claims in
+    ``new`` themselves do not count (they are being written).
 
     The service's reservations already prevent this; checking our own view too means a
     service with a stale or file-based inventory can never make us write a double allocation.
     """
-
-    def exclusive(result: Mapping[str, Any]) -> bool:
-        return not result.get("adminAccess") and not result.get("shareID")
-
-    held: dict[tuple[str, str, str], str] = {}
-    for claim in claims:
-        k = ob.key(claim)
-        if k in new:
-            continue
-        for r in ob.allocated_devices(claim):
-            if exclusive(r):
-                held[ob.device_id(r)] = k
     out: list[str] = []
-    mine: dict[tuple[str, str, str], str] = {}
+    mine: dict[str, str] = {}
     for k in sorted(new):
-        devices = (new[k].get("devices") or {}).get("results") or []
-        for r in devices:
-            if not exclusive(r):
-                continue
-            d = ob.device_id(r)
-            holder = held.get(d) or mine.get(d)
+        for device in exclusive_devices(new[k]):
+            holder = next((h for h in sorted(holders(device)) if h not in new), None) or mine.get(device)
             if holder is not None:
-                out.append(f"device {'/'.join(d)} of claim {k} is already allocated to claim {holder}")
-            mine[d] = k
+                out.append(f"device {device} of claim {k} is already allocated to claim {holder}")
+            mine[device] = k
     return out
+
+
+def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
+    """:func:`conflicts_with` against every claim in ``claims``."""
+    held: dict[str, list[str]] = {}
+    for claim in claims:
+        for device in claim_devices(claim):
+            held.setdefault(device, []).append(ob.key(claim))
+    return conflicts_with(new, lambda device: held.get(device, ()))
+
+
+class DeviceHolders:
+    """Device -> (pod, claim) for allocations in flight (written by no one yet), kept with
+    them so the last check before assuming a pod costs what the pod asks for, not what the
+    cluster holds. Not thread-safe: the caller locks."""
+
+    def __init__(self) -> None:
+        self._holders: dict[str, tuple[str, str]] = {}
+
+    def add(self, pod: str, allocations: Mapping[str, Mapping[str, Any]]) -> None:
+        for claim, allocation in allocations.items():
+            for device in exclusive_devices(allocation):
+                self._holders[device] = (pod, claim)
+
+    def remove(self, allocations: Mapping[str, Mapping[str, Any]]) -> None:
+        for claim, allocation in allocations.items():
+            for device in exclusive_devices(allocation):
+                if self._holders.get(device, ("", ""))[1] == claim:
+                    del self._holders[device]
+
+    def holder(self, device: str) -> tuple[str, str] | None:
+        """(pod, claim) holding ``device`` in flight, if any."""
+        return self._holders.get(device)
 
 
 # --- pod status -----------------------------------------------------------------------------------

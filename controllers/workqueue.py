@@ -57,6 +57,7 @@ class WorkQueue(Generic[K]):
         backoff: ExponentialBackoff[K] | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_depth: Callable[[int], None] | None = None,
+        on_wait: Callable[[float], None] | None = None,
     ) -> None:
         self.name = name
         self.backoff: ExponentialBackoff[K] = backoff or ExponentialBackoff()
@@ -71,6 +72,9 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._shutdown = False
         self._on_depth = on_depth
+        self._on_wait = on_wait
+        self._queued_at: dict[K, float] = {}
+        """Key -> when it entered the ready queue (for ``on_wait``: client-go's queue duration)."""
 
     def __len__(self) -> int:
         with self._cond:
@@ -85,10 +89,15 @@ class WorkQueue(Generic[K]):
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
-            self._cond.notify()
+            self._enqueue_locked(key)
         if self._on_depth:
             self._on_depth(len(self._queue))
+
+    def _enqueue_locked(self, key: K) -> None:
+        self._queue.append(key)
+        if self._on_wait:
+            self._queued_at[key] = self._clock()
+        self._cond.notify()
 
     def add_after(self, key: K, delay: float) -> None:
         """Add ``key`` once ``delay`` seconds have passed (at once for ``delay <= 0``). A key
@@ -138,6 +147,9 @@ class WorkQueue(Generic[K]):
                     key = self._queue.pop(0)
                     self._processing.add(key)
                     self._dirty.discard(key)
+                    queued = self._queued_at.pop(key, None)
+                    if self._on_wait and queued is not None:
+                        self._on_wait(self._clock() - queued)
                     if self._on_depth:
                         self._on_depth(len(self._queue))
                     return key
@@ -155,8 +167,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
-                self._cond.notify()
+                self._enqueue_locked(key)
 
     def shutdown(self) -> None:
         with self._cond:

@@ -37,6 +37,7 @@ from typing import Any
 from dra_solver.model import AllocatedState, AllocationRequest, Inventory
 from dra_solver.service import deviations
 from dra_solver.service.compare import render_table
+from dra_solver.service.schedcompare import split
 from dra_solver.service.schedcompare.evidence import Probe, Timeline
 from dra_solver.service.schedcompare.runner import PodOutcome, SideResult
 from dra_solver.service.schedcompare.workloads import Workload
@@ -265,6 +266,15 @@ def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
             ])
     lines = [render_table(["WORKLOAD", "SCHEDULER", "PODS", "BOUND", "PODS/S", "RATIO", "BIND P50", "BIND P99",
                            "PLACED BY SIZE", "DEVICES TWICE"], body)]
+    for c in comparisons:
+        split_lines = [line for name, side in c.sides.items()
+                       for line in split.format_split(name, side.split, side.cpu, side.cpu_window)]
+        if split_lines:
+            created = {n: max(0.0, s.last_created - s.first_created) for n, s in c.sides.items()}
+            lines.append("")
+            lines.append(f"{c.workload.name}: where the time went (pods created in "
+                         + ", ".join(f"{v:.0f} s ({n})" for n, v in created.items()) + ")")
+            lines.extend(split_lines)
     for c in comparisons:
         diffs = c.diffs
         if diffs:

@@ -34,6 +34,7 @@ from dra_solver.service.localcluster.controlplane import (
     ControlPlane,
     ControlPlaneError,
 )
+from dra_solver.service.schedcompare import split
 from dra_solver.service.schedcompare.kubehttp import Client, HTTPError, Watch
 from dra_solver.service.schedcompare.workloads import (
     INIT_NAMESPACE,
@@ -116,6 +117,13 @@ class SideResult:
     allocated_claims: int = 0
     setup_seconds: float = 0.0
     last_created: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per process (API server, etcd, the scheduler's) from the first creation to
+    the end of the run (:mod:`.split`)."""
+    cpu_window: float = 0.0
+    """Seconds the CPU figures cover: from the first creation until every pod settled."""
+    split: dict[str, Any] = field(default_factory=dict)
+    """dra-solver: its scheduler's time per bound pod by part (:func:`.split.scheduler_split`)."""
 
     @property
     def bound(self) -> int:
@@ -166,6 +174,8 @@ class SideResult:
             # How long creating the pods took: when it is close to "seconds", the API server, not
             # the scheduler, set the pace.
             "creationSeconds": round(max(0.0, self.last_created - self.first_created), 3),
+            "cpuSeconds": dict(sorted(self.cpu.items())), "cpuWindowSeconds": self.cpu_window,
+            "split": self.split,
         }
 
 
@@ -222,6 +232,8 @@ class _Companion:
     def __init__(self, name: str, args: list[str], log: Path, env: dict[str, str]) -> None:
         self.name = name
         self.log = log
+        self.metrics = ""
+        """host:port of its /metrics, once known."""
         with log.open("ab") as out:
             self.popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True, env=env)
@@ -264,12 +276,18 @@ def start_dra_solver(cp: ControlPlane, *, policy: str = "", timeout: float = 120
             args.append(f"--policy={policy}")
         ctl = _Companion("dra-solver controllers", args, cp.dir / "controllers.log", env)
         started.append(ctl)
-        ctl.wait_line("metrics=", timeout)
+        port = ctl.wait_line("metrics=", timeout).split()[0].rsplit(":", 1)[1]
+        ctl.metrics = f"127.0.0.1:{port}"
     except BaseException:
         for proc in reversed(started):
             proc.stop()
         raise
     return started
+
+
+def _short_name(process: str) -> str:
+    """``dra-solver serve`` -> ``dra-solver-serve`` (a key of the CPU table)."""
+    return process.replace(" ", "-")
 
 
 def _scheduler_name(scheduler: str) -> str:
@@ -544,8 +562,18 @@ def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: flo
         setup = time.monotonic() - t0
         if progress:
             progress(f"{scheduler}: ready after {setup:.0f} s; creating {len(workload.pods)} pods")
+        meter = split.CpuMeter({**cp.pids(), **{_short_name(c.name): c.popen.pid for c in companions}})
+        meter.start()
         result = drive(client, workload, scheduler, timeout=timeout, progress=progress)
+        meter.stop()
+        result.cpu, result.cpu_window = meter.seconds, meter.wall
         result.setup_seconds = setup
+        for companion in companions:
+            if companion.metrics:
+                try:
+                    result.split = split.scheduler_split(split.scrape(companion.metrics), result.bound)
+                except (OSError, ValueError) as err:
+                    result.problems.append(f"{companion.name}: metrics not read: {err}")
         collect(client, result)
         return result
     except HTTPError as err:

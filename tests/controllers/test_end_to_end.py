@@ -51,6 +51,11 @@ def test_pods_with_templates_get_claims_devices_and_nodes(env: Env) -> None:
     assert manager.metrics.claim_creates.labels(status="success", admin_access="false")._value.get() == 5
     assert manager.metrics.bindings._value.get() == 5
     assert len(env.events("Scheduled")) == 5
+    # Bound by the binder pool, each write timed for the comparison's time split.
+    sample = manager.metrics.registry.get_sample_value
+    assert sample("dra_solver_scheduler_binding_queue_duration_seconds_count") == 5
+    for operation in ("claim_finalizer", "claim_status", "bind"):
+        assert sample("dra_solver_scheduler_api_write_duration_seconds_count", {"operation": operation}) == 5
 
     # Deleting a pod (forced: no kubelet will ever confirm it) frees its devices: the garbage
     # collector deletes the generated claim, the claim controller lifts the finalizer, and the
@@ -295,3 +300,19 @@ def test_metrics_use_upstream_names(env_no_solver: Env) -> None:
         "dra_solver_leader",
     ):
         assert f"# TYPE {name.removesuffix('_total').removesuffix('_bucket')}" in text, name
+
+
+def test_binding_on_the_worker_when_no_binders(env: Env) -> None:
+    """``--scheduler-binders 0``: the binding cycle runs on the scheduling worker."""
+    env.cluster(nodes=1, gpus=2)
+    env.create(b.template("one-gpu"))
+    checker = env.checker()
+    manager = env.manager(scheduler_binders=0)
+    env.create(b.pod("w0", templates={"gpu": "one-gpu"}))
+    env.create(b.pod("w1", templates={"gpu": "one-gpu"}))
+    wait_for(lambda: env.bound("w0", "w1"), what="both pods bound")
+    devices = env.allocated_devices()
+    assert len(devices) == len(set(devices)) == 2
+    assert manager.metrics.registry.get_sample_value("dra_solver_scheduler_binding_queue_duration_seconds_count") == 0
+    env.settle()
+    assert not checker.violations, checker.violations[:3]

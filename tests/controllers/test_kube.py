@@ -328,6 +328,23 @@ def test_queue_dedupes_and_never_hands_out_a_key_twice() -> None:
     assert q.idle()
 
 
+def test_queue_reports_how_long_a_key_waited() -> None:
+    now = [0.0]
+    waits: list[float] = []
+    q: WorkQueue[str] = WorkQueue("t", clock=lambda: now[0], on_wait=waits.append)
+    q.add("a")
+    now[0] = 2.0
+    q.add("a")  # already queued: the wait counts from the first add
+    now[0] = 3.0
+    assert q.get(0) == "a"
+    q.add("a")  # while processing: queued again at done
+    now[0] = 4.0
+    q.done("a")
+    now[0] = 4.5
+    assert q.get(0) == "a"
+    assert waits == [3.0, 0.5]
+
+
 def test_queue_delays_and_backoff() -> None:
     now = [0.0]
     q: WorkQueue[str] = WorkQueue("t", backoff=ExponentialBackoff(base=1.0, cap=4.0), clock=lambda: now[0])

@@ -237,6 +237,32 @@ def test_device_conflicts() -> None:
     assert s.device_conflicts({"default/held": ALLOC}, [held]) == []
 
 
+def test_devices_in_flight_answer_as_the_claims_would() -> None:
+    """The scheduler's last check reads held devices from the claims' device index and the
+    allocations in flight; it must agree with the full scan over the same claims."""
+    held = b.ONE_GPU.named("held").allocated("gpu-0", node="node-a").obj()
+    flying = {"default/f": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-1"}]}}}
+    holders = s.DeviceHolders()
+    holders.add("default/pod-f", flying)
+    index = {d: [ob.key(held)] for d in s.claim_devices(held)}
+    assert list(index) == ["gpu.example.com/node-a/gpu-0"]
+
+    def lookup(device: str) -> list[str]:
+        found = holders.holder(device)
+        return index.get(device, []) + ([found[1]] if found else [])
+
+    new = {"default/n": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"},
+                                                 {"driver": b.DRIVER, "pool": "node-a", "device": "gpu-1"}]}}}
+    flying_claim = {**b.ONE_GPU.named("f").obj(), "status": {"allocation": flying["default/f"]}}
+    assert s.conflicts_with(new, lookup) == s.device_conflicts(new, [held, flying_claim]) == [
+        "device gpu.example.com/node-a/gpu-0 of claim default/n is already allocated to claim default/held",
+        "device gpu.example.com/node-a/gpu-1 of claim default/n is already allocated to claim default/f",
+    ]
+    holders.remove(flying)
+    assert holders.holder("gpu.example.com/node-a/gpu-1") is None
+    assert s.conflicts_with(new, lookup) == s.device_conflicts(new, [held])
+
+
 def test_unschedulable_patch_only_when_changed() -> None:
     pod = b.pod("web", uid="pod-uid")
     patch = s.unschedulable_patch(pod, "0/1 nodes are available.", now=0)
