@@ -439,9 +439,11 @@ class Scheduler:
             result = self._attempt(pod, start)
             failed = False
         finally:
-            if self.pending.end(key) and not failed:
-                self.queue.add(key)  # an event about the pod came in during the attempt
-            if result != "binding":  # the binder counts the attempt when its cycle ends
+            # A pod handed to the binder stays in flight until its binding cycle ends: the
+            # cycle's own claim writes and rollback must not run it again before its backoff.
+            if result != "binding":  # the binder ends the attempt and counts it
+                if self.pending.end(key) and not failed:
+                    self.queue.add(key)  # an event about the pod came in during the attempt
                 self.metrics.schedule_attempts.labels(result=result).inc()
                 self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
 
@@ -532,8 +534,10 @@ class Scheduler:
                 return  # dropped by stop(), which rolled it back and counted it
         self.metrics.binding_wait.observe(time.perf_counter() - assumed_at)
         result = "error"
+        failed = True
         try:
             result = self._binding_cycle(pod, gathered, placement)
+            failed = False
         except (Retry, kube.ApiError) as err:
             log.info("pod %s: %s; trying again", key, err)
             self.queue.add_rate_limited(key)
@@ -541,6 +545,8 @@ class Scheduler:
             log.exception("pod %s: binding cycle failed", key)
             self.queue.add_rate_limited(key)
         finally:
+            if self.pending.end(key) and not failed:
+                self.queue.add(key)  # an event about the pod came in during the cycle
             with self._lock:
                 self._binding -= 1
             self.metrics.schedule_attempts.labels(result=result).inc()
@@ -584,6 +590,7 @@ class Scheduler:
                 self._assumed.pop(key, None)
                 self._drop_inflight(key)
             self.solver.unreserve(placement.reservation)
+            self.pending.end(key)
             log.info("pod %s: binding cycle dropped on stop", key)
         with self._lock:
             self._binding -= len(dropped)
