@@ -26,6 +26,9 @@ snapshot, what each node reaches, fingerprints of equal nodes, pruning counts, n
 preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``ScheduleStats``,
 ``GroupVerdict``, ``InFlight`` and ``VerdictCache`` (what the caller provides), ``PoolKey``,
 ``NodeView``, ``state_key``, ``invalid_pools_error``; node load (``NodeUnits``, ``node_key``).
+Node states up to names (``model.node_state``): ``claim_reads`` (the attributes claims can
+read, ``ALL`` when unsure), ``NodeShape``, ``state_signature``, ``device_mapping`` and
+``remap_results`` (an answer found on one node, written with another node's names).
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
@@ -99,6 +102,14 @@ from dra_solver.model.explain import (
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
 from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.node_state import (
+    ALL,
+    NodeShape,
+    claim_reads,
+    device_mapping,
+    remap_results,
+    state_signature,
+)
 from dra_solver.model.policy import DEFAULT_POLICY, POLICIES, Policy, checked_policy
 from dra_solver.model.pools import DeviceParseCache, NodeSelectorError, node_selector_matches
 from dra_solver.model.quantity import (
@@ -134,6 +145,7 @@ from dra_solver.model.validation import (
 )
 
 __all__ = [
+    "ALL",
     "ALLOCATORS",
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
@@ -172,6 +184,7 @@ __all__ = [
     "NodeIndex",
     "NodeLocalError",
     "NodeSelectorError",
+    "NodeShape",
     "NodeUnits",
     "NodeVerdict",
     "NodeView",
@@ -195,11 +208,13 @@ __all__ = [
     "check_mode",
     "checked_policy",
     "choose_node",
+    "claim_reads",
     "decode_all",
     "decode_object",
     "decode_text",
     "default_cel",
     "default_selector_check",
+    "device_mapping",
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
     "explain_node",
@@ -214,7 +229,9 @@ __all__ = [
     "parse_quantity_field",
     "qualified_name_errors",
     "quote",
+    "remap_results",
     "state_key",
+    "state_signature",
     "summarize",
     "tolerates",
     "validate_object",
