@@ -227,6 +227,7 @@ class NodeIndex:
                 if len(now) == len(held) and all(a is b for a, b in zip(now, held, strict=True)):
                     self._shapes[name] = (held, shape)
         self._device_parts: dict[int, Any] = {}
+        self._keys: dict[AttributeReads, dict[str, tuple[bytes, bytes, bytes]]] = {}
         self._signatures: dict[str, bytes] = {}
         self._flight_signatures: dict[tuple[str, tuple[bytes, ...]], bytes] = {}
 
@@ -286,6 +287,20 @@ class NodeIndex:
             self._flight_signatures[memo] = sig
         return sig
 
+    def state_keys(self, reads: AttributeReads) -> Mapping[str, tuple[bytes, bytes, bytes]]:
+        """Every node's ``state_key`` without devices in flight, for ``reads``: filled as nodes
+        are keyed, kept for the snapshot (a few read sets at a time)."""
+        return self._state_keys(reads)
+
+    def _state_keys(self, reads: AttributeReads) -> dict[str, tuple[bytes, bytes, bytes]]:
+        with self._lock:
+            keys = self._keys.get(reads)
+            if keys is None:
+                if len(self._keys) >= 8:
+                    self._keys.pop(next(iter(self._keys)))
+                keys = self._keys[reads] = {}
+            return keys
+
     def state_key(
         self,
         node: str,
@@ -295,11 +310,14 @@ class NodeIndex:
     ) -> tuple[bytes, bytes, bytes]:
         """The node's state signature for claims that read ``reads``: nodes with equal keys
         pose the same problem up to names (``model.node_state``), so they share one solve."""
-        return (
+        key = (
             self.node_shape(node).under(reads),
             self._extras.get(node, b""),
             self.state_signature(node, flight_key, in_flight),
         )
+        if in_flight is None or not flight_key:
+            self._state_keys(reads)[node] = key
+        return key
 
     def view(self, node: str) -> NodeView | None:
         return self.views.get(node)

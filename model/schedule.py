@@ -53,6 +53,8 @@ from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
 from dra_solver.model.stats import SolveStats
 
+_NOTHING: frozenset[DeviceID] = frozenset()
+
 VerdictName = Literal["feasible", "unschedulable", "not-evaluated"]
 
 
@@ -164,6 +166,8 @@ def choose_node(
     key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
+    held_pools = frozenset(in_flight.held_pools())
+    settled = index.state_keys(reads)
     solved: dict[str, NodeAttempt] = {}
     verdicts: list[NodeVerdict] = []
     best: tuple[int, str] | None = None
@@ -191,8 +195,10 @@ def choose_node(
             stats.nodes_pruned += 1
             verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
             continue
+        # In-flight state is asked for only where some is held (most nodes have none).
+        held = bool(held_pools) and any(p in held_pools for p in view.pools)
         if exclusive and not view.shared_devices:
-            free = index.free_devices(name, in_flight.devices(view.pools))
+            free = index.free_devices(name, in_flight.devices(view.pools) if held else _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
                 broken = invalid_pools_error(index, name)
@@ -201,9 +207,11 @@ def choose_node(
                 continue
         key: tuple[bytes, ...]
         if share_states:
-            pools = view.pools
-            flight = in_flight.pool_keys(pools)
-            key = index.state_key(name, reads, flight, partial(in_flight.state, pools) if flight else None)
+            if held:
+                pools = view.pools
+                key = index.state_key(name, reads, in_flight.pool_keys(pools), partial(in_flight.state, pools))
+            else:
+                key = settled.get(name) or index.state_key(name, reads)
         else:
             key = (view.shape, index.inuse_key(name), *in_flight.pool_keys(view.pools))
         known_group = groups.get(key)
