@@ -104,6 +104,7 @@ from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
 from dra_solver.model.node_load import NodeUnits, node_key
 from dra_solver.model.node_state import (
     ALL,
+    AttributeReads,
     NodeShape,
     claim_reads,
     device_mapping,
@@ -159,6 +160,7 @@ __all__ = [
     "AllocationOutcome",
     "AllocationRequest",
     "AllocatorName",
+    "AttributeReads",
     "CapacitySpec",
     "CelCompileError",
     "CelDevice",
