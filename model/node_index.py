@@ -218,6 +218,8 @@ class NodeIndex:
             self._units = {}  # shapes that no longer exist
         self._free_units: dict[str, float] = {}
         self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
+        self._order_names: dict[str, tuple[str, ...]] = {}
+        self._free_counts: dict[str, int] = {}
         # Node shapes up to names (model.node_state) carry over while a node's slices are the
         # same objects; computed lazily (a Schedule visits them, a load need not).
         self._shapes: dict[str, tuple[tuple[o.ResourceSlice, ...], NodeShape]] = {}
@@ -363,8 +365,23 @@ class NodeIndex:
             )
         return order
 
+    def preference_names(self, policy: str) -> Sequence[str]:
+        """``preference_order`` without the keys (cached the same way)."""
+        names = self._order_names.get(policy)
+        if names is None:
+            names = self._order_names[policy] = tuple(n for _, n in self.preference_order(policy))
+        return names
+
     def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""
+        if not taken:
+            free = self._free_counts.get(node)
+            if free is None:
+                free = self._free_counts[node] = self._free_devices(node, taken)
+            return free
+        return self._free_devices(node, taken)
+
+    def _free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         view = self.views[node]
         busy = self.in_use(node).devices | taken
         if not busy:

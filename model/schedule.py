@@ -167,6 +167,7 @@ def choose_node(
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
     held_pools = frozenset(in_flight.held_pools())
+    views = index.views
     settled = index.state_keys(reads)
     solved: dict[str, NodeAttempt] = {}
     verdicts: list[NodeVerdict] = []
@@ -190,7 +191,7 @@ def choose_node(
             break
         rank[name] = len(rank)
         stats.nodes_evaluated += 1
-        view = index.view(name)
+        view = views.get(name)
         if view is None:
             stats.nodes_pruned += 1
             verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
@@ -198,7 +199,7 @@ def choose_node(
         # In-flight state is asked for only where some is held (most nodes have none).
         held = bool(held_pools) and any(p in held_pools for p in view.pools)
         if exclusive and not view.shared_devices:
-            free = index.free_devices(name, in_flight.devices(view.pools) if held else _NOTHING)
+            free = index.free_devices(name, in_flight.devices(view.pools)) if held else index.free_devices(name, _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
                 broken = invalid_pools_error(index, name)
@@ -280,11 +281,11 @@ def choose_node(
             chosen_node = v.node
             break
     if not chosen_node or chosen is None:
-        evaluated = {v.node for v in verdicts}
-        not_evaluated = [n for n in names if n not in evaluated]
         if not verdicts and names and expired is not None:
             raise SolveTimeout("the deadline passed before any node was evaluated")
-        reason = summary(verdicts, len(names), not_evaluated=len(not_evaluated))
+        # Every candidate has a verdict unless the visit stopped early.
+        not_evaluated = 0 if len(verdicts) == len(names) else len(set(names) - {v.node for v in verdicts})
+        reason = summary(verdicts, len(names), not_evaluated=not_evaluated)
         return NodeChoice("", None, tuple(verdicts), stats, reason)
     return NodeChoice(chosen_node, chosen, tuple(verdicts), stats)
 
@@ -332,6 +333,8 @@ def visit_order(
 
     if explicit:
         return sorted(names, key=key)
+    if not by_node:
+        return index.preference_names(policy)
     moved = sorted((key(n), n) for n in by_node if n in index.views)
     rest = ((k, n) for k, n in index.preference_order(policy) if n not in by_node)
     return (n for _, n in heapq.merge(moved, rest))
@@ -366,12 +369,14 @@ def claims_key(claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str
 
 def summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:
     """Like the scheduler: "0/3 nodes are available: 2 cannot allocate all claims, 1 ..."."""
-    reasons: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
     for v in verdicts:
-        if v.verdict == "feasible":
-            continue
-        text = v.reason.split(":")[0] if v.reason else "unschedulable"
-        reasons[text] = reasons.get(text, 0) + 1
+        if v.verdict != "feasible":
+            by_reason[v.reason] = by_reason.get(v.reason, 0) + 1
+    reasons: dict[str, int] = {}
+    for full, count in by_reason.items():
+        text = full.split(":")[0] if full else "unschedulable"
+        reasons[text] = reasons.get(text, 0) + count
     if not_evaluated:
         reasons["not evaluated before the deadline"] = not_evaluated
     parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
