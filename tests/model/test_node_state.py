@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -202,3 +203,24 @@ def test_state_keys_follow_reservations_and_inventory_changes() -> None:
     )
     assert used.state_key("node-a", ALL) == busy
     assert used.state_key("node-b", ALL) == empty
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('device.attributes["d.io"].x == 1', {("d.io", "x")}),
+        ("device.attributes.d.x == 1 && has(device.attributes.d.y)", {("d", "x"), ("d", "y")}),
+        ('device.attributes["d"]["x"] == 1 || device.attributes[?"d"].?y.orValue(0) == 1', {("d", "x"), ("d", "y")}),
+        ('has(device.attributes.d) && device.driver == "d"', set()),
+        ('device.capacity["d"].memory.compareTo(quantity("1Gi")) >= 0', set()),
+        # Anything else that touches the attributes reads all of them.
+        ('"d" in device.attributes', None),
+        ('device.attributes["d"].exists(k, k == "x")', None),
+        ('cel.bind(m, device.attributes["d"], m.x == 1)', None),
+        ('device.attributes["d"][device.driver] == 1', None),
+        ("size(device.attributes) > 0", None),
+    ],
+)
+def test_read_sets_are_exact_or_everything(expression: str, expected: set[tuple[str, str]] | None) -> None:
+    reads = CEL.compile(expression).reads
+    assert reads == (None if expected is None else frozenset(expected))
