@@ -26,6 +26,9 @@ snapshot, what each node reaches, fingerprints of equal nodes, pruning counts, n
 preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``ScheduleStats``,
 ``GroupVerdict``, ``InFlight`` and ``VerdictCache`` (what the caller provides), ``PoolKey``,
 ``NodeView``, ``state_key``, ``invalid_pools_error``; node load (``NodeUnits``, ``node_key``).
+Node states up to names (``model.node_state``): ``claim_reads`` (the attributes claims can
+read, ``ALL`` when unsure), ``NodeShape``, ``state_signature``, ``device_mapping`` and
+``remap_results`` (an answer found on one node, written with another node's names).
 
 Explain a node (``model.explain``): ``explain_node(request, *, cel, holders, solve=None) ->
 ExplainAnswer`` with ``Restriction`` reasons and fixes, from the allocation model itself (one
@@ -134,6 +137,15 @@ from dra_solver.model.group_request import (
 )
 from dra_solver.model.node_index import NodeIndex, NodeView, PoolKey, state_key
 from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.node_state import (
+    ALL,
+    AttributeReads,
+    NodeShape,
+    claim_reads,
+    device_mapping,
+    remap_results,
+    state_signature,
+)
 from dra_solver.model.podfit import (
     PodRequests,
     candidate_nodes,
@@ -192,6 +204,7 @@ from dra_solver.model.validation import (
 )
 
 __all__ = [
+    "ALL",
     "ALLOCATORS",
     "BLOCKING_EFFECTS",
     "DEFAULT_LIMITS",
@@ -211,6 +224,7 @@ __all__ = [
     "AllocationOutcome",
     "AllocationRequest",
     "AllocatorName",
+    "AttributeReads",
     "CapacitySpec",
     "CelCompileError",
     "CelDevice",
@@ -246,6 +260,7 @@ __all__ = [
     "NodeLocalError",
     "NodeRoom",
     "NodeSelectorError",
+    "NodeShape",
     "NodeUnits",
     "NodeVerdict",
     "NodeView",
@@ -277,11 +292,13 @@ __all__ = [
     "check_mode",
     "checked_policy",
     "choose_node",
+    "claim_reads",
     "decode_all",
     "decode_object",
     "decode_text",
     "default_cel",
     "default_selector_check",
+    "device_mapping",
     "dns1123_label_errors",
     "dns1123_subdomain_errors",
     "explain_node",
@@ -308,10 +325,12 @@ __all__ = [
     "podgroup_request",
     "qualified_name_errors",
     "quote",
+    "remap_results",
     "resolve_group",
     "schedule_group",
     "shared_entry",
     "state_key",
+    "state_signature",
     "summarize",
     "tolerates",
     "validate_object",

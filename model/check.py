@@ -30,7 +30,8 @@ counters of an allowMultipleAllocations device are consumed once.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +140,43 @@ class _Pool:
     counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
 
 
+class _GatherCache:
+    """Gathered pools by the identity of what they are gathered from (the slices, the node and
+    the taint rules a request carries: the service hands the same objects to every request
+    for one node of one snapshot) and the gates. Entries hold those objects, so an identity
+    is never reused while its entry lives; bounded, least recently used first out."""
+
+    def __init__(self, size: int = 2048) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, dict[tuple[str, str], _Pool]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
+        inv = request.inventory
+        key = (id(inv.slices), id(request.node), id(inv.taint_rules), request.gates)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is inv.slices and hit[1] is request.node and hit[2] is inv.taint_rules:
+                self._entries.move_to_end(key)
+                return hit[3]
+        pools = _gather_pools(request)
+        with self._lock:
+            self._entries[key] = (inv.slices, request.node, inv.taint_rules, pools)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return pools
+
+
+_GATHERED = _GatherCache()
+
+
 def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
+    """``_gather_pools``, cached: a checker only reads the pools (and memoizes each device's
+    CEL form on it, the same value whoever computes it)."""
+    return _GATHERED.get(request)
+
+
+def _gather_pools(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
     """Pools as the node sees them: the newest generation among the slices that target the
     node; a pool is complete when that generation has all its slices (a newer generation
     elsewhere makes it obsolete)."""

@@ -30,13 +30,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dra_solver.model import objects as o
+from dra_solver.model.cel import AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.node_load import NodeUnits, node_key
+from dra_solver.model.node_state import NodeShape, state_signature
 
 PoolKey = tuple[str, str]
 """(driver, pool name)."""
@@ -137,6 +139,15 @@ class NodeIndex:
         rule_pools = {r.spec.device_selector.pool for r in inventory.taint_rules if r.spec.device_selector and r.spec.device_selector.pool}
         device_fp: dict[int, str] = {}
         views: dict[str, NodeView] = {}
+        # Taint rules that select devices by name or by CEL see what state signatures factor
+        # out (device names, unread attributes): nodes are then never shared.
+        names_read = any(
+            r.spec.device_selector is not None
+            and (r.spec.device_selector.device or r.spec.device_selector.device_class_name or r.spec.device_selector.selectors)
+            for r in inventory.taint_rules
+        )
+        self._extras: dict[str, bytes] = {}
+        self._local_by_node = local_by_node
         for name in sorted(set(inventory.node_names()) | set(self._invalid_local)):
             local = local_by_node.get(name, [])
             pools = tuple(sorted({(s.spec.driver, s.spec.pool.name) for s in local}))
@@ -162,14 +173,20 @@ class NodeIndex:
                 parts.append(part)
             node_obj = self.nodes_by_name.get(name)
             labels = (node_obj.metadata.labels or {}) if node_obj else {}
-            parts.append(tuple(sorted((k, labels.get(k)) for k in selector_keys)))
+            label_part = tuple(sorted((k, labels.get(k)) for k in selector_keys))
+            parts.append(label_part)
             if selector_keys & {"metadata.name", "\x00name"}:
                 parts.append(name)
-            if any(p in entangled for p in pools) or any(p[1] in rule_pools for p in pools):
+            entangled_here = any(p in entangled for p in pools) or any(p[1] in rule_pools for p in pools)
+            if entangled_here:
                 parts.append(("node", name))
             broken = self.invalid_pools_of(name)
             if broken:
                 parts.append(("invalid", tuple((d, _placeholder(p, name), self.invalid_pools[(d, p)]) for d, p in broken)))
+            # What a state signature adds to the node's devices: everything outside its own
+            # slices that may tell it apart (the node's name where anything may read it).
+            named = entangled_here or bool(broken) or names_read or bool(selector_keys & {"metadata.name", "\x00name"})
+            self._extras[name] = _digest(label_part, name if named else "")
             exclusive = sum(1 for s in local for d in s.spec.devices or [] if _exclusive_capable(d))
             views[name] = NodeView(
                 name=name,
@@ -202,6 +219,20 @@ class NodeIndex:
             self._units = {}  # shapes that no longer exist
         self._free_units: dict[str, float] = {}
         self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
+        self._order_names: dict[str, tuple[str, ...]] = {}
+        self._free_counts: dict[str, int] = {}
+        # Node shapes up to names (model.node_state) carry over while a node's slices are the
+        # same objects; computed lazily (a Schedule visits them, a load need not).
+        self._shapes: dict[str, tuple[tuple[o.ResourceSlice, ...], NodeShape]] = {}
+        if previous is not None:
+            for name, (held, shape) in previous._shapes.items():
+                now = local_by_node.get(name, [])
+                if len(now) == len(held) and all(a is b for a, b in zip(now, held, strict=True)):
+                    self._shapes[name] = (held, shape)
+        self._device_parts: dict[int, Any] = {}
+        self._keys: dict[AttributeReads, dict[str, tuple[bytes, bytes, bytes]]] = {}
+        self._signatures: dict[str, bytes] = {}
+        self._flight_signatures: dict[tuple[str, tuple[bytes, ...]], bytes] = {}
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
@@ -223,6 +254,73 @@ class NodeIndex:
                 for req in term.match_fields or []:
                     keys.add(req.key)
         return frozenset(keys)
+
+    # --- node states up to names (model.node_state) ------------------------------------------
+
+    def node_shape(self, node: str) -> NodeShape:
+        """``node``'s own devices with names factored out (cached across snapshots while its
+        slices are unchanged)."""
+        known = self._shapes.get(node)
+        if known is None:
+            local = tuple(self._local_by_node.get(node, ()))
+            with self._lock:
+                shape = NodeShape.of(local, device_parts=self._device_parts)
+            known = self._shapes[node] = (local, shape)
+        return known[1]
+
+    def state_signature(
+        self, node: str, flight_key: tuple[bytes, ...] = (), in_flight: Callable[[], AllocatedState] | None = None
+    ) -> bytes:
+        """What a node's devices in use (plus those ``in_flight()`` holds, fingerprinted by
+        ``flight_key``) look like up to names: devices by their position in the node's layout.
+        Kept per node and per in-flight fingerprint, so a reservation re-signs its node only."""
+        if in_flight is None or not flight_key:
+            sig = self._signatures.get(node)
+            if sig is None:
+                state = self._inuse_by_node.get(node)
+                sig = b"" if state is None else state_signature(state, self.node_shape(node).positions())
+                self._signatures[node] = sig
+            return sig
+        memo = (node, flight_key)
+        sig = self._flight_signatures.get(memo)
+        if sig is None:
+            sig = state_signature(self.in_use(node).merge(in_flight()), self.node_shape(node).positions())
+            if len(self._flight_signatures) > 4 * len(self.views) + 64:
+                self._flight_signatures.clear()
+            self._flight_signatures[memo] = sig
+        return sig
+
+    def state_keys(self, reads: AttributeReads) -> Mapping[str, tuple[bytes, bytes, bytes]]:
+        """Every node's ``state_key`` without devices in flight, for ``reads``: filled as nodes
+        are keyed, kept for the snapshot (a few read sets at a time)."""
+        return self._state_keys(reads)
+
+    def _state_keys(self, reads: AttributeReads) -> dict[str, tuple[bytes, bytes, bytes]]:
+        with self._lock:
+            keys = self._keys.get(reads)
+            if keys is None:
+                if len(self._keys) >= 8:
+                    self._keys.pop(next(iter(self._keys)))
+                keys = self._keys[reads] = {}
+            return keys
+
+    def state_key(
+        self,
+        node: str,
+        reads: AttributeReads,
+        flight_key: tuple[bytes, ...] = (),
+        in_flight: Callable[[], AllocatedState] | None = None,
+    ) -> tuple[bytes, bytes, bytes]:
+        """The node's state signature for claims that read ``reads``: nodes with equal keys
+        pose the same problem up to names (``model.node_state``), so they share one solve."""
+        key = (
+            self.node_shape(node).under(reads),
+            self._extras.get(node, b""),
+            self.state_signature(node, flight_key, in_flight),
+        )
+        if in_flight is None or not flight_key:
+            self._state_keys(reads)[node] = key
+        return key
 
     def view(self, node: str) -> NodeView | None:
         return self.views.get(node)
@@ -283,8 +381,23 @@ class NodeIndex:
             )
         return order
 
+    def preference_names(self, policy: str) -> Sequence[str]:
+        """``preference_order`` without the keys (cached the same way)."""
+        names = self._order_names.get(policy)
+        if names is None:
+            names = self._order_names[policy] = tuple(n for _, n in self.preference_order(policy))
+        return names
+
     def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""
+        if not taken:
+            free = self._free_counts.get(node)
+            if free is None:
+                free = self._free_counts[node] = self._free_devices(node, taken)
+            return free
+        return self._free_devices(node, taken)
+
+    def _free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         view = self.views[node]
         busy = self.in_use(node).devices | taken
         if not busy:

@@ -38,10 +38,12 @@ import heapq
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, Protocol
 
 from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, AllocationRequest, AllocatorName
+from dra_solver.model.cel import ALL, AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
@@ -50,6 +52,8 @@ from dra_solver.model.node_load import node_key
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
 from dra_solver.model.stats import SolveStats
+
+_NOTHING: frozenset[DeviceID] = frozenset()
 
 VerdictName = Literal["feasible", "unschedulable", "not-evaluated"]
 
@@ -145,9 +149,14 @@ def choose_node(
     memo: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] | None = None,
     generation: int = 0,
     quote: Callable[[str], str] = json.dumps,
+    reads: AttributeReads = ALL,
+    share_states: bool = True,
 ) -> NodeChoice:
     """Visit, solve, choose (see the module docstring). ``quote`` shows a node name the caller
-    made up in a verdict (the service bounds its length)."""
+    made up in a verdict (the service bounds its length). ``reads``: the device attributes the
+    claims can read (``model.node_state.claim_reads``; ``ALL`` when unknown): nodes equal up to
+    names and unread attributes share a solve. ``share_states=False`` groups only nodes equal
+    up to the node's own name (the slower way, kept to measure against)."""
     names = sorted(set(candidates)) if candidates else list(index.node_names)
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
@@ -157,6 +166,9 @@ def choose_node(
     key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
+    held_pools = frozenset(in_flight.held_pools())
+    views = index.views
+    settled = index.state_keys(reads)
     solved: dict[str, NodeAttempt] = {}
     verdicts: list[NodeVerdict] = []
     best: tuple[int, str] | None = None
@@ -179,20 +191,30 @@ def choose_node(
             break
         rank[name] = len(rank)
         stats.nodes_evaluated += 1
-        view = index.view(name)
+        view = views.get(name)
         if view is None:
             stats.nodes_pruned += 1
             verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
             continue
+        # In-flight state is asked for only where some is held (most nodes have none).
+        held = bool(held_pools) and any(p in held_pools for p in view.pools)
         if exclusive and not view.shared_devices:
-            free = index.free_devices(name, in_flight.devices(view.pools))
+            free = index.free_devices(name, in_flight.devices(view.pools)) if held else index.free_devices(name, _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
                 broken = invalid_pools_error(index, name)
                 reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                 continue
-        key = (view.shape, index.inuse_key(name), *in_flight.pool_keys(view.pools))
+        key: tuple[bytes, ...]
+        if share_states:
+            if held:
+                pools = view.pools
+                key = index.state_key(name, reads, in_flight.pool_keys(pools), partial(in_flight.state, pools))
+            else:
+                key = settled.get(name) or index.state_key(name, reads)
+        else:
+            key = (view.shape, index.inuse_key(name), *in_flight.pool_keys(view.pools))
         known_group = groups.get(key)
         if known_group is not None:
             verdict = known_group[0]
@@ -259,11 +281,11 @@ def choose_node(
             chosen_node = v.node
             break
     if not chosen_node or chosen is None:
-        evaluated = {v.node for v in verdicts}
-        not_evaluated = [n for n in names if n not in evaluated]
         if not verdicts and names and expired is not None:
             raise SolveTimeout("the deadline passed before any node was evaluated")
-        reason = summary(verdicts, len(names), not_evaluated=len(not_evaluated))
+        # Every candidate has a verdict unless the visit stopped early.
+        not_evaluated = 0 if len(verdicts) == len(names) else len(set(names) - {v.node for v in verdicts})
+        reason = summary(verdicts, len(names), not_evaluated=not_evaluated)
         return NodeChoice("", None, tuple(verdicts), stats, reason)
     return NodeChoice(chosen_node, chosen, tuple(verdicts), stats)
 
@@ -311,6 +333,8 @@ def visit_order(
 
     if explicit:
         return sorted(names, key=key)
+    if not by_node:
+        return index.preference_names(policy)
     moved = sorted((key(n), n) for n in by_node if n in index.views)
     rest = ((k, n) for k, n in index.preference_order(policy) if n not in by_node)
     return (n for _, n in heapq.merge(moved, rest))
@@ -345,12 +369,14 @@ def claims_key(claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str
 
 def summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:
     """Like the scheduler: "0/3 nodes are available: 2 cannot allocate all claims, 1 ..."."""
-    reasons: dict[str, int] = {}
+    by_reason: dict[str, int] = {}
     for v in verdicts:
-        if v.verdict == "feasible":
-            continue
-        text = v.reason.split(":")[0] if v.reason else "unschedulable"
-        reasons[text] = reasons.get(text, 0) + 1
+        if v.verdict != "feasible":
+            by_reason[v.reason] = by_reason.get(v.reason, 0) + 1
+    reasons: dict[str, int] = {}
+    for full, count in by_reason.items():
+        text = full.split(":")[0] if full else "unschedulable"
+        reasons[text] = reasons.get(text, 0) + count
     if not_evaluated:
         reasons["not evaluated before the deadline"] = not_evaluated
     parts = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))

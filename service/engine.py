@@ -238,6 +238,9 @@ class Engine:
     allocate_fn: AllocateFn | None = None
     check_fn: CheckFn | None = None
     clock: Callable[[], float] = time.monotonic
+    share_states: bool = True
+    """Nodes equal up to names share a solve (``model.node_state``); False: only nodes equal
+    up to their own name do (kept for benchmarks to measure against)."""
 
     def __post_init__(self) -> None:
         self._cels: OrderedDict[tuple[tuple[bool, bool], int], CelEnvironment] = OrderedDict()
@@ -726,6 +729,8 @@ class Engine:
             return self.clock() >= deadline - self.limits.deadline_margin
 
         options = NodeChoiceOptions(allocator=opts.allocator, policy=opts.policy, gates=self.gates_for(opts.feature_gates), wanted=wanted)
+        # Nodes equal up to names and attributes the claims cannot read share one solve.
+        reads = model.claim_reads(claims, snap.index.inventory.classes, compile=self.cel_for(options.gates).compile)
         try:
             choice = model.choose_node(
                 claims,
@@ -739,6 +744,8 @@ class Engine:
                 memo=self._flight_free,
                 generation=snap.generation,
                 quote=shown,
+                reads=reads,
+                share_states=self.share_states,
             )
         except SolveTimeout as err:
             raise DeadlineExceeded(str(err)) from None

@@ -24,22 +24,29 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dra_solver.model import (
+    ALL,
     AllocatedState,
     AllocationError,
     AllocationOutcome,
     AllocationRequest,
     AllocatorName,
+    AttributeReads,
     CelEnvironment,
     DeviceID,
     DeviceParseCache,
     FeatureGates,
     Inventory,
+    NodeShape,
     NodeUnits,
     Quantity,
     SolveTimeout,
     allocate,
+    claim_reads,
+    default_selector_check,
     node_key,
     parse_quantity,
+    state_signature,
+    validate_objects,
     warm_up,
 )
 from dra_solver.model import objects as o
@@ -138,6 +145,11 @@ def replay(
     units = {n: NodeUnits.of(s for s in inventory.slices if s.spec.node_name == n) for n in nodes}
     parsed = DeviceParseCache()  # the same slices for every claim of the stream
     allocated: list[o.ResourceClaim] = [c for c in inventory.claims if c.allocated]
+    check = default_selector_check() if validate else None
+    if check is not None:
+        # Once, outside any claim's time: the cluster does not change during the replay.
+        validate_objects([*inventory.classes, *inventory.slices, *inventory.taint_rules, *inventory.nodes], selector_check=check)
+    cluster_state = _ClusterState.of(inventory, allocated)
     result = ReplayResult(
         config.name,
         policy=config.policy,
@@ -147,17 +159,11 @@ def replay(
     for index, claim in enumerate(workload):
         claim = _unique(claim, index)
         result.sizes.append(size_class(claim))
-        current = Inventory(
-            classes=inventory.classes,
-            slices=inventory.slices,
-            taint_rules=inventory.taint_rules,
-            nodes=inventory.nodes,
-            claims=tuple(allocated),
-            extra_allocated=inventory.extra_allocated,
-        )
         start = clock()
-        placed = _place(claim, current, units, config, cel=cel, gates=gates or FeatureGates(), parsed=parsed,
-                        node_choice=node_choice, time_limit=time_limit, errors=result.errors, validate=validate,
+        if check is not None:
+            validate_objects([claim], selector_check=check)
+        placed = _place(claim, inventory, allocated, cluster_state, units, config, cel=cel, gates=gates or FeatureGates(),
+                        parsed=parsed, node_choice=node_choice, time_limit=time_limit, errors=result.errors,
                         allocate_with=allocate_with)
         result.seconds.append(clock() - start)
         if placed is None:
@@ -169,6 +175,7 @@ def replay(
             done = claim.model_copy(deep=True)
             done.status = o.ResourceClaimStatus(allocation=allocation)
             allocated.append(done)
+            cluster_state.place(node_name, done)
             result.placed += 1
             result.nodes.append(node_name)
         result.placed_curve.append(result.placed)
@@ -179,9 +186,78 @@ def replay(
     return result
 
 
+@dataclass(slots=True)
+class _ClusterState:
+    """What attempts read, kept per node as claims are placed: each node's reduced slices (its
+    pools and pools of no single node), the devices in use, and, where nodes can be compared
+    (every pool on one node, nothing selecting nodes or devices by name), each node's state up
+    to names (``model.node_state``): nodes in equal states answer a claim alike, so a claim
+    that does not fit one of them is not tried on the others."""
+
+    slices: dict[str, tuple[o.ResourceSlice, ...]]
+    in_use: AllocatedState
+    shapes: dict[str, NodeShape] | None
+    node_use: dict[str, AllocatedState] = field(default_factory=dict)
+    signatures: dict[str, bytes] = field(default_factory=dict)
+
+    @staticmethod
+    def of(inventory: Inventory, allocated: Sequence[o.ResourceClaim]) -> _ClusterState:
+        local: dict[str, list[o.ResourceSlice]] = {}
+        pool_nodes: dict[tuple[str, str], set[str]] = {}
+        shared_pools: set[tuple[str, str]] = set()
+        selects_nodes = False
+        for s in inventory.slices:
+            pool = (s.spec.driver, s.spec.pool.name)
+            if s.spec.node_name:
+                local.setdefault(s.spec.node_name, []).append(s)
+                pool_nodes.setdefault(pool, set()).add(s.spec.node_name)
+            else:
+                shared_pools.add(pool)
+            selects_nodes = selects_nodes or s.spec.node_selector is not None or any(
+                d.node_name or d.node_selector is not None for d in s.spec.devices or []
+            )
+        by_pool: dict[tuple[str, str], list[o.ResourceSlice]] = {}
+        for s in inventory.slices:
+            by_pool.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
+        slices: dict[str, tuple[o.ResourceSlice, ...]] = {}
+        for name in inventory.node_names():
+            pools = sorted({(s.spec.driver, s.spec.pool.name) for s in local.get(name, ())} | shared_pools)
+            slices[name] = tuple(s for pool in pools for s in by_pool[pool])
+        comparable = not (shared_pools or selects_nodes or inventory.taint_rules or any(len(n) > 1 for n in pool_nodes.values()))
+        state = _ClusterState(slices, AllocatedState.from_claims(allocated).merge(inventory.extra_allocated), None)
+        if comparable:
+            state.shapes = {name: NodeShape.of(local.get(name, ())) for name in slices}
+            owner = {pool: next(iter(ns)) for pool, ns in pool_nodes.items()}
+            for claim in allocated:
+                results = claim.status.allocation.devices.results or [] if claim.status and claim.status.allocation and claim.status.allocation.devices else []
+                for node in {owner.get((r.driver, r.pool), "") for r in results} - {""}:
+                    state.node_use[node] = state.node_use.get(node, AllocatedState()).merge(AllocatedState.from_claims([claim]))
+        return state
+
+    def place(self, node: str, claim: o.ResourceClaim) -> None:
+        used = AllocatedState.from_claims([claim])
+        self.in_use = self.in_use.merge(used)
+        if self.shapes is not None:
+            self.node_use[node] = self.node_use.get(node, AllocatedState()).merge(used)
+            self.signatures.pop(node, None)
+
+    def key(self, node: str, reads: AttributeReads) -> tuple[bytes, bytes] | None:
+        """``node``'s state up to names for claims reading ``reads`` (None: not comparable)."""
+        if self.shapes is None:
+            return None
+        shape = self.shapes[node]
+        sig = self.signatures.get(node)
+        if sig is None:
+            use = self.node_use.get(node)
+            sig = self.signatures[node] = b"" if use is None else state_signature(use, shape.positions())
+        return shape.under(reads), sig
+
+
 def _place(
     claim: o.ResourceClaim,
     inventory: Inventory,
+    allocated: Sequence[o.ResourceClaim],
+    state: _ClusterState,
     units: Mapping[str, NodeUnits],
     config: ReplayConfig,
     *,
@@ -191,18 +267,20 @@ def _place(
     node_choice: str,
     time_limit: float,
     errors: list[str],
-    validate: bool = True,
     allocate_with: Allocate | None = None,
 ) -> tuple[str, o.AllocationResult] | None:
     """The first node in name order where the claim fits, or with ``node_choice="score"`` the
-    one with the best FirstAvailable score, then the most preferred by the row's policy."""
-    best: tuple[tuple[Any, ...], str, o.AllocationResult] | None = None
-    in_use: AllocatedState | None = None
-    for node_name in units:
+    one with the best FirstAvailable score, then the most preferred by the row's policy.
+    Nodes in a state already tried for this claim share its verdict (and, for the score, its
+    score); the chosen node's allocation is always solved on that node."""
+    reads = claim_reads((claim,), inventory.classes, compile=cel.compile) if state.shapes is not None else ALL
+
+    def attempt(node_name: str) -> AllocationOutcome | None:
         request = AllocationRequest(
             claims=(claim,),
             node=inventory.node(node_name),
-            inventory=inventory,
+            inventory=Inventory(inventory.classes, state.slices[node_name], inventory.taint_rules, inventory.nodes,
+                                extra_allocated=state.in_use),
             gates=gates,
             allocator=config.allocator,
             time_limit=time_limit,
@@ -211,31 +289,47 @@ def _place(
         )
         try:
             if allocate_with is not None:
-                outcome = allocate_with(replace(request, inventory=_node_only(inventory, node_name)))
-            else:
-                outcome = allocate(request, cel=cel, validate=validate)
+                # The Go side gathers in-use devices from allocated claims, as the scheduler does.
+                whole = replace(request.inventory, claims=tuple(allocated), extra_allocated=inventory.extra_allocated)
+                return allocate_with(replace(request, inventory=whole))
+            return allocate(request, cel=cel, validate=False)  # validated once, up front
         except (AllocationError, SolveTimeout) as err:
             errors.append(f"{claim.ref} on {node_name}: {err}")
-            continue
-        if not outcome.allocated:
+            return None
+
+    known: dict[tuple[bytes, bytes], int] = {}
+    """Node state -> the FirstAvailable score of claims there (-1: does not fit)."""
+    solved: dict[str, o.AllocationResult] = {}
+    best: tuple[tuple[Any, ...], str] | None = None
+    for node_name in units:
+        key = state.key(node_name, reads)
+        score = known.get(key) if key is not None else None
+        if score is None:
+            outcome = attempt(node_name)
+            if outcome is None:
+                continue  # an error on this node: not a verdict for its state
+            score = outcome.score if outcome.allocated else -1
+            if key is not None:
+                known[key] = score
+            if outcome.allocated:
+                solved[node_name] = outcome.results[0]
+        if score < 0:
             continue
         if node_choice != "score":
-            return node_name, outcome.results[0]
-        if in_use is None:
-            in_use = inventory.allocated_state()
-        key = (-outcome.score, *node_key(_node_policy(config), units[node_name].free(in_use), node_name))
-        if best is None or key < best[0]:
-            best = (key, node_name, outcome.results[0])
-    return (best[1], best[2]) if best else None
-
-
-def _node_only(inventory: Inventory, node: str) -> Inventory:
-    """The pools an allocation on ``node`` can use (with a slice on it or not tied to one node),
-    every slice of each so that pools stay complete: what goes over the wire to an outside
-    allocator need not hold the whole cluster."""
-    pools = {(s.spec.driver, s.spec.pool.name) for s in inventory.slices
-             if s.spec.node_name == node or not s.spec.node_name}
-    return replace(inventory, slices=tuple(s for s in inventory.slices if (s.spec.driver, s.spec.pool.name) in pools))
+            return node_name, solved[node_name]  # the first of its state in name order: solved here
+        rank = (-score, *node_key(_node_policy(config), units[node_name].free(state.in_use), node_name))
+        if best is None or rank < best[0]:
+            best = (rank, node_name)
+    if best is None:
+        return None
+    chosen = best[1]
+    if chosen not in solved:
+        outcome = attempt(chosen)
+        if outcome is None or not outcome.allocated:
+            errors.append(f"{claim.ref} on {chosen}: a node in the same state fit, this one did not")
+            return None
+        return chosen, outcome.results[0]
+    return chosen, solved[chosen]
 
 
 def _node_policy(config: ReplayConfig) -> str:

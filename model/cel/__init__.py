@@ -22,13 +22,16 @@ from dra_solver.model.cel.api import (
     split_qualified_name,
 )
 from dra_solver.model.cel.environment import DEFAULT_ENGINE, ENGINES, CelEnvironment
+from dra_solver.model.cel.reads import ALL, AttributeReads, attribute_reads
 
 __all__ = [
+    "ALL",
     "CEL_COST_LIMIT_EXCEEDED",
     "CEL_SELECTOR_EXPRESSION_MAX_COST",
     "DEFAULT_ENGINE",
     "ENGINES",
     "AttrValue",
+    "AttributeReads",
     "CacheStats",
     "CelCompileError",
     "CelDevice",
@@ -38,6 +41,7 @@ __all__ = [
     "CelRuntimeError",
     "CompiledSelector",
     "DeviceKey",
+    "attribute_reads",
     "enhance_runtime_error",
     "split_qualified_name",
 ]

@@ -158,6 +158,12 @@ class CompiledSelector(Protocol):
         """Worst-case cost estimate, as the API server computes it when validating."""
         ...
 
+    @property
+    def reads(self) -> frozenset[tuple[str, str]] | None:
+        """The ``(domain, name)`` attributes the expression can read, or None: any of them
+        (``model.cel.reads``)."""
+        ...
+
     def matches(self, device: CelDevice) -> bool:
         """Evaluate against ``device`` (cached); raises :class:`CelRuntimeError`."""
         ...

@@ -30,7 +30,9 @@ from dra_solver.model.cel.api import (
     CompiledSelector,
     DeviceKey,
 )
+from dra_solver.model.cel.ast import CheckedAst
 from dra_solver.model.cel.cpp_engine import CppEngine
+from dra_solver.model.cel.reads import AttributeReads, attribute_reads
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "CelEnvironment"]
 
@@ -45,6 +47,9 @@ _DEFAULT_MATCH_CACHE: Final = 65536
 class _Program(Protocol):
     @property
     def max_cost(self) -> int: ...
+
+    @property
+    def ast(self) -> CheckedAst: ...
 
 
 class _Engine(Protocol):
@@ -70,6 +75,7 @@ class _Selector:
     max_cost: int
     program: _Program
     environment: CelEnvironment
+    reads: AttributeReads
 
     def matches(self, device: CelDevice) -> bool:
         return self.environment.matches(self, device)
@@ -136,7 +142,7 @@ class CelEnvironment:
         result: _Selector | CelCompileError
         try:
             program = self._engine.compile(expression)
-            result = _Selector(expression, program.max_cost, program, self)
+            result = _Selector(expression, program.max_cost, program, self, attribute_reads(program.ast))
         except CelCompileError as err:
             result = err
         with self._lock:

@@ -17,8 +17,9 @@ The front door (``model.allocators.allocate_cpsat``) runs the phases in order:
 2. deferred errors (a step of the front door, not of this package): when a selector failed on
    some device, or an ``All`` request sits under a claim constraint, the faithful backtracking
    port decides whether upstream's search would have stopped with an error;
-3. fast path (``model.cpsat.greedy``): first-fit when requests do not interact beyond
-   exclusive use;
+3. fast paths: first-fit when requests do not interact beyond exclusive use
+   (``model.cpsat.greedy``); the model's optimum found candidate by candidate when the claims
+   take exactly one device (``model.cpsat.single``: partitioned GPUs, one slice per pod);
 4. model and solve (``model.cpsat.model``, ``model.cpsat.solve``): status mapping OPTIMAL and
    FEASIBLE → allocated (FEASIBLE reports its gap), INFEASIBLE → not allocated (or, like
    upstream, "invalid resource pools were encountered" when a pool was invalid), UNKNOWN →
@@ -41,10 +42,11 @@ from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, SolveStats
 from dra_solver.model.cpsat.greedy import greedy
 from dra_solver.model.cpsat.problem import Choices, Problem, prepare_problem
+from dra_solver.model.cpsat.single import single_device
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.policy import Policy
 from dra_solver.model.results import ChosenDevice, build_result
-from dra_solver.model.score import first_available_score
+from dra_solver.model.score import first_available_score, subrequest_weight
 
 __all__ = ["prepare_problem", "results_of", "solve_problem", "warm_up"]
 
@@ -92,6 +94,21 @@ def solve_problem(
             gap=0.0,
         )
         return _outcome(problem, quick, trivial)
+    in_time = request.time_limit is None or request.time_limit > clock() - start
+    one = single_device(problem, policy) if fast_path and in_time else None
+    if one is not None:
+        score = float(sum(subrequest_weight(k.subrequest) for k in one.selected.values() if k.subrequest is not None))
+        # Proven optimal by looking at every candidate (model.cpsat.single).
+        exact = SolveStats(
+            allocator=ALLOCATOR_NAME,
+            status="OPTIMAL",
+            wall_seconds=clock() - start,
+            policy=policy,
+            objective=score,
+            best_bound=score,
+            gap=0.0,
+        )
+        return _outcome(problem, one, exact)
 
     if not _warm:
         paused = clock()

@@ -54,14 +54,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from itertools import pairwise
-from math import ceil, floor, lcm
 from typing import Any
 
 from ortools.sat.python import cp_model
 
 from dra_solver.model.cluster import DeviceID
+from dra_solver.model.cpsat.amounts import Exact
+from dra_solver.model.cpsat.amounts import counters_left as _counters_left
+from dra_solver.model.cpsat.amounts import exact as _exact
+from dra_solver.model.cpsat.amounts import scaled as _scaled
 from dra_solver.model.cpsat.objective import add_objective
 from dra_solver.model.cpsat.problem import (
     Candidate,
@@ -76,22 +78,9 @@ from dra_solver.model.cpsat.problem import (
 from dra_solver.model.cpsat.variables import DeviceChoiceVars
 from dra_solver.model.matching import ALLOCATION_RESULTS_MAX_SIZE, RequestKey, lookup_attribute
 from dra_solver.model.policy import DEFAULT_POLICY, Policy
-from dra_solver.model.pools import Pool
 from dra_solver.model.quantity import Quantity
 
 __all__ = ["AllocationModel", "DeviceChoiceVars", "SharedBuild"]
-
-_MAX_COEFFICIENT = 1 << 40
-"""Scaled quantities above this are rounded conservatively (amounts up, limits down)."""
-
-Exact = int | Fraction
-"""An exact quantity value: an int when it is one (fast), else a Fraction."""
-
-
-def _exact(q: Quantity) -> Exact:
-    as_int = q.as_int64()
-    return as_int if as_int is not None else q.to_fraction()
-
 
 class _CpModel(cp_model.CpModel):
     """``CpModel`` without its deprecated camelCase aliases, whose creation costs about half a
@@ -544,37 +533,6 @@ def _at_most_one(model: cp_model.CpModel, literals: list[cp_model.IntVar], guard
                 model.add(v == 0)
     if len(unique) > 1:
         model.add_at_most_one(unique)
-
-
-def _counters_left(pool: Pool, in_use: Any) -> dict[tuple[str, str], Exact]:
-    """Each counter of the pool minus what devices allocated before consume."""
-    left: dict[tuple[str, str], Exact] = {
-        (set_name, name): _exact(q)
-        for set_name, counters in pool.counter_sets.items()
-        for name, q in counters.items()
-    }
-    for device in (*pool.devices, *pool.other_devices):
-        if not in_use(device.id):
-            continue
-        for consumption in device.counters:
-            for name, amount in consumption.counters.items():
-                slot = (consumption.counter_set, name)
-                if slot in left:
-                    left[slot] -= _exact(amount)
-    return left
-
-
-def _scaled(amounts: Sequence[Exact], limit: Exact) -> tuple[list[int], int]:
-    """Integer coefficients and bound for ``sum(amounts[i] * x_i) <= limit``, exactly when the
-    numbers allow, otherwise conservatively (amounts rounded up, the limit down)."""
-    denominator = lcm(*(a.denominator for a in amounts), limit.denominator)
-    ints = [int(a * denominator) for a in amounts]
-    bound = limit * denominator
-    biggest = max([abs(i) for i in ints] + [abs(int(bound))])
-    if biggest <= _MAX_COEFFICIENT:
-        return ints, floor(bound)
-    shrink = Fraction(biggest, _MAX_COEFFICIENT)
-    return [ceil(i / shrink) for i in ints], floor(bound / shrink)
 
 
 def _element_order(element: Element) -> tuple[str, str]:

@@ -1,0 +1,158 @@
+"""The single-device path: when the claims ask for exactly one device, the model's optimum is
+found by looking at each candidate once, with no model and no solver call.
+
+API:
+- ``single_device(problem, policy) -> Choices | None``: the allocation the CP-SAT model
+  (``model.cpsat.model``) would return, or None when the problem is not of this kind or no
+  candidate fits (then the model decides, and says why nothing fits).
+
+Which problems: one claim with one request that takes exactly one device (``exactly`` with
+ExactCount 1, or ``firstAvailable`` whose subrequests each take one), no claim constraints, no
+adminAccess, no shareable devices (consumable capacity), nothing deferred to upstream's search;
+policies ``pack``, ``spread`` and ``first-fit`` (``score`` alone leaves ties to the solver).
+
+Why it is exact: with one device chosen, every rule of the model is a test of that device (its
+counters against what is left, as the model scales them) and every objective level is a
+number of that device, so the model's lexicographic objective (``model.cpsat.objective``) is
+a sort key: the FirstAvailable weight of its subrequest, then for ``pack`` the counter sets it
+would open (``spread``: the more the better) and its size, then its position in upstream's
+search order, which is unique, so the optimum is too. tests/model/test_cpsat_single.py checks
+it against the model.
+
+Why: partitioned GPUs (one MIG slice per pod) otherwise build a model with every partition of
+the node and its counters for each pod; this is most of the time of a Schedule on such nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from dra_solver.model.cluster import DeviceID
+from dra_solver.model.cpsat.amounts import Exact, counters_left, exact, scaled
+from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
+from dra_solver.model.policy import Policy
+from dra_solver.model.score import subrequest_weight
+
+_POLICIES = frozenset({Policy.PACK, Policy.SPREAD, Policy.FIRST_FIT})
+
+
+def _applies(problem: Problem, policy: Policy) -> list[OptionData] | None:
+    """The request's options when the problem is of this kind (module docstring)."""
+    if policy not in _POLICIES or problem.relaxed or problem.deferred_errors or problem.search_dependent:
+        return None
+    if len(problem.options) != 1 or len(problem.options[0]) != 1 or problem.plans[0].constraints:
+        return None
+    options = problem.options[0][0]
+    for option in options:
+        view = option.view
+        if view.is_all or view.count != 1 or view.admin_access or view.has_admin_access:
+            return None
+        if any(c.multi for c in option.candidates):
+            return None
+    return [o for o in options if o.possible]
+
+
+def single_device(problem: Problem, policy: Policy) -> Choices | None:
+    options = _applies(problem, policy)
+    if not options:
+        return None
+    by_id: dict[DeviceID, Candidate] = {}
+    for option in options:
+        for candidate in option.candidates:
+            by_id.setdefault(candidate.id, candidate)
+    candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
+    in_use = problem.in_use_before
+    fits = _counter_fit(candidates, in_use) if problem.request.gates.partitionable_devices else None
+    sizes = _sizes(candidates) if policy != Policy.FIRST_FIT else {}
+    opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
+    sign = -1 if policy == Policy.SPREAD else 1
+    best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
+    for option in options:
+        weight = subrequest_weight(option.key.subrequest) if option.key.subrequest is not None else 0
+        for candidate in option.candidates:
+            if fits is not None and not fits.get(candidate.id, True):
+                continue
+            key = (-weight, sign * opened.get(candidate.id, 0), sizes.get(candidate.id, 0), candidate.index)
+            if best is None or key < best[0]:
+                best = (key, option, candidate)
+    if best is None:
+        return None
+    _, option, candidate = best
+    return Choices({request_of(option.key): option.key}, {option.key: (candidate,)})
+
+
+def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> dict[DeviceID, bool]:
+    """Per candidate, whether using it alone keeps every counter it draws on within what is
+    left, as the model's constraint for that counter says (same scaling, same terms)."""
+    fit: dict[DeviceID, bool] = {}
+    by_pool: dict[str, list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        if candidate.device.counters and candidate.id not in in_use:
+            by_pool[candidate.pool.id].append(candidate)
+    for members in by_pool.values():
+        left = counters_left(members[0].pool, in_use.__contains__)
+        demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
+        for candidate in members:
+            for consumption in candidate.device.counters:
+                for name, amount in consumption.counters.items():
+                    demand[(consumption.counter_set, name)].append((exact(amount), candidate.id))
+        for slot, terms in demand.items():
+            available = left.get(slot)
+            if available is None or sum(a for a, _ in terms) <= available:
+                continue  # never binding
+            if available < 0:
+                for need, device in terms:
+                    if need > 0:
+                        fit[device] = False
+                continue
+            coefficients, limit = scaled([a for a, _ in terms], available)
+            for k, (_, device) in zip(coefficients, terms, strict=True):
+                if k > limit:
+                    fit[device] = False
+    return fit
+
+
+def _sizes(candidates: list[Candidate]) -> dict[DeviceID, int]:
+    """The model's device-size level (``objective._Levels.device_sizes``) per candidate."""
+    largest: dict[str, float] = {}
+    for candidate in candidates:
+        for name, spec in candidate.device.capacity.items():
+            largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
+    out: dict[DeviceID, int] = {}
+    for candidate in candidates:
+        size = 0
+        for consumption in candidate.device.counters:
+            totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
+            for name, amount in consumption.counters.items():
+                total = totals.get(name)
+                if total is not None and total.as_approximate_float() > 0:
+                    size += round(1000 * amount.as_approximate_float() / total.as_approximate_float())
+        if not candidate.device.counters:
+            for name, spec in candidate.device.capacity.items():
+                if largest.get(name, 0.0) > 0:
+                    size += round(1000 * spec.value.as_approximate_float() / largest[name])
+        out[candidate.id] = size
+    return out
+
+
+def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:
+    """Per candidate, the untouched counter sets it would open (``objective._Levels.opened``;
+    shareable devices, the level's other term, never reach this path)."""
+    in_use = problem.in_use_before
+    touched: set[tuple[str, str]] = set()
+    pools = {}
+    for candidate in problem.candidates:
+        pools[candidate.pool.id] = candidate.pool
+        if candidate.id in in_use:
+            for consumption in candidate.device.counters:
+                touched.add((candidate.pool.id, consumption.counter_set))
+    for pool in pools.values():
+        for device in pool.other_devices:
+            if device.id in in_use:
+                for consumption in device.counters:
+                    touched.add((pool.id, consumption.counter_set))
+    out: dict[DeviceID, int] = {}
+    for candidate in candidates:
+        slots = {(candidate.pool.id, c.counter_set) for c in candidate.device.counters}
+        out[candidate.id] = len(slots - touched)
+    return out

@@ -1,0 +1,291 @@
+"""Node states up to names: when two nodes pose the same allocation problem.
+
+API:
+- ``NodeShape.of(slices)``: what a node's own slices (``spec.nodeName`` = the node) offer, with
+  every name factored out: ``layout`` (the node's devices in upstream's search order), ``base``
+  (a fingerprint of everything but device names and attribute values: drivers, slice and pool
+  structure, capacities, counters, taints, binding conditions, which attributes fail CEL
+  conversion), ``columns`` (per attribute, qualified as ``(domain, name)``, a fingerprint of its
+  values over the layout), ``exclusive_devices``; ``under(reads)`` the fingerprint of the shape
+  with attributes projected onto a read set (``ALL``: every attribute), ``positions()``.
+- ``state_signature(state, positions) -> bytes``: the fingerprint of devices in use (exclusively,
+  shares, consumed capacity) by their positions in a layout, not their names (b"" when none).
+- ``claim_reads(claims, classes, *, compile) -> AttributeReads``: the attributes an allocation of
+  ``claims`` can read: their requests' and their classes' selectors (``model.cel.reads``) and
+  their constraints' attributes; ``ALL`` when any of them cannot be analysed.
+- ``device_mapping(source, target) -> dict[DeviceID, DeviceID]`` and ``remap_results(results,
+  mapping, *, claims, source_node, target_node)``: an answer found on one node, written with
+  another node's device names (device references, share IDs, the node selector).
+
+Why it is sound (the invariant ``model.schedule`` relies on): two nodes with equal ``under(R)``
+and equal state signatures, asked for claims whose reads are within ``R``, pose isomorphic
+problems: the same devices at the same positions of upstream's search order, with the same
+properties every rule reads; only names differ, and names reach answers only as device
+references, share IDs and the node selector, which ``remap_results`` rewrites. Whatever else
+might read a name keeps names in the caller's fingerprint (``model.node_index``: pools of
+several nodes, DeviceTaintRules, node selectors). The service checks every remapped answer on
+the real node's inventory (``model.check``), so a mistake here fails closed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dra_solver.model import objects as o
+from dra_solver.model.cel import (
+    ALL,
+    AttributeReads,
+    CelCompileError,
+    CompiledSelector,
+)
+from dra_solver.model.cluster import AllocatedState, DeviceID
+from dra_solver.model.pools import attribute_value
+from dra_solver.model.results import share_id_for
+
+__all__ = [
+    "ALL",
+    "AttributeReads",
+    "NodeShape",
+    "claim_reads",
+    "device_mapping",
+    "remap_results",
+    "state_signature",
+]
+
+Attribute = tuple[str, str]
+"""A qualified attribute name: (domain, name)."""
+
+_ABSENT = b"\x00absent"
+
+
+def _digest(*parts: object) -> bytes:
+    return hashlib.blake2b(repr(parts).encode(), digest_size=16).digest()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeShape:
+    """A node's own devices with names factored out (see the module docstring)."""
+
+    layout: tuple[DeviceID, ...]
+    base: bytes
+    columns: Mapping[Attribute, bytes]
+    exclusive_devices: int
+    """Devices that are allocated exclusively (not ``allowMultipleAllocations``)."""
+    shareable: frozenset[int] = frozenset()
+    """Positions of devices that allow multiple allocations."""
+    _positions: dict[DeviceID, int] = field(default_factory=dict, repr=False)
+    _under: dict[AttributeReads, bytes] = field(default_factory=dict, repr=False)
+
+    def under(self, reads: AttributeReads) -> bytes:
+        """The fingerprint with attributes projected onto ``reads`` (``ALL``: all of them)."""
+        key = self._under.get(reads)
+        if key is None:
+            names = sorted(self.columns) if reads is ALL else sorted(reads)
+            key = _digest(self.base, [(n, self.columns.get(n, _ABSENT)) for n in names])
+            if len(self._under) < 8:
+                self._under[reads] = key
+        return key
+
+    def exclusive(self) -> frozenset[DeviceID]:
+        """The devices allocated exclusively."""
+        return frozenset(d for i, d in enumerate(self.layout) if i not in self.shareable)
+
+    def positions(self) -> Mapping[DeviceID, int]:
+        """Each device's position in the layout."""
+        if not self._positions and self.layout:
+            self._positions.update((d, i) for i, d in enumerate(self.layout))
+        return self._positions
+
+    @staticmethod
+    def of(slices: Iterable[o.ResourceSlice], *, device_parts: dict[int, Any] | None = None) -> NodeShape:
+        """The shape of a node's own slices. ``device_parts`` caches each Device object's parts
+        (by identity, for the duration of one build: identical devices are often shared)."""
+        by_pool: dict[tuple[str, str], list[o.ResourceSlice]] = {}
+        for s in slices:
+            by_pool.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
+        pools: list[tuple[bool, tuple[str, str], list[o.ResourceSlice]]] = []
+        for key, members in by_pool.items():
+            # Upstream looks at the newest generation only; slices in name order.
+            newest = max(s.spec.pool.generation for s in members)
+            current = sorted((s for s in members if s.spec.pool.generation == newest), key=lambda s: s.name)
+            binding = any(d.binding_conditions is not None for s in current for d in s.spec.devices or [])
+            pools.append((binding, key, current))
+        # Pools with binding conditions come last, as upstream's GatherPools sorts them.
+        pools.sort(key=lambda p: (p[0], p[1]))
+        parts = device_parts if device_parts is not None else {}
+        layout: list[DeviceID] = []
+        base: list[object] = []
+        columns: dict[Attribute, list[tuple[int, object]]] = {}
+        shareable: set[int] = set()
+        for binding, (driver, pool), current in pools:
+            pool_part: list[object] = [driver, binding]
+            for s in current:
+                head = s.spec.model_dump_json(exclude=_SLICE_NAMES)
+                devices: list[bytes] = []
+                for d in s.spec.devices or []:
+                    part = parts.get(id(d))
+                    if part is None or part[0] is not d:
+                        part = parts[id(d)] = (d, *_device_parts(driver, d))
+                    _, device_base, attributes = part
+                    position = len(layout)
+                    layout.append(DeviceID(driver, pool, d.name))
+                    devices.append(device_base)
+                    for attribute, value in attributes:
+                        columns.setdefault(attribute, []).append((position, value))
+                    if d.allow_multiple_allocations:
+                        shareable.add(position)
+                pool_part.append((head, devices))
+            base.append(pool_part)
+        return NodeShape(
+            layout=tuple(layout),
+            base=_digest(base),
+            columns={name: _digest(values) for name, values in columns.items()},
+            exclusive_devices=len(layout) - len(shareable),
+            shareable=frozenset(shareable),
+        )
+
+
+_SLICE_NAMES: Final[Any] = {"devices": True, "node_name": True, "pool": {"name", "generation"}}
+_DEVICE_NAMES: Final = {"name", "attributes"}
+
+
+def _device_parts(driver: str, device: o.Device) -> tuple[bytes, tuple[tuple[Attribute, object], ...]]:
+    """A device without its name and attribute values (a fingerprint), and its attribute
+    values by qualified name. An attribute CEL cannot represent fails every selector on the
+    device, read or not, so that stays in the fingerprint."""
+    attributes: list[tuple[Attribute, object]] = []
+    broken = ""
+    for name, attr in (device.attributes or {}).items():
+        domain, slash, ident = name.partition("/")
+        value: object
+        if attr.string is not None:
+            value = attr.string
+        elif attr.int_ is not None and attr.bool_ is None:
+            value = ("int", attr.int_)
+        else:
+            value = (attr.int_, attr.bool_, attr.version, attr.ints, attr.bools, attr.strings, attr.versions)
+        attributes.append(((domain, ident) if slash else (driver, name), value))
+        if not broken and attr.string is None and attr.int_ is None and attr.bool_ is None:
+            _, error = attribute_value(attr)
+            if error:
+                broken = f"{name}: {error}"
+    text = device.model_dump_json(exclude=_DEVICE_NAMES) + broken
+    return hashlib.blake2b(text.encode(), digest_size=16).digest(), tuple(attributes)
+
+
+def state_signature(state: AllocatedState, positions: Mapping[DeviceID, int]) -> bytes:
+    """Devices in use by position in the layout (by name when outside it); b"" when none."""
+    if not (state.devices or state.shared or state.capacity):
+        return b""
+
+    def where(d: DeviceID) -> object:
+        at = positions.get(d)
+        return at if at is not None else (d.driver, d.pool, d.device)
+
+    shares: dict[str, tuple[object, int]] = {}
+    for d, _share in state.shared:
+        spot = where(d)
+        key = repr(spot)
+        shares[key] = (spot, shares.get(key, (spot, 0))[1] + 1)
+    return _digest(
+        sorted(repr(where(d)) for d in state.devices),
+        sorted(shares),
+        [shares[k][1] for k in sorted(shares)],
+        sorted(
+            (repr(where(d)), sorted((k, str(v)) for k, v in amounts.items())) for d, amounts in state.capacity.items()
+        ),
+    )
+
+
+# --- what a claim can read -------------------------------------------------------------------
+
+
+def claim_reads(
+    claims: Sequence[o.ResourceClaim],
+    classes: Sequence[o.DeviceClass],
+    *,
+    compile: Callable[[str], CompiledSelector],
+) -> AttributeReads:
+    """The device attributes an allocation of ``claims`` can read (see the module docstring)."""
+    by_name = {c.name: c for c in classes}
+    reads: set[Attribute] = set()
+    expressions: list[str] = []
+    for claim in claims:
+        devices = claim.spec.devices
+        for request in devices.requests or []:
+            wanted: list[o.ExactDeviceRequest | o.DeviceSubRequest] = []
+            if request.exactly is not None:
+                wanted.append(request.exactly)
+            wanted.extend(request.first_available or [])
+            for want in wanted:
+                cls_ = by_name.get(want.device_class_name)
+                for selector in [*(cls_.spec.selectors or [] if cls_ else []), *(want.selectors or [])]:
+                    if selector.cel is None:
+                        return ALL
+                    expressions.append(selector.cel.expression)
+        for constraint in devices.constraints or []:
+            name = constraint.match_attribute or constraint.distinct_attribute
+            if name is None:
+                continue
+            domain, sep, ident = name.partition("/")
+            if not sep:
+                return ALL  # a bare name matches whatever domain has it
+            reads.add((domain, ident))
+    for expression in expressions:
+        try:
+            found = compile(expression).reads
+        except CelCompileError:
+            return ALL  # the allocation reports it; nothing to share
+        if found is ALL:
+            return ALL
+        reads.update(found)
+    return frozenset(reads)
+
+
+# --- answers on another node -----------------------------------------------------------------
+
+
+def device_mapping(source: Sequence[DeviceID], target: Sequence[DeviceID]) -> dict[DeviceID, DeviceID]:
+    """Position by position: a device of the source layout to the target's."""
+    if len(source) != len(target):
+        raise ValueError("layouts of different lengths")
+    return dict(zip(source, target, strict=True))
+
+
+def remap_results(
+    results: Sequence[o.AllocationResult],
+    mapping: Mapping[DeviceID, DeviceID],
+    *,
+    claims: Sequence[o.ResourceClaim],
+    source_node: str,
+    target_node: str,
+) -> tuple[o.AllocationResult, ...]:
+    """``results`` (found on ``source_node``, maybe for other claims with the same specs) for
+    ``claims`` on ``target_node``. Devices outside the mapping keep their names (pools shared
+    by nodes). Share IDs are derived again from the claim and the new device, as
+    ``model.results`` derives them; a node selector naming the source node names the target."""
+    out: list[o.AllocationResult] = []
+    for claim, result in zip(claims, results, strict=True):
+        copy = result.model_copy(deep=True)
+        for index, r in enumerate(copy.devices.results or [] if copy.devices else []):
+            now = mapping.get(DeviceID(r.driver, r.pool, r.device))
+            if now is not None:
+                r.driver, r.pool, r.device = now.driver, now.pool, now.device
+            if r.share_id is not None:
+                r.share_id = share_id_for(claim, index, DeviceID(r.driver, r.pool, r.device))
+        selector = copy.node_selector
+        if selector is not None:
+            for term in selector.node_selector_terms:
+                for req in term.match_fields or []:
+                    if req.key == "metadata.name" and req.values == [source_node]:
+                        req.values = [target_node]
+        out.append(copy)
+    return tuple(out)
