@@ -40,7 +40,7 @@ solve=None) -> GroupOutcome`` over a ``GroupRequest`` (``GroupPod``, ``NodeRoom`
 ``GroupPath``/``GROUP_PATHS``, ``MAX_GROUP_PODS``); the answer's ``PodPlacement``,
 ``GroupObjective``, ``GroupStats``, ``GroupExplanation`` (``GroupReason``, ``DomainVerdict``);
 ``check_group(request, outcome, *, cel)``: the validator for groups. Pods and nodes as JSON
-(``model.podfit``): ``pod_requests``/``PodRequests``, ``node_room``, ``node_filter``,
+(``model.podfit``): ``pod_requests``/``PodRequests``, ``node_room``, ``node_filter``, ``PlacementCheck``, ``tolerates_node_taint``,
 ``candidate_nodes``, ``fits_room``. PodGroups and their pods as JSON (``model.podgroup``):
 ``gang_min_count``, ``podgroup_problems``, ``podgroup_ref``, ``shared_entry``,
 ``generated_name``, ``resolve_group`` -> ``ResolvedGroup`` (``ResolvedPod``) and
@@ -147,12 +147,16 @@ from dra_solver.model.node_state import (
     state_signature,
 )
 from dra_solver.model.podfit import (
+    NOT_MATCHED,
+    UNREACHABLE_DEVICES,
+    PlacementCheck,
     PodRequests,
     candidate_nodes,
     fits_room,
     node_filter,
     node_room,
     pod_requests,
+    tolerates_node_taint,
 )
 from dra_solver.model.podgroup import (
     POD_CLAIM_ANNOTATION,
@@ -211,6 +215,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "GROUP_PATHS",
     "MAX_GROUP_PODS",
+    "NOT_MATCHED",
     "NO_FIX",
     "PODGROUP_API_VERSION",
     "PODGROUP_CLAIM_ANNOTATION",
@@ -218,6 +223,7 @@ __all__ = [
     "POLICIES",
     "QUOTED_CHARS",
     "RESERVED_HOLDER",
+    "UNREACHABLE_DEVICES",
     "VALIDATION_MODES",
     "AllocatedState",
     "AllocationError",
@@ -264,6 +270,7 @@ __all__ = [
     "NodeUnits",
     "NodeVerdict",
     "NodeView",
+    "PlacementCheck",
     "PodPlacement",
     "PodRequests",
     "Policy",
@@ -333,6 +340,7 @@ __all__ = [
     "state_signature",
     "summarize",
     "tolerates",
+    "tolerates_node_taint",
     "validate_object",
     "validate_objects",
     "warm_up",

@@ -8,7 +8,8 @@ API (pure functions over objects in their JSON form; nothing here does I/O):
 - ``allocated_claims_mismatch(node, selectors) -> str``: why ``node`` cannot reach the devices
   of claims the pod has allocated already (their ``status.allocation.nodeSelector``).
 - ``PlacementCheck(pod, claim_selectors)``: both for one pod over many nodes, the pod's side
-  read once (``.placement(node)``, ``.claims(node)``).
+  read once (``.placement(node)``, ``.claims(node)``); from the core (``model.podfit``), which
+  the offline gang placement filters with too.
 - ``tolerates_node_taint(toleration, taint)``: core/v1 ``Toleration.ToleratesTaint``.
 - ``candidate_nodes(pod, nodes, *, claim_selectors=()) -> NodeFilter``: the nodes that pass
   both (``pod`` None: a claim on its own, only the second), and why each other one does not; ``nodes_summary(total, reasons)``: "0/3 nodes are
@@ -25,107 +26,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_solver.model import NodeSelectorError, node_selector_matches
-from dra_solver.model import objects as mo
+from dra_solver.model import NOT_MATCHED, UNREACHABLE_DEVICES, PlacementCheck, tolerates_node_taint
 from dra_solver.service.kubeapi import meta as km
 
-NOT_MATCHED = "node(s) didn't match Pod's node affinity/selector"
-UNREACHABLE_DEVICES = "node(s) cannot reach the devices of an allocated resourceclaim"
-
-
-def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    s = obj.get("spec")
-    return s if isinstance(s, Mapping) else {}
-
-
-def tolerates_node_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 ``Toleration.ToleratesTaint``."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-_UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-
-
-def _selector(raw: Any) -> mo.NodeSelector:
-    return mo.NodeSelector.model_validate(raw)
-
-
-def _node_model(node: Mapping[str, Any]) -> mo.Node:
-    return mo.Node.model_validate({"metadata": {"name": km.name(node), "labels": dict(km.meta(node).get("labels") or {})}})
-
-
-class PlacementCheck:
-    """``placement_mismatch`` and ``allocated_claims_mismatch`` for one pod over many nodes:
-    the pod's side (selector, affinity, tolerations, its allocated claims' node selectors) is
-    read and parsed once, not once per node (at 500 nodes re-reading it was most of a
-    scheduling attempt's own time). ``pod`` None: a claim on its own, only the claims' side."""
-
-    def __init__(self, pod: Mapping[str, Any] | None, claim_selectors: Sequence[Mapping[str, Any]] = ()) -> None:
-        sp = _spec(pod) if pod is not None else {}
-        self._pod = pod is not None
-        self._tolerations: list[Mapping[str, Any]] = list(sp.get("tolerations") or [])
-        self._node_selector = list((sp.get("nodeSelector") or {}).items())
-        self._required_raw = ((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-        self._required: mo.NodeSelector | None = None
-        self._claims_raw = list(claim_selectors)
-        self._claims: list[mo.NodeSelector] | None = None
-        self._tolerates_unschedulable = any(tolerates_node_taint(t, _UNSCHEDULABLE_TAINT) for t in self._tolerations)
-
-    def placement(self, node: Mapping[str, Any]) -> str:
-        """Why the NodeUnschedulable, NodeAffinity and TaintToleration filters keep the pod
-        off ``node`` ("" when they do not)."""
-        if not self._pod:
-            return ""
-        if _spec(node).get("unschedulable") and not self._tolerates_unschedulable:
-            return "node(s) were unschedulable"
-        if self._node_selector:
-            labels = km.meta(node).get("labels") or {}
-            for k, v in self._node_selector:
-                if labels.get(k) != v:
-                    return NOT_MATCHED
-        if self._required_raw:
-            try:
-                if self._required is None:
-                    self._required = _selector(self._required_raw)
-                if not node_selector_matches(self._required, _node_model(node)):
-                    return NOT_MATCHED
-            except NodeSelectorError as err:
-                return f"invalid node affinity: {err}"
-        taint = self._untolerated(_spec(node).get("taints") or ())
-        if taint is not None:
-            value = f": {taint.get('value')}" if taint.get("value") else ""
-            return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
-        return ""
-
-    def claims(self, node: Mapping[str, Any]) -> str:
-        """Why ``node`` cannot reach the devices of the pod's allocated claims ("" when it can)."""
-        if not self._claims_raw:
-            return ""
-        try:
-            if self._claims is None:
-                self._claims = [_selector(raw) for raw in self._claims_raw]
-            model = _node_model(node)
-            for selector in self._claims:
-                if not node_selector_matches(selector, model):
-                    return UNREACHABLE_DEVICES
-        except NodeSelectorError as err:
-            return f"invalid allocation node selector: {err}"
-        return ""
-
-    def _untolerated(self, taints: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-        for taint in taints:
-            if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-                continue
-            if not any(tolerates_node_taint(t, taint) for t in self._tolerations):
-                return taint
-        return None
+__all__ = [
+    "NOT_MATCHED",
+    "UNREACHABLE_DEVICES",
+    "NodeFilter",
+    "PlacementCheck",
+    "allocated_claims_mismatch",
+    "candidate_nodes",
+    "nodes_summary",
+    "placement_mismatch",
+    "tolerates_node_taint",
+]
 
 
 def placement_mismatch(pod: Mapping[str, Any], node: Mapping[str, Any]) -> str:
