@@ -15,7 +15,7 @@ acyclic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dra_solver.model import objects as o
@@ -57,6 +57,18 @@ class AllocatedState:
             devices=self.devices | other.devices,
             shared=self.shared | other.shared,
             capacity=capacity,
+        )
+
+    def restricted_to(self, pools: Collection[tuple[str, str]]) -> AllocatedState:
+        """Only what is in use in ``pools`` ((driver, pool) pairs)."""
+
+        def mine(d: DeviceID) -> bool:
+            return (d.driver, d.pool) in pools
+
+        return AllocatedState(
+            frozenset(d for d in self.devices if mine(d)),
+            frozenset((d, s) for d, s in self.shared if mine(d)),
+            {d: a for d, a in self.capacity.items() if mine(d)},
         )
 
     @staticmethod

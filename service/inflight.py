@@ -149,7 +149,7 @@ class Overlay:
         if pools is None:
             return self._store.state().merge(self._extra)
         pools = list(pools)
-        return self._store.state(pools).merge(_restrict(self._extra, set(pools)))
+        return self._store.state(pools).merge(self._extra.restricted_to(set(pools)))
 
 
 def _pools_of(state: AllocatedState) -> set[PoolKey]:
@@ -157,17 +157,6 @@ def _pools_of(state: AllocatedState) -> set[PoolKey]:
     pools.update((d.driver, d.pool) for d, _ in state.shared)
     pools.update((d.driver, d.pool) for d in state.capacity)
     return pools
-
-
-def _restrict(state: AllocatedState, pools: set[PoolKey]) -> AllocatedState:
-    def mine(d: DeviceID) -> bool:
-        return (d.driver, d.pool) in pools
-
-    return AllocatedState(
-        frozenset(d for d in state.devices if mine(d)),
-        frozenset((d, s) for d, s in state.shared if mine(d)),
-        {d: a for d, a in state.capacity.items() if mine(d)},
-    )
 
 
 def subtract(state: AllocatedState, claims: Sequence[o.ResourceClaim]) -> AllocatedState:

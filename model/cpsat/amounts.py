@@ -6,6 +6,7 @@ API:
   limit``, exact when the numbers allow, otherwise conservative (amounts up, the limit down).
 - ``counters_left(pool, in_use) -> {(counter set, counter): Exact}``: each counter of the pool
   minus what devices allocated before consume.
+- ``device_sizes(candidates) -> {DeviceID: int}``: the objective's device-size level.
 
 Shared by the model (``model.cpsat.model``) and the single-device path
 (``model.cpsat.single``), so both read a counter the same way.
@@ -18,6 +19,7 @@ from fractions import Fraction
 from math import ceil, floor, lcm
 
 from dra_solver.model.cluster import DeviceID
+from dra_solver.model.cpsat.problem import Candidate
 from dra_solver.model.pools import Pool
 from dra_solver.model.quantity import Quantity
 
@@ -62,3 +64,28 @@ def scaled(amounts: Sequence[Exact], limit: Exact) -> tuple[list[int], int]:
         return ints, floor(bound)
     shrink = Fraction(biggest, MAX_COEFFICIENT)
     return [ceil(i / shrink) for i in ints], floor(bound / shrink)
+
+
+def device_sizes(candidates: Sequence[Candidate]) -> dict[DeviceID, int]:
+    """How big each candidate device is (0..1000 per counter or capacity), the objective's
+    device-size level: its share of each counter set it draws on, else its capacity relative
+    to the largest candidate's."""
+    largest: dict[str, float] = {}
+    for candidate in candidates:
+        for name, spec in candidate.device.capacity.items():
+            largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
+    out: dict[DeviceID, int] = {}
+    for candidate in candidates:
+        size = 0
+        for consumption in candidate.device.counters:
+            totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
+            for name, amount in consumption.counters.items():
+                total = totals.get(name)
+                if total is not None and total.as_approximate_float() > 0:
+                    size += round(1000 * amount.as_approximate_float() / total.as_approximate_float())
+        if not candidate.device.counters:
+            for name, spec in candidate.device.capacity.items():
+                if largest.get(name, 0.0) > 0:
+                    size += round(1000 * spec.value.as_approximate_float() / largest[name])
+        out[candidate.id] = size
+    return out

@@ -86,17 +86,6 @@ class Verdict:
     reason: str = ""
 
 
-def _restrict(state: AllocatedState, pools: frozenset[PoolKey]) -> AllocatedState:
-    def mine(d: DeviceID) -> bool:
-        return (d.driver, d.pool) in pools
-
-    return AllocatedState(
-        frozenset(d for d in state.devices if mine(d)),
-        frozenset((d, s) for d, s in state.shared if mine(d)),
-        {d: a for d, a in state.capacity.items() if mine(d)},
-    )
-
-
 def room_fits(pod: GroupPod, room: NodeRoom, count: int = 1) -> bool:
     """``count`` pods like ``pod`` fit ``room`` (CPU, memory, pod slots)."""
     if room.pods is not None and room.pods < count:
@@ -241,10 +230,10 @@ class GroupProblem:
         by_node: dict[str, set[PoolKey]] = {}
         for d in [*state.devices, *(d for d, _ in state.shared), *state.capacity]:
             by_node.setdefault(pool_node.get((d.driver, d.pool), ""), set()).add((d.driver, d.pool))
-        shared = _restrict(state, frozenset(by_node.get("", set())))
+        shared = state.restricted_to(frozenset(by_node.get("", set())))
         for node, pools in by_node.items():
             if node:
-                out[node] = _restrict(state, frozenset(pools)).merge(shared)
+                out[node] = state.restricted_to(frozenset(pools)).merge(shared)
         if shared.devices or shared.shared or shared.capacity:
             for name in self.index.node_names:
                 out.setdefault(name, shared)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from dra_solver.model.cpsat.amounts import device_sizes
 from dra_solver.model.cpsat.problem import Candidate, Problem, request_of
 from dra_solver.model.cpsat.variables import DeviceChoiceVars
 from dra_solver.model.matching import RequestKey
@@ -122,23 +123,11 @@ class _Levels:
     def device_sizes(self) -> list[tuple[Any, int]]:
         """Per newly used device, how big it is (0..1000 per counter or capacity): its share of
         each counter set it draws on, else its capacity relative to the largest candidate's."""
-        largest: dict[str, float] = {}
-        for candidate in self.choices.candidates():
-            for name, spec in candidate.device.capacity.items():
-                largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
+        candidates = list(self.choices.candidates())
+        sizes = device_sizes(candidates)
         out: list[tuple[Any, int]] = []
-        for candidate in self.choices.candidates():
-            size = 0
-            for consumption in candidate.device.counters:
-                totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
-                for name, amount in consumption.counters.items():
-                    total = totals.get(name)
-                    if total is not None and total.as_approximate_float() > 0:
-                        size += round(1000 * amount.as_approximate_float() / total.as_approximate_float())
-            if not candidate.device.counters:
-                for name, spec in candidate.device.capacity.items():
-                    if largest.get(name, 0.0) > 0:
-                        size += round(1000 * spec.value.as_approximate_float() / largest[name])
+        for candidate in candidates:
+            size = sizes[candidate.id]
             used = self.used(candidate)
             if size and not isinstance(used, int):
                 out.append((used, size))

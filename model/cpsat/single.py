@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from dra_solver.model.cluster import DeviceID
-from dra_solver.model.cpsat.amounts import Exact, counters_left, exact, scaled
+from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
 from dra_solver.model.score import subrequest_weight
@@ -63,7 +63,7 @@ def single_device(problem: Problem, policy: Policy) -> Choices | None:
     candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
     fits = _counter_fit(candidates, in_use) if problem.request.gates.partitionable_devices else None
-    sizes = _sizes(candidates) if policy != Policy.FIRST_FIT else {}
+    sizes = device_sizes(candidates) if policy != Policy.FIRST_FIT else {}
     opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
     best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
@@ -110,29 +110,6 @@ def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> di
                 if k > limit:
                     fit[device] = False
     return fit
-
-
-def _sizes(candidates: list[Candidate]) -> dict[DeviceID, int]:
-    """The model's device-size level (``objective._Levels.device_sizes``) per candidate."""
-    largest: dict[str, float] = {}
-    for candidate in candidates:
-        for name, spec in candidate.device.capacity.items():
-            largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
-    out: dict[DeviceID, int] = {}
-    for candidate in candidates:
-        size = 0
-        for consumption in candidate.device.counters:
-            totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
-            for name, amount in consumption.counters.items():
-                total = totals.get(name)
-                if total is not None and total.as_approximate_float() > 0:
-                    size += round(1000 * amount.as_approximate_float() / total.as_approximate_float())
-        if not candidate.device.counters:
-            for name, spec in candidate.device.capacity.items():
-                if largest.get(name, 0.0) > 0:
-                    size += round(1000 * spec.value.as_approximate_float() / largest[name])
-        out[candidate.id] = size
-    return out
 
 
 def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:
