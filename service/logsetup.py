@@ -86,13 +86,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False, default=str)
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record comes: a test harness or an embedding
+    program may replace it, and a handler holding the old one would write to a closed stream
+    from threads that outlive it."""
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: IO[str]) -> None:
+        pass
+
+
 def setup_logging(*, log_format: str = "text", level: str = "info", stream: IO[str] | None = None) -> None:
     """Log ``log_format`` to ``stream`` (stderr) from the root logger. Called again, it
     replaces the handler it added before; handlers others added (pytest's capture, an
     embedding program's) stay."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"--log-format: Unsupported value: {log_format!r}: supported values: {', '.join(LOG_FORMATS)}")
-    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler: logging.StreamHandler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()  # type: ignore[type-arg]
     handler.setFormatter(JsonFormatter() if log_format == "json" else KlogFormatter())
     handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()

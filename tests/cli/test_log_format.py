@@ -105,3 +105,22 @@ def test_serve_and_kubelet_plugin_log_the_same_json_fields() -> None:
     for doc in serve_lines + plugin_lines:
         assert set(doc) >= JSON_KEYS, doc
     assert any(d["msg"] == "ready" for d in plugin_lines)
+
+
+def test_logs_follow_stderr_when_it_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread that outlives whoever replaced sys.stderr (a test's capture, an embedding
+    program) must not write to the closed stream it found at setup."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    logsetup.setup_logging(log_format="text", level="info")
+    try:
+        logging.getLogger("dra_solver.test").info("to the first")
+        first.close()
+        monkeypatch.setattr(sys, "stderr", second)
+        logging.getLogger("dra_solver.test").info("to the second")
+        assert "Logging error" not in second.getvalue()
+        assert re.fullmatch(r"I\d{4} [^\n]* to the second\n", second.getvalue()), second.getvalue()
+    finally:
+        root = logging.getLogger()
+        for handler in [h for h in root.handlers if h.get_name() == logsetup._HANDLER_NAME]:
+            root.removeHandler(handler)
