@@ -17,8 +17,9 @@ Allocate on one node (``model.allocators``; the contract of upstream's ``Allocat
 - ``AllocationRequest``, ``AllocationOutcome``, ``SolveStats``, ``Inventory``,
   ``AllocatedState``, ``DeviceID``, ``FeatureGates``, ``AllocatorName``/``ALLOCATORS``,
   ``Policy``/``POLICIES``/``DEFAULT_POLICY``/``checked_policy``, ``DeviceParseCache``.
-- ``check_allocation(request, outcome, *, cel) -> list[Violation]``: the independent
-  validator; ``first_available_score(claims, results)``.
+- ``check_allocation(request, outcome, *, cel, pools=None) -> list[Violation]``: the independent
+  validator (``PoolCache``: pools gathered once for many checks on the same objects);
+  ``first_available_score(claims, results)``.
 
 Choose a node (``model.schedule``): ``choose_node(claims, candidates, *, index, options,
 attempt, in_flight, ...) -> NodeChoice`` over a ``NodeIndex`` (``model.node_index``: per
@@ -77,7 +78,7 @@ from dra_solver.model.cel import (
     CelFeatures,
     CelRuntimeError,
 )
-from dra_solver.model.check import Violation, check_allocation, check_group
+from dra_solver.model.check import PoolCache, Violation, check_allocation, check_group
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.decode import (
     DEFAULT_LIMITS,
@@ -274,6 +275,7 @@ __all__ = [
     "PodPlacement",
     "PodRequests",
     "Policy",
+    "PoolCache",
     "PoolKey",
     "Quantity",
     "QuantityError",

@@ -1,7 +1,7 @@
 """The reference checker: does a set of allocation results obey every DRA rule?
 
 API:
-- ``check_allocation(request, results, *, cel) -> list[Violation]``: every rule broken by
+- ``check_allocation(request, results, *, cel, pools=None) -> list[Violation]``: every rule broken by
   ``results`` (one ``AllocationResult`` per claim of ``request``, in claim order, or an
   ``AllocationOutcome``; an outcome that did not allocate is trivially valid). Empty = valid.
 - ``assert_valid(request, results, *, cel)``: the same, raising :class:`InvalidAllocation`.
@@ -94,15 +94,17 @@ def check_allocation(
     results: Sequence[o.AllocationResult] | AllocationOutcome,
     *,
     cel: CelEnvironment,
+    pools: PoolCache | None = None,
 ) -> list[Violation]:
-    """Every DRA rule that ``results`` break for ``request`` (empty: the allocation is valid)."""
+    """Every DRA rule that ``results`` break for ``request`` (empty: the allocation is valid);
+    ``pools``: gathered pools kept across calls on the same objects."""
     outcome: AllocationOutcome | None = None
     if isinstance(results, AllocationOutcome):
         outcome = results
         if not outcome.allocated:
             return []
         results = outcome.results
-    checker = _Checker(request, list(results), cel=cel)
+    checker = _Checker(request, list(results), cel=cel, pools=pools)
     checker.run()
     if outcome is not None and not checker.violations:
         score = _score(request.claims, checker.results)
@@ -140,8 +142,9 @@ class _Pool:
     counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
 
 
-class _GatherCache:
-    """Gathered pools by the identity of what they are gathered from (the slices, the node and
+class PoolCache:
+    """For a caller that checks many answers against the same objects (the service): gathered
+    pools by the identity of what they are gathered from (the slices, the node and
     the taint rules a request carries: the service hands the same objects to every request
     for one node of one snapshot) and the gates. Entries hold those objects, so an identity
     is never reused while its entry lives; bounded, least recently used first out."""
@@ -152,6 +155,8 @@ class _GatherCache:
         self._lock = threading.Lock()
 
     def get(self, request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
+        """``_gather_pools(request)``, shared: a checker only reads the pools (and memoizes
+        each device's CEL form on them, the same value whoever computes it)."""
         inv = request.inventory
         key = (id(inv.slices), id(request.node), id(inv.taint_rules), request.gates)
         with self._lock:
@@ -165,15 +170,6 @@ class _GatherCache:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
         return pools
-
-
-_GATHERED = _GatherCache()
-
-
-def _gather(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
-    """``_gather_pools``, cached: a checker only reads the pools (and memoizes each device's
-    CEL form on it, the same value whoever computes it)."""
-    return _GATHERED.get(request)
 
 
 def _gather_pools(request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
@@ -506,14 +502,15 @@ class _Use:
 
 class _Checker:
     def __init__(
-        self, request: AllocationRequest, results: list[o.AllocationResult], *, cel: CelEnvironment
+        self, request: AllocationRequest, results: list[o.AllocationResult], *, cel: CelEnvironment,
+        pools: PoolCache | None = None,
     ) -> None:
         self.request = request
         self.results = results
         self.cel = cel
         self.gates = request.gates
         self.violations: list[Violation] = []
-        self.pools = _gather(request)
+        self.pools = pools.get(request) if pools is not None else _gather_pools(request)
         self.allocated: AllocatedState = request.inventory.allocated_state()
         self.classes = {c.name: c for c in request.inventory.classes}
         self._compiled: dict[str, Any] = {}

@@ -217,11 +217,13 @@ def default_allocate_fn(cel_for: Callable[[FeatureGates], CelEnvironment]) -> Al
 
 
 def default_check_fn(cel_for: Callable[[FeatureGates], CelEnvironment]) -> CheckFn:
+    pools = model.PoolCache()  # one per engine: its snapshots' objects are shared across requests
+
     def run(request: AllocationRequest, outcome: AllocationOutcome) -> None:
         cel = cel_for(request.gates)
         # Allocations a caller brings (Reserve) carry no score to check: check the results only.
         given = outcome.results if outcome.stats.status == "GIVEN" else outcome
-        problems = model.check_allocation(request, given, cel=cel)
+        problems = model.check_allocation(request, given, cel=cel, pools=pools)
         if problems:
             raise CheckFailed("; ".join(str(p) for p in problems))
 

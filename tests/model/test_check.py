@@ -19,7 +19,7 @@ from dra_solver.model.allocation import (
     SolveStats,
 )
 from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.check import InvalidAllocation, Violation, assert_valid, check_allocation
+from dra_solver.model.check import InvalidAllocation, PoolCache, Violation, assert_valid, check_allocation
 from dra_solver.model.features import FeatureGates
 from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
 from tests.model.alloc_builders import device, device_class, node, slice_
@@ -83,6 +83,20 @@ def test_valid_allocation_passes_and_assert_valid_is_quiet() -> None:
     req = _request([claim("c", request(count=2)).decode(), claim("d", request()).decode()], _four())
     results = _solve(req)
     assert_valid(req, results, cel=CEL)
+
+
+def test_a_pool_cache_shared_across_checks_never_answers_for_other_objects() -> None:
+    pools = PoolCache(size=1)
+    req = _request([claim("c", request(count=2)).decode()], _four())
+    results = _solve(req)
+    assert check_allocation(req, results, cel=CEL, pools=pools) == []
+    assert check_allocation(req, results, cel=CEL, pools=pools) == []  # from the cache
+    # The same results against other slices (d0, d1 gone): the cached pools must not answer.
+    other = _request([claim("c", request(count=2)).decode()], [slice_("s1", devices=[device("d2"), device("d3")])])
+    fresh = check_allocation(other, results, cel=CEL)
+    assert fresh
+    assert check_allocation(other, results, cel=CEL, pools=pools) == fresh
+    assert check_allocation(req, results, cel=CEL, pools=pools) == []  # evicted (size 1), gathered again
 
 
 def test_outcome_not_allocated_is_trivially_valid() -> None:
