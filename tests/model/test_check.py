@@ -19,7 +19,13 @@ from dra_solver.model.allocation import (
     SolveStats,
 )
 from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.check import InvalidAllocation, PoolCache, Violation, assert_valid, check_allocation
+from dra_solver.model.check import (
+    InvalidAllocation,
+    PoolCache,
+    Violation,
+    assert_valid,
+    check_allocation,
+)
 from dra_solver.model.features import FeatureGates
 from tests.builders import DRIVER_A, DRIVER_B, claim, first_available, request, sub
 from tests.model.alloc_builders import device, device_class, node, slice_
