@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ResourceClaims of the pod (YAML/JSON; - for stdin); with --group, the whole cluster and the PodGroup")
     parser.add_argument("--group", metavar="NAMESPACE/PODGROUP", default="",
                         help="place this PodGroup whole, offline, from the FILEs (Nodes, slices, classes, the PodGroup, its Pods, "
-                             "claims and templates); no service involved. Exit 0 placed, 1 not placeable, 2 invalid input, 3 deadline")
+                             "claims and templates); no service involved. Exit 0 placed, 1 not placeable, 2 invalid input, 3 deadline "
+                             "(default: none, one pod through the service)")
     parser.add_argument("--node", action="append", default=[], help="candidate node (repeat; default: every node)")
     parser.add_argument("--reserve", action="store_true", help="hold the chosen devices until released or expired")
     parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds")
