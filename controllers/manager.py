@@ -57,6 +57,9 @@ class Options:
     scheduler_binders: int = 16
     """Binding cycles (claim writes and bind) run at once, off the scheduling workers, as
     kube-scheduler binds asynchronously; 0 binds on the worker."""
+    solver_in_flight: bool = False
+    """Send our in-flight claims with every Schedule (round-robin solver replicas); see
+    ``--solver-in-flight``."""
     eviction_workers: int = 2
     leader_elect: bool = False
     lease_namespace: str = "kube-system"
@@ -124,7 +127,7 @@ class Manager:
                             policy=options.policy, feature_gates=options.features.solver_gates())
             self.controllers["scheduler"] = Scheduler(
                 kube_api, self.cluster, self.metrics, solver, scheduler_name=options.scheduler_name, workers=options.scheduler_workers,
-                binders=options.scheduler_binders,
+                binders=options.scheduler_binders, send_in_flight=options.solver_in_flight,
                 explain=options.explain, backoff_initial=options.backoff_initial, backoff_max=options.backoff_max,
                 flush_interval=options.flush_interval, events=self._events(options.scheduler_name),
                 features=options.features, binding_timeout=options.binding_timeout,

@@ -134,9 +134,11 @@ class Solver:
             self.metrics.solver_latency.labels(rpc=rpc, code=code).observe(time.perf_counter() - start)
 
     def schedule(self, claims: Sequence[Obj], candidates: Sequence[str], *, pod: str, in_flight: Sequence[Obj | bytes] | None = None) -> Placement:
-        """``in_flight``: every allocation we decided that the API may not show yet; with it any
-        solver replica answers the same and none keeps a reservation (docs/replicas.md)."""
-        extra: dict[str, Any] = {} if in_flight is None else {"in_flight": list(in_flight)}
+        """``in_flight``: every allocation we decided that the API may not show yet, so any
+        solver replica answers the same and a replica restart loses nothing. The replica still
+        holds what it answers (``in_flight_complete`` False): our workers schedule concurrently,
+        and two calls on one replica must not be handed the same device (docs/replicas.md)."""
+        extra: dict[str, Any] = {} if in_flight is None else {"in_flight": list(in_flight), "in_flight_complete": False}
         resp = self._timed(
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
@@ -202,6 +204,7 @@ class Scheduler:
         scheduler_name: str = ob.SCHEDULER_NAME,
         workers: int = 4,
         binders: int = 16,
+        send_in_flight: bool = False,
         explain: bool = True,
         conflict_retries: int = 5,
         backoff_initial: float = 1.0,
@@ -246,9 +249,9 @@ class Scheduler:
         self._lingering: dict[str, tuple[Obj, float]] = {}
         """Claim key -> (the claim as we wrote it, when): still sent as in flight for a while after
         our own watch shows it, since a solver replica's watch may lag behind ours."""
-        self.stateless = True
-        self._encodings: dict[str, tuple[Obj, bytes]] = {}
+        self.stateless = send_in_flight
         """Send our in-flight allocations with every Schedule (any solver replica will do)."""
+        self._encodings: dict[str, tuple[Obj, bytes]] = {}
         self._inflight_devices = logic.DeviceHolders()
         """The exclusive devices of ``_inflight``'s allocations -> their claim (under ``_lock``)."""
         self.binders = binders

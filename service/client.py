@@ -137,9 +137,11 @@ class Client:
         timeout: float | None = None,
         validate: str = "",
         in_flight: Sequence[ObjectLike] | None = None,
+        in_flight_complete: bool | None = None,
     ) -> pb.ScheduleResponse:
         """``in_flight``: every allocated claim this caller has in flight (docs/replicas.md);
-        given (even empty), no replica keeps a reservation for the call."""
+        given (even empty), no replica keeps a reservation for the call, unless
+        ``in_flight_complete`` is False (then the replica also holds what ``reserve`` asks)."""
         request = pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
@@ -149,7 +151,7 @@ class Client:
             feasible_nodes_wanted=feasible_nodes_wanted,
             pod=pod,
             in_flight=[encode(c) for c in in_flight or ()],
-            in_flight_complete=in_flight is not None,
+            in_flight_complete=in_flight is not None if in_flight_complete is None else in_flight_complete,
         )
         response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
         return response

@@ -346,7 +346,16 @@ class Engine:
         in-flight claims (not the call's own) when it sent any."""
         if not flight.claims:
             return self.reservations
-        return Overlay(self.reservations, flight.state(snap, excluding=[c.ref for c in claims]))
+        return Overlay(self.reservations, flight.state(snap, excluding=self._not_from_flight(flight, claims)))
+
+    def _not_from_flight(self, flight: CallerFlight, claims: Sequence[o.ResourceClaim]) -> list[str]:
+        """The caller's in-flight claims not to count: the call's own, and, for a caller that
+        also keeps reservations here, those a reservation already counts (a claim counted
+        twice would consume its devices' capacity twice)."""
+        out = [c.ref for c in claims]
+        if not flight.stateless:
+            out.extend(self.reservations.held_claims([c.ref for c in flight.claims]))
+        return out
 
     def _decode_blob(
         self, blob: bytes, *, source: str, decoder: ObjectDecoder | None = None, validate: ValidationMode = "strict"
@@ -562,7 +571,7 @@ class Engine:
         if flight.stateless:
             return self._check_free(snap, request, outcome, state, flight, pod=pod)
         # The caller's in-flight claims count as taken beside the snapshot's.
-        theirs = flight.state(snap, excluding=[c.ref for c in request.claims])
+        theirs = flight.state(snap, excluding=self._not_from_flight(flight, request.claims))
 
         def validate(others: AllocatedState) -> None:
             # The allocation must still be valid with every other in-flight allocation counted.

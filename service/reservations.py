@@ -134,6 +134,12 @@ class ReservationStore:
             self._expire()
             return sorted(self._by_id.values(), key=lambda r: r.id)
 
+    def held_claims(self, refs: Iterable[str]) -> list[str]:
+        """Which of ``refs`` (namespace/name) a reservation holds."""
+        with self._lock:
+            self._expire()
+            return [ref for ref in refs if ref in self._by_claim]
+
     def held_pools(self) -> tuple[PoolKey, ...]:
         """Pools with devices in flight."""
         with self._lock:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from dra_solver.controllers import objects as ob
 from dra_solver.service.kubeapi import client as kube
 from tests import builders as b
@@ -207,7 +209,8 @@ def test_binding_stored_but_its_answer_lost_is_not_rolled_back(env: Env) -> None
     assert ob.allocation(claim) is not None and ob.is_reserved_for_pod(pod, claim)
 
 
-def test_concurrent_scheduling_never_double_allocates(env: Env) -> None:
+@pytest.mark.parametrize("in_flight", [False, True], ids=["reservations", "in-flight-claims"])
+def test_concurrent_scheduling_never_double_allocates(env: Env, in_flight: bool) -> None:
     env.cluster(nodes=4, gpus=4)
     env.create(b.template("one-gpu"))
     checker = env.checker()
@@ -216,9 +219,12 @@ def test_concurrent_scheduling_never_double_allocates(env: Env) -> None:
     names = [f"w{i:02d}" for i in range(24)]
     for n in names:
         env.create(b.pod(n, templates={"gpu": "one-gpu"}))
-    manager = env.manager(scheduler_workers=8, claim_workers=4)
+    manager = env.manager(scheduler_workers=8, claim_workers=4, solver_in_flight=in_flight)
     wait_for(lambda: len(env.bound_pods()) == 16 and len(manager.scheduler.unschedulable_pods()) == 8, timeout=60,
              what="16 pods bound, 8 parked")
+    assert env.solver is not None
+    # --solver-in-flight: the service was sent (and decoded) the claims being written.
+    assert bool(env.solver.engine._flights._entries) == in_flight  # type: ignore[union-attr]
     devices = env.allocated_devices()
     assert len(devices) == len(set(devices)) == 16
     # Free 6 devices: the 8 parked pods race for them; exactly 6 more get placed.
