@@ -445,10 +445,16 @@ class Scheduler:
             # A pod handed to the binder stays in flight until its binding cycle ends: the
             # cycle's own claim writes and rollback must not run it again before its backoff.
             if result != "binding":  # the binder ends the attempt and counts it
-                if self.pending.end(key) and not failed:
-                    self.queue.add(key)  # an event about the pod came in during the attempt
-                self.metrics.schedule_attempts.labels(result=result).inc()
-                self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+                self._end_attempt(key, result, failed=failed, started=start)
+
+    def _end_attempt(self, key: str, result: str, *, failed: bool, started: float) -> None:
+        """An attempt (with its binding cycle) is over: an event about the pod that came in
+        during it runs the pod again at once, unless the attempt failed (then its backoff
+        decides: the event may be its own write); the attempt is counted."""
+        if self.pending.end(key) and not failed:
+            self.queue.add(key)
+        self.metrics.schedule_attempts.labels(result=result).inc()
+        self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - started)
 
     def _node_allocatable(self, node: Mapping[str, Any]) -> logic.Resources:
         """The node's allocatable, parsed once per resourceVersion (not once per pod and node)."""
@@ -472,10 +478,7 @@ class Scheduler:
             result = self.gang.attempt(key)
             failed = False
         finally:
-            if self.pending.end(key) and not failed:
-                self.queue.add(key)
-            self.metrics.schedule_attempts.labels(result=result).inc()
-            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - start)
+            self._end_attempt(key, result, failed=failed, started=start)
 
     def _used(self) -> dict[str, logic.Resources]:
         with self._lock:
@@ -548,12 +551,9 @@ class Scheduler:
             log.exception("pod %s: binding cycle failed", key)
             self.queue.add_rate_limited(key)
         finally:
-            if self.pending.end(key) and not failed:
-                self.queue.add(key)  # an event about the pod came in during the cycle
+            self._end_attempt(key, result, failed=failed, started=started)
             with self._lock:
                 self._binding -= 1
-            self.metrics.schedule_attempts.labels(result=result).inc()
-            self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - started)
 
     def _binding_cycle(self, pod: Obj, gathered: logic.Gathered, placement: Placement) -> str:
         """PreBind and Bind: write the claims, wait for binding conditions, bind; roll back on

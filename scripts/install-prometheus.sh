@@ -11,23 +11,6 @@ if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1;
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "no apt-get here; install Prometheus (https://prometheus.io/download/) and put it on PATH" >&2
-  exit 1
-fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    SUDO="sudo -n"
-  else
-    echo "installing the prometheus package needs root (or passwordless sudo)" >&2
-    exit 1
-  fi
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# --no-install-recommends: the node exporter and alertmanager recommendations are not needed.
-$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+# No recommendations: the node exporter and alertmanager are not needed.
+"$(dirname "$0")/apt-install.sh" prometheus "install Prometheus (https://prometheus.io/download/) and put it on PATH" prometheus
 echo "installed: $(prometheus --version 2>&1 | head -n1)"

@@ -29,6 +29,7 @@ import pytest
 from dra_solver.service.localcluster.cluster import create_node, node_object
 from dra_solver.service.localcluster.controlplane import (
     KCM_CONTROLLERS,
+    Binaries,
     ControlPlane,
     ControlPlaneError,
     binaries,
@@ -180,15 +181,20 @@ def upstream_scheduler_config(kubeconfig: str, *, binding_timeout: float = UPSTR
     )
 
 
-@pytest.fixture(scope="session")
-def upstream_plane() -> Iterator[ControlPlane]:
+def scheduler_binaries() -> Binaries:
+    """The upstream binaries, kube-scheduler included; the test fails (never skips) without them."""
     try:
-        bins = binaries()
+        found = binaries()
     except ControlPlaneError as err:
         pytest.fail(f"upstream Kubernetes binaries are not available: {err}", pytrace=False)
-    if not bins.path("kube-scheduler").is_file():
-        pytest.fail(f"{bins.path('kube-scheduler')} is missing: run scripts/build-upstream.sh", pytrace=False)
-    cp = ControlPlane(bins, controllers=UPSTREAM_CONTROLLERS)
+    if not found.path("kube-scheduler").is_file():
+        pytest.fail(f"{found.path('kube-scheduler')} is missing: run scripts/build-upstream.sh", pytrace=False)
+    return found
+
+
+@pytest.fixture(scope="session")
+def upstream_plane() -> Iterator[ControlPlane]:
+    cp = ControlPlane(scheduler_binaries(), controllers=UPSTREAM_CONTROLLERS)
     try:
         cp.start()
         cp.start_scheduler(config=upstream_scheduler_config(str(cp.scheduler_kubeconfig)))

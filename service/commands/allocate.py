@@ -114,12 +114,8 @@ def run(args: argparse.Namespace) -> int:
     except SolveTimeout as err:
         print(f"deadline reached: {err}", file=sys.stderr)
         return EXIT_DEADLINE
-    except InvalidInputs as err:
-        for each in err.errors:
-            print(f"error: {one_line(with_source(each, sources))}", file=sys.stderr)
-        return EXIT_ERROR
-    except InvalidInput as err:
-        print(f"error: {one_line(with_source(err, sources))}", file=sys.stderr)
+    except (InvalidInputs, InvalidInput) as err:
+        print_input_errors(err, sources)
         return EXIT_ERROR
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
@@ -158,6 +154,12 @@ def known_node(inventory: Inventory, name: str, *, flag: str = "--node") -> o.No
         hint = f"known nodes: {listed}" if known else "the input has no Node and no node-local ResourceSlice"
         raise InvalidInput("", (flag,), f"Not found: {json.dumps(name)}: {hint}")
     return inventory.node(name)
+
+
+def print_input_errors(err: InvalidInput | InvalidInputs, sources: dict[str, str] | None = None) -> None:
+    """``error: ...`` on stderr, one line per problem, each naming its file when known."""
+    for each in err.errors if isinstance(err, InvalidInputs) else [err]:
+        print(f"error: {one_line(with_source(each, sources or {}))}", file=sys.stderr)
 
 
 def with_source(err: InvalidInput, sources: dict[str, str]) -> str:

@@ -49,7 +49,7 @@ from dra_solver.model import (
 from dra_solver.service import messages
 from dra_solver.service.clusterinputs import Live, Target, parse_target
 from dra_solver.service.commands import liveopts
-from dra_solver.service.commands.allocate import known_node, with_source
+from dra_solver.service.commands.allocate import known_node, print_input_errors
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,
@@ -109,8 +109,7 @@ def run(args: argparse.Namespace) -> int:
             return _run_server(args)
         return _run_files(args, gates)
     except InvalidInputs as err:
-        for each in err.errors:
-            print(f"error: {one_line(str(each))}", file=sys.stderr)
+        print_input_errors(err)
         return EXIT_INVALID
     except DraSolverError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
@@ -134,12 +133,8 @@ def _run_files(args: argparse.Namespace, gates: FeatureGates) -> int:
             time_limit=args.timeout,
         )
         answer = explain_on_node(request, cel=default_cel(request), validate=args.validate != "ignore")
-    except InvalidInputs as err:
-        for each in err.errors:
-            print(f"error: {one_line(with_source(each, sources))}", file=sys.stderr)
-        return EXIT_INVALID
-    except InvalidInput as err:
-        print(f"error: {one_line(with_source(err, sources))}", file=sys.stderr)
+    except (InvalidInputs, InvalidInput) as err:
+        print_input_errors(err, sources)
         return EXIT_INVALID
     return _print_one(messages.explain_response(answer), args.output)
 

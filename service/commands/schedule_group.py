@@ -51,6 +51,7 @@ from dra_solver.model import (
 from dra_solver.model import objects as o
 from dra_solver.service import engine as e
 from dra_solver.service import groups
+from dra_solver.service.commands.allocate import print_input_errors
 from dra_solver.service.files import expand_paths, one_line, read_text
 from dra_solver.service.inventory import Snapshot, StaticSource
 from dra_solver.service.metrics import Metrics
@@ -231,8 +232,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {one_line(line)}", file=sys.stderr)
         return EXIT_INVALID
     except InvalidInputs as err:
-        for each in err.errors:
-            print(f"error: {one_line(str(each))}", file=sys.stderr)
+        print_input_errors(err)
         return EXIT_INVALID
     except (InvalidInput, AllocationError) as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)

@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import pytest
 
-from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
+from dra_solver.service.localcluster.controlplane import Binaries
 from dra_solver.service.schedcompare import gangs
+from tests.realkube import scheduler_binaries
 
 
 @pytest.fixture(scope="module")
 def bins() -> Binaries:
-    try:
-        found = binaries()
-    except ControlPlaneError as err:
-        pytest.fail(f"upstream Kubernetes binaries are not available: {err}", pytrace=False)
-    if not found.path("kube-scheduler").is_file():
-        pytest.fail(f"{found.path('kube-scheduler')} is missing: run scripts/build-upstream.sh", pytrace=False)
-    return found
+    return scheduler_binaries()
 
 
 def test_one_pod_at_a_time_fails_and_dra_solver_places_the_gang_whole(bins: Binaries) -> None:

@@ -22,12 +22,13 @@ from html.parser import HTMLParser
 
 import pytest
 
-from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError, binaries
+from dra_solver.service.localcluster.controlplane import Binaries
 from dra_solver.service.schedcompare import workloads
 from dra_solver.service.schedcompare.command import compare_workload
 from dra_solver.service.schedcompare.evidence import Probe, Timeline, device_id
 from dra_solver.service.schedcompare.htmlpage import render_report
 from dra_solver.service.schedcompare.report import OURS, UPSTREAM
+from tests.realkube import scheduler_binaries
 
 SIZES = {"mixed": (50, 300), "first-available": (50, 300), "mig-whole-first": (10, 120)}
 """(nodes, pods): issue 14's CI size where it is cheap; MIG nodes publish 112 devices each."""
@@ -35,13 +36,7 @@ SIZES = {"mixed": (50, 300), "first-available": (50, 300), "mig-whole-first": (1
 
 @pytest.fixture(scope="module")
 def bins() -> Binaries:
-    try:
-        found = binaries()
-    except ControlPlaneError as err:
-        pytest.fail(f"upstream Kubernetes binaries are not available: {err}", pytrace=False)
-    if not found.path("kube-scheduler").is_file():
-        pytest.fail(f"{found.path('kube-scheduler')} is missing: run scripts/build-upstream.sh", pytrace=False)
-    return found
+    return scheduler_binaries()
 
 
 def _devices_wanted(subrequests: tuple[str, ...], size: str) -> int:
@@ -94,4 +89,3 @@ def test_both_schedulers_bind_every_schedulable_pod_and_no_device_twice(bins: Bi
     parser.feed(page)
     parser.close()
     assert page.count("<svg") == 3 and page.count("</svg>") == 3 and page.rstrip().endswith("</html>")
-
