@@ -79,6 +79,12 @@ class ClaimController:
 
     def _on_group(self, old: Obj | None, new: Obj | None) -> None:
         if new is None:
+            assert old is not None
+            # Its claims' reservations for it go (a template claim it owns could not be
+            # deleted while reserved).
+            self.deleted.add(ob.uid(old))
+            for claim in _claims_of_group(old):
+                self.queue.add(CLAIM_PREFIX + claim)
             return
         if any(e.get("resourceClaimTemplateName") for e in ob.spec(new).get("resourceClaims") or []):
             self.queue.add(GROUP_PREFIX + ob.key(new))
@@ -238,7 +244,19 @@ class ClaimController:
                 pods[n] = self.kube.get_pod(ns, n)
             except kube.NotFound:
                 pods[n] = None
-        plan = logic.sync_claim(claim, pods=pods, deleted=deleted)
+        groups: dict[str, Obj | None] | None = None
+        if self.groups is not None:
+            groups = {}
+            for n in {str(r.get("name") or "") for r in ob.reserved_for(claim) if r.get("resource") == "podgroups"}:
+                cached = self.groups.store.get(f"{ns}/{n}")
+                if cached is not None:
+                    groups[n] = cached
+            for n in logic.groups_to_look_up(claim, cached=groups, deleted=deleted):  # type: ignore[arg-type]
+                try:
+                    groups[n] = self.kube.get_pod_group(ns, n)
+                except kube.NotFound:
+                    groups[n] = None
+        plan = logic.sync_claim(claim, pods=pods, deleted=deleted, groups=groups)
         if plan.empty:
             return
         log.info("claim %s: %s", key, "; ".join(plan.notes) or "update")
@@ -253,3 +271,12 @@ class ClaimController:
         if plan.delete:
             with contextlib.suppress(kube.NotFound):
                 self.kube.delete_claim(ns, ob.name(claim), uid=ob.uid(claim))
+
+
+def _claims_of_group(group: Obj) -> list[str]:
+    """``namespace/name`` of the claims a PodGroup names: its standalone entries and the claims
+    made from its template entries (recorded in its status)."""
+    ns = ob.namespace(group)
+    names = {str(e.get("resourceClaimName")) for e in ob.spec(group).get("resourceClaims") or [] if e.get("resourceClaimName")}
+    names |= {str(s.get("resourceClaimName")) for s in ob.status(group).get("resourceClaimStatuses") or [] if s.get("resourceClaimName")}
+    return [f"{ns}/{n}" for n in sorted(names)]

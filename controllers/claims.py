@@ -8,8 +8,8 @@ jobs, and so does ours, each as a function from the objects it needs to the chan
   labels and annotations), reuse a claim created earlier whose name never reached the pod
   status, record names in ``pod.status.resourceClaimStatuses``, and reserve allocated claims
   for pods that are already on a node (placed by someone who did not reserve them);
-- :func:`sync_claim`: drop ``reservedFor`` entries of pods that are gone, replaced or done;
-  when the last one goes, clear the allocation and remove the delete-protection finalizer;
+- :func:`sync_claim`: drop ``reservedFor`` entries of pods that are gone, replaced or done,
+  and of PodGroups (scheduling.k8s.io) that are gone or replaced; when the last one goes, clear the allocation and remove the delete-protection finalizer;
   delete a generated claim whose pod will not run;
 - :func:`pod_needs_work` / :func:`pod_releases_claims`: which events are worth a sync.
 
@@ -25,6 +25,8 @@ from typing import Any
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
+
+PODGROUP_API_GROUP = "scheduling.k8s.io"
 
 GENERATE_NAME_MAX = 57
 """A generated name is at most 63 characters; the API server appends 5 random ones (+ no dash)."""
@@ -417,9 +419,21 @@ def pods_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[st
     reservation while the scheduler is binding it would be wrong, so it is looked up
     (unless its UID is known to be deleted). ``cached`` is keyed by pod name.
     """
+    return _to_look_up(claim, "", "pods", cached=cached, deleted=deleted)
+
+
+def groups_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[str, Any]], deleted: Set[str]) -> list[str]:
+    """Names of PodGroups in ``reservedFor`` that must be checked with the API server first,
+    for the same reason as pods: dropping the reservation of a group whose pods are being
+    scheduled would free devices they are about to use."""
+    return _to_look_up(claim, PODGROUP_API_GROUP, "podgroups", cached=cached, deleted=deleted)
+
+
+def _to_look_up(claim: Mapping[str, Any], api_group: str, resource: str, *, cached: Mapping[str, Mapping[str, Any]],
+                deleted: Set[str]) -> list[str]:
     out: list[str] = []
     for ref in ob.reserved_for(claim):
-        if ref.get("apiGroup") or ref.get("resource") != "pods":
+        if (ref.get("apiGroup") or "") != api_group or ref.get("resource") != resource:
             continue
         n = str(ref.get("name") or "")
         if ref.get("uid") in deleted or n in cached:
@@ -433,19 +447,30 @@ def sync_claim(
     *,
     pods: Mapping[str, Mapping[str, Any] | None],
     deleted: Set[str] = frozenset(),
+    groups: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> ClaimPlan:
     """Reservation cleanup, deallocation and deletion for one claim.
 
     ``pods`` maps pod names (the claim's namespace) to the pod, or to None when the API server
     confirmed it does not exist; a name absent from ``pods`` is unknown and its reservation is
-    kept. ``deleted`` holds UIDs of pods seen deleted.
+    kept. ``groups`` does the same for PodGroups (None: PodGroups are not served, and their
+    entries are kept). ``deleted`` holds UIDs of pods and PodGroups seen deleted.
     """
     notes: list[str] = []
     valid: list[Mapping[str, Any]] = []
     entries = ob.reserved_for(claim)
     for ref in entries:
+        if groups is not None and ref.get("apiGroup") == PODGROUP_API_GROUP and ref.get("resource") == "podgroups":
+            # A PodGroup holds its shared claims for all its pods (upstream's controller drops
+            # the entry only once the group is gone or replaced, never while it exists).
+            reason = _group_gone(ref, groups, deleted)
+            if reason:
+                notes.append(reason)
+            else:
+                valid.append(ref)
+            continue
         if ref.get("apiGroup") or ref.get("resource") != "pods":
-            # Only pods are known consumers; anything else is left alone.
+            # Only pods and PodGroups are known consumers; anything else is left alone.
             notes.append(f"kept unsupported reservedFor entry {ref.get('apiGroup')}/{ref.get('resource')} {ref.get('name')}")
             valid.append(ref)
             continue
@@ -497,6 +522,21 @@ def sync_claim(
             delete = True
             notes.append(f"delete: generated for pod {owner_name}, which will not run")
     return ClaimPlan(new_status, remove_finalizer, delete, tuple(notes))
+
+
+def _group_gone(ref: Mapping[str, Any], groups: Mapping[str, Mapping[str, Any] | None], deleted: Set[str]) -> str:
+    """Why the PodGroup ``ref`` names no longer holds the claim ("" while it does)."""
+    n = str(ref.get("name") or "")
+    if str(ref.get("uid") or "") in deleted:
+        return f"PodGroup {n} was deleted"
+    if n not in groups:
+        return ""
+    group = groups[n]
+    if group is None:
+        return f"PodGroup {n} is gone"
+    if ob.uid(group) != str(ref.get("uid") or ""):
+        return f"PodGroup {n} was replaced by a new instance"
+    return ""
 
 
 def without_finalizer(claim: Mapping[str, Any]) -> Obj:

@@ -50,6 +50,8 @@ API_CALLS: tuple[tuple[str, str, str], ...] = (
     # PodGroupInitiallyScheduled condition (a merge patch of the status subresource).
     ("scheduling.k8s.io", "podgroups", "list"),
     ("scheduling.k8s.io", "podgroups", "watch"),
+    # Whether a PodGroup a claim is reserved for still exists (not yet in the cache).
+    ("scheduling.k8s.io", "podgroups", "get"),
     ("scheduling.k8s.io", "podgroups/status", "patch"),
     # Leader election (namespaced, --lease-namespace).
     ("coordination.k8s.io", "leases", "get"),
@@ -67,8 +69,10 @@ BY_CONTROLLER: dict[str, frozenset[tuple[str, str, str]]] = {
         ("resource.k8s.io", "resourceclaims", "create"), ("resource.k8s.io", "resourceclaims", "update"),
         ("resource.k8s.io", "resourceclaims", "delete"), ("resource.k8s.io", "resourceclaims/status", "update"),
         ("resource.k8s.io", "resourceclaimtemplates", "list"), ("resource.k8s.io", "resourceclaimtemplates", "watch"),
-        # The claims of a PodGroup's template entries, recorded in its status.
+        # The claims of a PodGroup's template entries, recorded in its status; a PodGroup's
+        # reservation dropped once it is gone.
         ("scheduling.k8s.io", "podgroups", "list"), ("scheduling.k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups", "get"),
         ("scheduling.k8s.io", "podgroups/status", "patch"),
     }),
     "scheduler": frozenset({

@@ -5,6 +5,8 @@ API:
   topology key, rooms, path); ``decode_group(engine, msg) -> GroupSpec``.
 - ``schedule_group(engine, spec, *, objects=(), opts, reserve, ttl, deadline, caller)``: on the
   server's inventory (with every reservation in flight counted) or an inline one.
+- ``place_offline(resolved, typed, bound, ...)``: a resolved PodGroup on objects alone (the
+  offline CLI and the gang comparison).
 - ``run_group(engine, snap, build, *, inline, reserve, ttl, deadline, caller) -> GroupAnswer``:
   the one path both ``ScheduleGroup`` and the offline CLI (``dra-solver schedule --group``)
   take: ``build(snapshot, in_flight)`` makes the core's ``GroupRequest``; the core places the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dra_solver import model
 from dra_solver.model import (
@@ -36,9 +39,10 @@ from dra_solver.model import objects as o
 from dra_solver.service import engine as e
 from dra_solver.service.admission import check_admin_access
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
-from dra_solver.service.inventory import Snapshot
+from dra_solver.service.inventory import Snapshot, StaticSource
+from dra_solver.service.metrics import Metrics
 from dra_solver.service.quoting import shown
-from dra_solver.service.reservations import Reservation, ReservationConflict
+from dra_solver.service.reservations import Reservation, ReservationConflict, ReservationStore
 
 MAX_GROUP_PODS = model.MAX_GROUP_PODS
 
@@ -141,6 +145,27 @@ def schedule_group(
         )
 
     return run_group(engine, snap, build, inline=inline, reserve=reserve, ttl=ttl, deadline=deadline, caller=caller)
+
+
+def place_offline(
+    resolved: model.ResolvedGroup, typed: Sequence[o.TypedObject], bound: Sequence[dict[str, Any]], *, min_count: int, policy: str,
+    gates: str, timeout: float, path: GroupPath = "auto",
+) -> GroupAnswer:
+    """A resolved PodGroup placed on a snapshot of ``typed`` objects alone (no server, nothing
+    reserved): ``dra-solver schedule --group`` and the gang comparison's same-state answers.
+    ``bound``: Pods already on nodes (they use up their node's room)."""
+    source = StaticSource(typed, name="files")
+    source.start()
+    engine = e.Engine(source=source, reservations=ReservationStore(), metrics=Metrics())
+    feature_gates = engine.gates_for(gates)
+
+    def build(snap: Snapshot, in_flight: AllocatedState) -> GroupRequest:
+        return model.podgroup_request(
+            resolved, index=snap.index, nodes=snap.inventory.nodes, bound=bound, in_flight=in_flight, gates=feature_gates,
+            policy=policy, path=path, min_count=min_count,
+        )
+
+    return run_group(engine, engine.current(), build, inline=True, deadline=engine.clock() + timeout)
 
 
 def run_group(

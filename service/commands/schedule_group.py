@@ -36,12 +36,9 @@ from typing import Any
 
 from dra_solver import model
 from dra_solver.model import (
-    AllocatedState,
     AllocationError,
     DraSolverError,
-    FeatureGates,
     GroupOutcome,
-    GroupRequest,
     InvalidInput,
     InvalidInputs,
     ResolvedGroup,
@@ -53,9 +50,6 @@ from dra_solver.service import engine as e
 from dra_solver.service import groups
 from dra_solver.service.commands.allocate import print_input_errors
 from dra_solver.service.files import expand_paths, one_line, read_text
-from dra_solver.service.inventory import Snapshot, StaticSource
-from dra_solver.service.metrics import Metrics
-from dra_solver.service.reservations import ReservationStore
 
 EXIT_PLACED, EXIT_NOT_PLACEABLE, EXIT_INVALID, EXIT_DEADLINE, EXIT_OTHER = 0, 1, 2, 3, 4
 
@@ -122,24 +116,6 @@ def resolve(group: str, typed: Sequence[o.TypedObject], raw: Sequence[Obj]) -> t
     if resolved.wait:
         raise Invalid([f"PodGroup {group}: {w}" for w in resolved.wait])
     return resolved, bound, max(1, (model.gang_min_count(podgroup) or 1) - placed_already)
-
-
-def place(
-    resolved: ResolvedGroup, typed: Sequence[o.TypedObject], bound: Sequence[Obj], *, min_count: int, policy: str, gates: str,
-    timeout: float, path: model.GroupPath = "auto",
-) -> groups.GroupAnswer:
-    source = StaticSource(typed, name="files")
-    source.start()
-    engine = e.Engine(source=source, reservations=ReservationStore(), metrics=Metrics())
-    feature_gates: FeatureGates = engine.gates_for(gates)
-
-    def build(snap: Snapshot, in_flight: AllocatedState) -> GroupRequest:
-        return model.podgroup_request(
-            resolved, index=snap.index, nodes=snap.inventory.nodes, bound=bound, in_flight=in_flight, gates=feature_gates,
-            policy=policy, path=path, min_count=min_count,
-        )
-
-    return groups.run_group(engine, engine.current(), build, inline=True, deadline=engine.clock() + timeout)
 
 
 def answer_document(answer: groups.GroupAnswer) -> dict[str, Any]:
@@ -226,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
             raise Invalid([f"{flag}: Forbidden: not with --group (the group's nodes come from its pods; nothing is reserved offline)" for flag in clashing])
         typed, raw = read(args.files, validate=args.validate)
         resolved, bound, min_count = resolve(args.group, typed, raw)
-        answer = place(resolved, typed, bound, min_count=min_count, policy=args.policy, gates=args.feature_gates, timeout=args.timeout)
+        answer = groups.place_offline(resolved, typed, bound, min_count=min_count, policy=args.policy, gates=args.feature_gates, timeout=args.timeout)
     except Invalid as err:
         for line in err.lines:
             print(f"error: {one_line(line)}", file=sys.stderr)

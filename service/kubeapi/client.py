@@ -261,6 +261,9 @@ class Kube:
         """scheduling.k8s.io/v1beta1 PodGroups (an off-by-default beta: not served = empty)."""
         return ListSource("podgroups", "PodGroup", "scheduling.k8s.io/v1beta1", self.scheduling.list_pod_group_for_all_namespaces, optional=True)
 
+    def get_pod_group(self, namespace: str, name: str) -> Obj:
+        return self._call(f"get podgroup {namespace}/{name}", self.scheduling.read_namespaced_pod_group, name, namespace)
+
     # --- pods ---------------------------------------------------------------------------------
 
     def get_pod(self, namespace: str, name: str) -> Obj:

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_solver import model
+from dra_solver.service import groups
 from dra_solver.service.localcluster.cluster import node_object
 from dra_solver.service.localcluster.controlplane import (
     KCM_CONTROLLERS,
@@ -216,10 +218,30 @@ class GangOutcome:
     message: str = ""
     """The PodGroup's PodGroupInitiallyScheduled message when it was not placed."""
     timed_out: bool = False
+    same_state: SameState | None = None
+    """kube-scheduler's side only: what dra-solver answers for this gang on the cluster state
+    kube-scheduler had when the gang arrived (nothing applied)."""
 
     def to_json(self) -> Obj:
-        return {"name": self.name, "pods": self.pods, "gpus": self.gpus, "placed": self.placed, "seconds": self.seconds,
-                "nodes": self.nodes, "racks": self.racks, "message": self.message, "timedOut": self.timed_out}
+        out: Obj = {"name": self.name, "pods": self.pods, "gpus": self.gpus, "placed": self.placed, "seconds": self.seconds,
+                    "nodes": self.nodes, "racks": self.racks, "message": self.message, "timedOut": self.timed_out}
+        if self.same_state is not None:
+            out["sameState"] = self.same_state.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class SameState:
+    """dra-solver's answer for a gang on the other side's cluster state, checked by the validator."""
+
+    placed: bool
+    nodes: dict[str, str]
+    seconds: float
+    """The group solve alone (in process)."""
+    message: str = ""
+
+    def to_json(self) -> Obj:
+        return {"placed": self.placed, "nodes": self.nodes, "seconds": self.seconds, "message": self.message}
 
 
 @dataclass
@@ -317,6 +339,37 @@ def drive_gang(client: Client, workload: GangWorkload, gang: Gang, scheduler_nam
     return out
 
 
+def same_state(client: Client, workload: GangWorkload, gang: Gang, *, timeout: float = 30.0) -> SameState:
+    """dra-solver's placement of ``gang`` on the cluster as the API server shows it now (the
+    claims and bound pods the other scheduler left), through the path of ``dra-solver schedule
+    --group``: the group solve and the independent validator, nothing written."""
+    # A list's items carry no kind; the claims in use live in their own namespace.
+    live_claims = [{**c, "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}
+                   for c in client.list_all(f"{runner.RESOURCE}/resourceclaims")]
+    bound = [{**p, "apiVersion": "v1", "kind": "Pod"} for p in client.list_all("/api/v1/pods") if (p.get("spec") or {}).get("nodeName")]
+    static = [d for d in (*workload.cluster, *workload.namespaced, *workload.nodes) if d.get("kind") != "ResourceClaim"]
+    docs = [*static, *(c for c in live_claims if (c.get("status") or {}).get("allocation"))]
+    raw: list[Obj] = []
+    for obj in workload.objects(gang, "default-scheduler"):
+        (raw if obj["kind"] in ("Pod", "PodGroup") else docs).append(obj)
+    typed = [model.decode_object(d, source="api", validate="ignore") for d in docs]
+    podgroup = next(d for d in raw if d["kind"] == "PodGroup")
+    members = [d for d in raw if d["kind"] == "Pod"]
+    claims = {c.ref: c for c in typed if isinstance(c, model.objects.ResourceClaim)}
+    templates = {t.ref: t for t in typed if isinstance(t, model.objects.ResourceClaimTemplate)}
+    t0 = time.perf_counter()
+    resolved = model.resolve_group(podgroup, members, claims=claims, templates=templates, generate=True)
+    try:
+        answer = groups.place_offline(resolved, typed, bound, min_count=len(gang.pods), policy="pack", gates="", timeout=timeout)
+    except model.SolveTimeout:
+        return SameState(False, {}, time.perf_counter() - t0, "no placement found in time")
+    seconds = time.perf_counter() - t0
+    outcome = answer.outcome
+    if not outcome.placed:
+        return SameState(False, {}, seconds, outcome.explanation.summary if outcome.explanation else "")
+    return SameState(True, {p.name: p.node for p in outcome.pods}, seconds)
+
+
 def _collect(client: Client, result: GangSideResult, nodes: list[Obj]) -> None:
     claims = client.list_all(f"{runner.RESOURCE}/resourceclaims")
     holders: dict[str, str] = {}
@@ -336,8 +389,12 @@ def _collect(client: Client, result: GangSideResult, nodes: list[Obj]) -> None:
 
 
 def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gang_timeout: float = 30.0,
-                  progress: Callable[[str], None] | None = None) -> GangSideResult:
-    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the gangs one at a time."""
+                  progress: Callable[[str], None] | None = None, same_states: bool = True) -> GangSideResult:
+    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the gangs one at a time.
+
+    ``same_states`` (kube-scheduler's side): before each gang is created, dra-solver's answer
+    for it on the state kube-scheduler's earlier choices left (:func:`same_state`), so both
+    schedulers are judged on identical inputs as well as on their own streams."""
     if scheduler not in runner.SCHEDULERS:
         raise ValueError(f"scheduler: Unsupported value: {scheduler!r}: supported values: {', '.join(runner.SCHEDULERS)}")
     upstream = scheduler == "kube-scheduler"
@@ -360,7 +417,9 @@ def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gan
         racks = {n["metadata"]["name"]: n["metadata"]["labels"].get(RACK_LABEL, "") for n in workload.nodes}
         name = runner._scheduler_name(scheduler)
         for gang in workload.gangs:
+            shadow = same_state(client, workload, gang, timeout=gang_timeout) if upstream and same_states else None
             outcome = drive_gang(client, workload, gang, name, racks, timeout=gang_timeout)
+            outcome.same_state = shadow
             result.gangs.append(outcome)
             if progress:
                 progress(f"{scheduler}: {gang.name} ({len(gang.pods)} pods, {gang.gpus} GPUs): "
@@ -388,6 +447,7 @@ def format_comparison(results: list[GangSideResult]) -> str:
     for r in results:
         lines.append(f"| {r.scheduler} | {r.placed}/{len(r.gangs)} | {r.pods_bound} | {r.gpus_idle}/{r.gpus_total} | {r.gpus_stranded} | "
                      f"{_seconds(r.seconds_quantile(0.5))} / {_seconds(r.seconds_quantile(0.99))} | {len(r.double_allocations)} |")
+    lines += same_state_lines(results)
     if len(results) == 2:
         a, b = results
         differ = [(x, y) for x, y in zip(a.gangs, b.gangs, strict=True) if x.placed != y.placed]
@@ -398,3 +458,26 @@ def format_comparison(results: list[GangSideResult]) -> str:
                 lines.append(f"- {x.name} ({x.pods} pods, {x.gpus} GPUs): {'yes' if x.placed else 'no'} / {'yes' if y.placed else 'no'}"
                              f" — {lost.message[:300]}")
     return "\n".join(lines)
+
+
+def same_state_lines(results: list[GangSideResult]) -> list[str]:
+    """The same-state figures (Markdown): on the cluster state kube-scheduler had when each gang
+    arrived, the gangs kube-scheduler placed and those dra-solver places (must include every
+    one kube-scheduler placed)."""
+    judged = [(r, g) for r in results for g in r.gangs if g.same_state is not None]
+    if not judged:
+        return []
+    theirs = sum(1 for _, g in judged if g.placed)
+    ours = sum(1 for _, g in judged if g.same_state is not None and g.same_state.placed)
+    only_theirs = [g for _, g in judged if g.placed and not (g.same_state and g.same_state.placed)]
+    only_ours = [g for _, g in judged if not g.placed and g.same_state and g.same_state.placed]
+    solve = sorted(g.same_state.seconds for _, g in judged if g.same_state is not None)
+    lines = ["", f"Same states (kube-scheduler's cluster as each gang arrived, {len(judged)} gangs): kube-scheduler placed {theirs}, "
+             f"dra-solver places {ours} (group solve p50 {solve[len(solve) // 2]:.2f} s, max {solve[-1]:.2f} s); "
+             f"placed by kube-scheduler only: {len(only_theirs)}; by dra-solver only: {len(only_ours)}.", ""]
+    for g in only_theirs:
+        assert g.same_state is not None
+        lines.append(f"- {g.name} ({g.pods} pods, {g.gpus} GPUs): kube-scheduler only — dra-solver: {g.same_state.message[:300]}")
+    for g in only_ours:
+        lines.append(f"- {g.name} ({g.pods} pods, {g.gpus} GPUs): dra-solver only — kube-scheduler: {g.message[:300]}")
+    return lines

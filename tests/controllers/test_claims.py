@@ -163,6 +163,7 @@ class ClaimCase:
     claim: dict[str, Any]
     pods: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     deleted: frozenset[str] = frozenset()
+    groups: dict[str, dict[str, Any] | None] | None = None
     reserved_after: list[str] | None = None
     """Names left in reservedFor when the status is rewritten (None: no status write)."""
     deallocate: bool = False
@@ -172,6 +173,18 @@ class ClaimCase:
 
 GENERATED = b.ONE_GPU.named("web-gpu-1").owned_by(WEB).pod_claim("gpu")
 """The claim generated from WEB's template for its pod claim ``gpu``."""
+
+
+TRAIN = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "train", "namespace": "default", "uid": "pg-uid"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+TRAIN_REF = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train", "uid": "pg-uid"}
+
+
+def _for_group(*pods: dict[str, Any]) -> dict[str, Any]:
+    """A shared claim allocated by us and reserved for the PodGroup TRAIN (and ``pods``)."""
+    claim = b.ONE_GPU.named("train-fabric").finalizer().allocated("gpu-0", node="node-a").reserved_for(*pods).obj()
+    claim["status"]["reservedFor"] = [TRAIN_REF, *claim["status"].get("reservedFor", [])]
+    return claim
 
 
 CLAIM_CASES: dict[str, ClaimCase] = {
@@ -216,6 +229,22 @@ CLAIM_CASES: dict[str, ClaimCase] = {
     "unused claim of a running pod stays": ClaimCase(GENERATED.obj(), pods={"web": WEB}),
     "unused claim, owner not in cache: left to the garbage collector": ClaimCase(GENERATED.obj()),
     "user claim without owner is never deleted": ClaimCase(b.ONE_GPU.named("shared").obj(), pods={}),
+    "podgroup that exists keeps its reservation": ClaimCase(_for_group(), groups={"train": TRAIN}),
+    "podgroup unknown (not looked up): reservation kept": ClaimCase(_for_group(), groups={}),
+    "podgroups not served: the entry is left alone": ClaimCase(_for_group(), groups=None, deleted=frozenset({"pg-uid"})),
+    "deleted podgroup (known uid): reservation dropped and deallocated": ClaimCase(
+        _for_group(), groups={}, deleted=frozenset({"pg-uid"}), reserved_after=[], deallocate=True, remove_finalizer=True
+    ),
+    "podgroup confirmed gone by the API server": ClaimCase(
+        _for_group(), groups={"train": None}, reserved_after=[], deallocate=True, remove_finalizer=True
+    ),
+    "podgroup replaced by a new instance": ClaimCase(
+        _for_group(), groups={"train": {**TRAIN, "metadata": {**TRAIN["metadata"], "uid": "new-uid"}}}, reserved_after=[], deallocate=True,
+        remove_finalizer=True,
+    ),
+    "podgroup gone, a pod still uses the claim: no deallocation": ClaimCase(
+        _for_group(WEB), pods={"web": WEB}, groups={"train": None}, reserved_after=["web"]
+    ),
     "unsupported consumer kept": ClaimCase(
         {**b.ONE_GPU.named("shared").finalizer().allocated("gpu-0", node="node-a").obj(), "status": {"allocation": {"devices": {"results": []}},
                                                                            "reservedFor": [{"apiGroup": "example.com", "resource": "things", "name": "t", "uid": "t1"}]}}
@@ -226,7 +255,7 @@ CLAIM_CASES: dict[str, ClaimCase] = {
 @pytest.mark.parametrize("case", CLAIM_CASES.values(), ids=CLAIM_CASES.keys())
 def test_sync_claim(case: ClaimCase) -> None:
     before = copy.deepcopy((case.claim, case.pods))
-    plan = c.sync_claim(case.claim, pods=case.pods, deleted=case.deleted)
+    plan = c.sync_claim(case.claim, pods=case.pods, deleted=case.deleted, groups=case.groups)
     assert (case.claim, case.pods) == before, "inputs must not be mutated"
     if case.reserved_after is None and not case.deallocate:
         assert plan.status is None
@@ -242,6 +271,14 @@ def test_sync_claim(case: ClaimCase) -> None:
 def test_pods_to_look_up_skips_cached_and_deleted() -> None:
     claim = b.ONE_GPU.named("shared").allocated("gpu-0", node="node-a").reserved_for(WEB, OTHER, b.pod("gone", uid="gone-uid")).obj()
     assert c.pods_to_look_up(claim, cached={"web": WEB}, deleted=frozenset({"gone-uid"})) == ["other"]
+
+
+def test_groups_to_look_up_skips_cached_deleted_and_pods() -> None:
+    claim = _for_group(WEB)
+    claim["status"]["reservedFor"].append({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "gone", "uid": "gone-uid"})
+    claim["status"]["reservedFor"].append({"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "other", "uid": "o-uid"})
+    assert c.groups_to_look_up(claim, cached={"train": TRAIN}, deleted=frozenset({"gone-uid"})) == ["other"]
+    assert c.pods_to_look_up(claim, cached={}, deleted=frozenset()) == ["web"]
 
 
 @pytest.mark.parametrize(

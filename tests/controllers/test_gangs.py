@@ -17,7 +17,7 @@ from dra_solver.controllers import objects as ob
 from dra_solver.service.kubeapi import client as kube
 from tests import builders as b
 from tests import gang_builders as gb
-from tests.controllers.conftest import Env, FaultyKube, wait_for
+from tests.controllers.conftest import Env, FaultyKube, collection, wait_for
 
 GPU_TEMPLATE = "gpus-8"
 FABRIC = {"name": "fabric", "resourceClaimName": "train-fabric"}
@@ -220,6 +220,42 @@ def test_a_podgroup_template_claim_is_made_once_for_the_group_and_reserved_for_i
         assert statuses["gpu"] != ob.name(fabric)
     # No claim from the group's template was made per pod.
     assert sum(1 for c in env.objects("ResourceClaim", ns) if ob.name(c).startswith("train-") and "fabric" in ob.name(c)) == 1
+
+
+def test_a_deleted_podgroup_releases_its_claims_and_its_template_claim_goes(env: Env) -> None:
+    """Upstream's claim controller drops a PodGroup's reservedFor entry once the group is gone;
+    without that, the claim made from the group's template (owned by the group, so deleted by
+    the garbage collector) would keep its delete-protection finalizer forever."""
+    ns = env.kc.namespace("gang")
+    _racks(env, [gb.Rack("r1", [gb.Node(), gb.Node()], fabric=2)], ns)
+    env.create(b.template("gpus-8", ns=ns, count=8))
+    env.create(b.claim("rack-fabric", ns=ns, cls=gb.FABRIC_CLASS).request("link").template())
+    env.create(b.claim("train-fabric", ns=ns, cls=gb.FABRIC_CLASS).request("link").obj())
+    made_entry = {"name": "made", "resourceClaimTemplateName": "rack-fabric"}
+    env.create(gb.podgroup("train", 2, ns=ns, key=gb.RACK_LABEL, claims=[made_entry, FABRIC]))
+    env.manager()
+    for i in range(2):
+        env.create(gb.member(f"train-{i}", "train", gpus_template="gpus-8", shared=[made_entry, FABRIC], ns=ns))
+    wait_for(lambda: len(env.bound_pods(ns)) == 2, timeout=30, what="the gang to be bound")
+    made = next(ob.name(c) for c in env.objects("ResourceClaim", ns) if (ob.controller_ref(c) or {}).get("kind") == "PodGroup")
+    for name in (made, "train-fabric"):
+        assert [r["resource"] for r in ob.reserved_for(env.get("ResourceClaim", name, ns) or {})] == ["podgroups"]
+
+    for i in range(2):
+        env.delete("Pod", f"train-{i}", ns=ns, force=True)
+    env.delete("PodGroup", "train", ns=ns)
+    # kcm's podgroup-protection-controller (not run here) lifts this finalizer once no pod uses the group.
+    env.kc.request("PATCH", f"{collection('PodGroup', ns)}/train", {"metadata": {"finalizers": None}},
+                   content_type="application/merge-patch+json")
+    wait_for(lambda: env.get("PodGroup", "train", ns) is None, timeout=20, what="the PodGroup gone")
+
+    def released() -> bool:
+        standalone = env.get("ResourceClaim", "train-fabric", ns) or {}
+        return not ob.reserved_for(standalone) and ob.allocation(standalone) is None
+    wait_for(released, timeout=30, what="the standalone claim's reservation dropped and its devices freed")
+    wait_for(lambda: env.get("ResourceClaim", made, ns) is None, timeout=30,
+             what="the template claim deleted by the garbage collector, its finalizer lifted")
+    assert env.allocated_devices(ns) == [], env.allocated_devices(ns)
 
 
 def test_a_bind_failing_after_the_first_keeps_the_bound_pod_and_the_retry_binds_the_rest(env: Env) -> None:

@@ -59,6 +59,9 @@ ALLOWED_UNUSED: dict[str, dict[ApiCall, str]] = {
         ApiCall("resource.k8s.io", "resourceclaims", "get"):
             "re-reads a claim after a write conflict and while rolling back a failed scheduling "
             "attempt: error paths a healthy run does not take",
+        ApiCall("scheduling.k8s.io", "podgroups", "get"):
+            "asks whether a PodGroup a claim is reserved for still exists only when the watch "
+            "has not shown it yet and its deletion was not seen (a start-up race)",
     },
     "solver": {},
     "kubelet-plugin": {

@@ -5,7 +5,8 @@ gates GenericWorkload, TopologyAwareWorkloadScheduling, DRAWorkloadResourceClaim
 Rack r2 has n-c (64 CPU, 8 free GPUs) and n-d (8 CPU, 4 free GPUs); the gang (minCount 2, one
 rack, a shared fabric claim) is a-small (4 GPUs, created first) and b-big (8 GPUs). Upstream
 puts a-small on the emptier n-c and b-big then fits nowhere; the joint placement is a-small on
-n-d and b-big on n-c. The gang stream's generator is checked here too (benchmarks/gang_compare.py
+n-d and b-big on n-c; dra-solver finds it on the very state kube-scheduler saw too (the
+comparison's same-state answer). The gang stream's generator is checked here too (benchmarks/gang_compare.py
 runs it at full size).
 """
 
@@ -32,6 +33,10 @@ def test_one_pod_at_a_time_fails_and_dra_solver_places_the_gang_whole(bins: Bina
     assert not theirs.placed and not theirs.timed_out, theirs
     assert "minCount (2) cannot be satisfied" in theirs.message, theirs.message
     assert upstream.gpus_allocated == 12  # the claims in use only: nothing of the gang kept
+    # On the very state kube-scheduler saw, dra-solver's answer (validated, nothing written).
+    assert theirs.same_state is not None and theirs.same_state.placed, theirs.same_state
+    assert theirs.same_state.nodes == {"a-small": "n-d", "b-big": "n-c"}
+    assert ours.gangs[0].same_state is None  # judged on kube-scheduler's side only
 
     (mine,) = ours.gangs
     assert mine.placed, mine
@@ -42,6 +47,8 @@ def test_one_pod_at_a_time_fails_and_dra_solver_places_the_gang_whole(bins: Bina
     table = gangs.format_comparison([upstream, ours])
     assert "| dra-solver | 1/1 | 2 |" in table and "| kube-scheduler | 0/1 | 0 |" in table
     assert "train (2 pods, 12 GPUs): no / yes" in table
+    assert "kube-scheduler placed 0, dra-solver places 1" in table and "by kube-scheduler only: 0; by dra-solver only: 1" in table
+    assert "- train (2 pods, 12 GPUs): dra-solver only — kube-scheduler: pod group is unschedulable" in table
 
 
 def test_the_gang_stream_is_fixed_by_its_seed_and_within_the_issue_s_ranges() -> None:
