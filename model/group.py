@@ -151,12 +151,25 @@ class _Runner:
         if self.table is not None:
             self.stats.patterns = len(self.table)
         min_count = problem.request.min_count
-        bounds = {d: self._bound(d) for d in problem.domains}
+        # The joint path's bounds (per-node solves in every domain) and model can take longer
+        # than the deadline: a greedy placement first, in the domain with the most idle units
+        # (the likeliest to fit), so that the deadline still finds an answer (anytime).
+        fallback = self._first_greedy() if path == "joint" else None
+        bounds: dict[str, tuple[int, ...]] = {}
+        try:
+            for d in problem.domains:
+                problem.time_left()
+                bounds[d] = self._bound(d)
+        except SolveTimeout:
+            if fallback is None:
+                raise
+            self.stats.status = "FEASIBLE"
+            self.stats.gap = max(0.0, (len(problem.pods) - fallback[0].pods) / max(1, len(problem.pods)))
+            placed = _from_joint(fallback[1])
+            assert placed is not None
+            return self._outcome(placed)
         order = sorted((d for d in problem.domains if bounds[d][0] >= min_count), key=lambda d: (tuple(-v for v in bounds[d]), problem.domain_rank(d)))
         best: tuple[GroupObjective, MasterAnswer | JointAnswer] | None = None
-        # The joint model can take long to build and solve: a greedy placement in the most
-        # promising domain first, so that the deadline still finds an answer (anytime).
-        fallback = self._greedy(order[0]) if path == "joint" and order else None
         left = order
         for n, d in enumerate(order):
             left = order[n:]
@@ -181,6 +194,9 @@ class _Runner:
                 break  # the time ran out inside this domain
         else:
             left = []
+        if fallback is not None and (best is None or fallback[0].key() > best[0].key()):
+            best = fallback  # the model's answer, cut short, was worse than the greedy one
+            self.stats.status = "FEASIBLE"
         if best is None:
             self.stats.status = "INFEASIBLE"
             return self.not_placed()
@@ -233,6 +249,20 @@ class _Runner:
         if problem.request.topology_key and levels:
             return (pods, score, -levels[0])
         return (pods, score)
+
+    def _first_greedy(self, tries: int = 3) -> tuple[GroupObjective, JointAnswer] | None:
+        """The greedy placement in the first of the ``tries`` roomiest domains where it finds one."""
+        problem = self.problem
+        roomiest = sorted(problem.domains, key=lambda d: (-problem.domain_idle(d), problem.domain_rank(d)))
+        for d in roomiest[:tries]:
+            try:
+                problem.time_left()
+            except SolveTimeout:
+                return None
+            found = self._greedy(d)
+            if found is not None:
+                return found
+        return None
 
     def _greedy(self, domain: str) -> tuple[GroupObjective, JointAnswer] | None:
         """Pods one at a time (most devices first) on the first node of ``domain`` where they

@@ -97,7 +97,10 @@ class JointModel:
                 if problem.fits(p, n).fits:
                     var = self.x[(p.index, n)] = m.new_bool_var(f"x[{p.index},{n}]")
                     m.add_implication(var, self.y[problem.nodes[n].domain])
-        self.placed = {p.index: sum(v for (i, _), v in self.x.items() if i == p.index) for p in problem.pods}
+        by_pod: dict[int, list[cp_model.IntVar]] = defaultdict(list)
+        for (i, _), var in self.x.items():
+            by_pod[i].append(var)
+        self.placed = {p.index: sum(by_pod.get(p.index, ())) for p in problem.pods}
         for expr in self.placed.values():
             if not isinstance(expr, int):
                 m.add(expr <= 1)

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from ortools.sat.python import cp_model
 
+from dra_solver.model.errors import SolveTimeout
+
 Sense = Literal["max", "min"]
 
 
@@ -114,7 +116,13 @@ def solve_stages(
             model.maximize(stage.expr)
         else:
             model.minimize(stage.expr)
-        limit = time_left()
+        try:
+            limit = time_left()
+        except SolveTimeout:
+            if n == 0:
+                raise
+            out.status = "FEASIBLE"  # the earlier stages' answer stands
+            return out
         solver = _solver(limit)
         status = solver.solve(model)
         out.solves += 1

@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from ortools.sat.python import cp_model
 
 from dra_solver import model
-from dra_solver.model.cpsat import group_model
+from dra_solver.model import group as group_mod
+from dra_solver.model.cpsat import group_model, group_solve
 from tests import gang_builders as g
 
 CEL = model.CelEnvironment()
@@ -43,3 +45,37 @@ def test_without_a_greedy_placement_the_deadline_is_an_error(monkeypatch: pytest
     out = model.schedule_group(replace(req, min_count=5), cel=CEL)
     assert out.placed and out.pods_placed == 5 and out.stats.status == "FEASIBLE"
     assert model.check_group(replace(req, min_count=5), out, cel=CEL) == []
+
+
+def test_the_greedy_placement_answers_when_the_bounds_run_out_of_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # At thousands of nodes the bounds (per-node solves in every domain) alone can outlast the
+    # deadline: the greedy placement is made before them.
+    objs = g.cluster([g.Rack("r1", [g.Node(gpus=4), g.Node(gpus=4)], fabric=1), g.Rack("r2", [g.Node(gpus=8), g.Node(gpus=8, busy=4)], fabric=1)])
+    req = g.group_request(objs, [8, 2, 2], shared=True, path="joint")
+
+    def out_of_time(*_args: object) -> tuple[int, ...]:
+        raise model.SolveTimeout("podgroup: the time limit passed")
+
+    monkeypatch.setattr(group_mod._Runner, "_bound", out_of_time)
+    out = model.schedule_group(req, cel=CEL)
+    assert out.placed and out.stats.status == "FEASIBLE" and out.pods_placed == 3 and out.domain == "r2"
+    assert model.check_group(req, out, cel=CEL) == []
+
+
+def test_a_later_stage_out_of_time_keeps_the_earlier_stages_answer() -> None:
+    m = cp_model.CpModel()
+    x = m.new_int_var(0, 3, "x")
+    y = m.new_int_var(0, 3, "y")
+    m.add(x + y <= 4)
+    calls = []
+
+    def time_left() -> float:
+        calls.append(1)
+        if len(calls) > 1:
+            raise model.SolveTimeout("the time limit passed")
+        return 5.0
+
+    staged = group_solve.solve_stages(m, [group_solve.Level(x, "max"), group_solve.Level(y, "max")], time_left=time_left)
+    assert staged.status == "FEASIBLE" and staged.values == [3] and staged.value(x) == 3
+    with pytest.raises(model.SolveTimeout):  # nothing found at all: the caller's deadline error
+        group_solve.solve_stages(m, [group_solve.Level(x, "max")], time_left=time_left)
