@@ -146,6 +146,8 @@ class _Runner:
         each solved alone; stop when no remaining domain can beat the best placement, or at
         the deadline (the best so far, FEASIBLE, with the gap to the best bound left)."""
         problem = self.problem
+        if problem.split_by_shared_reach():
+            self.stats.domains_total = len(problem.domains)
         path = self._path()
         self.stats.path = path
         if self.table is not None:

@@ -206,6 +206,46 @@ class GroupProblem:
         self._classify(local=True)
         self._verdicts.clear()
 
+    def split_by_shared_reach(self) -> bool:
+        """Without a topology key, split the one domain into the node sets that reach the same
+        devices for the open shared claims, when those sets are pairwise disjoint and every
+        pod uses every open shared claim: a shared device then binds all pods to the nodes of
+        one set, so solving each set alone is exact (and each set may then qualify for the
+        aggregated path, whose shared claims must look alike on every node of a domain).
+        Returns whether it split; the sets are named by their first node."""
+        claims = [c for _, c in self.open_shared]
+        if self.request.topology_key or not claims or len(self.domains) != 1:
+            return False
+        refs = {c.ref for c in claims}
+        if any(not refs <= set(p.pod.shared) for p in self.pods):
+            return False
+        if any(not (c.spec.devices and c.spec.devices.requests) for c in claims):
+            return False  # a shared claim may allocate nothing: it binds no pod anywhere
+        by_shape: dict[bytes, frozenset[DeviceID]] = {}
+        for rep in self.shapes():
+            view = self.index.view(rep)
+            by_shape[view.shape if view else b""] = frozenset(self.candidates(rep, claims, key=("shared", rep)))
+        sets: dict[frozenset[DeviceID], list[str]] = {}
+        for name in self.nodes:
+            view = self.index.view(name)
+            sets.setdefault(by_shape[view.shape if view else b""], []).append(name)
+        if len(sets) < 2:
+            return False
+        seen: set[DeviceID] = set()
+        for ids in sets:
+            if seen & ids:
+                return False  # overlapping reach: a device may serve nodes of two sets
+            seen |= ids
+        self.domains = {}
+        for members in sorted(sets.values(), key=lambda m: sorted(m)[0]):
+            members.sort()
+            for name in members:
+                self.nodes[name].domain = members[0]
+            self.domains[members[0]] = members
+        self._classify(local=False)
+        self._verdicts.clear()
+        return True
+
     def shapes(self) -> list[str]:
         """One node per distinct (domain, device shape): enough to learn which devices claims
         may use anywhere (in-use state only removes candidates)."""

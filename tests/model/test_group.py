@@ -95,9 +95,23 @@ CASES: dict[str, Case] = {
         lambda: g.group_request(g.cluster([g.Rack("r0", [g.Node(4), g.Node(4)]), g.Rack("r1", [g.Node(4), g.Node(4)], fabric=1)]), [2, 2], shared=True),
         placed=True, domain="r1",
     ),
+    # Without a key, the nodes reaching the same fabric devices are solved as domains of their
+    # own (disjoint reach, every pod uses the claim): exact, and the aggregated path applies.
     "shared fabric, no key: pods follow the fabric": Case(
         lambda: g.group_request(g.cluster([g.Rack("r0", [g.Node(4)], fabric=1), g.Rack("r1", [g.Node(4)])]), [2, 2], shared=True, key=""),
-        placed=True, aggregated=False,
+        placed=True,
+    ),
+    "shared fabric in two racks, no key: one rack holds every pod": Case(
+        lambda: g.group_request(
+            g.cluster([g.Rack("r0", [g.Node(4), g.Node(4, busy=2)], fabric=1), g.Rack("r1", [g.Node(4), g.Node(4, busy=3)], fabric=1)]),
+            [2, 2, 2], shared=True, key=""),
+        placed=True, pods=3,
+    ),
+    "shared fabric in two racks, no key: no rack holds it, the cluster would": Case(
+        lambda: g.group_request(
+            g.cluster([g.Rack("r0", [g.Node(4, busy=2)], fabric=1), g.Rack("r1", [g.Node(4, busy=2)], fabric=1)]),
+            [2, 2], shared=True, key=""),
+        placed=False,
     ),
     "shared GPU on one node": Case(_node_local_shared, placed=True, aggregated=False),
     "room: cpu spreads the pods": Case(_rooms, placed=True),
@@ -140,6 +154,16 @@ def test_case_table_against_brute_force(name: str) -> None:
             assert out.pods_placed == case.pods
     auto = _run(req)
     assert auto.stats.path == ("aggregated" if case.aggregated else "joint")
+
+
+def test_without_a_key_disjoint_fabric_reach_splits_the_cluster_into_domains() -> None:
+    req = CASES["shared fabric in two racks, no key: one rack holds every pod"].build()
+    out = _run(req)
+    assert out.stats.domains_total == 2 and out.domain is None
+    assert {p.node.split("-")[0] for p in out.pods} == {"r0"}, out.pods
+    # A pod that does not use the shared claim may go anywhere: no split.
+    lone = replace(req, pods=(*req.pods[:2], replace(req.pods[2], shared=())))
+    assert _run(lone).stats.domains_total == 1
 
 
 def test_sequential_fails_places_both_pods_on_the_right_nodes() -> None:
