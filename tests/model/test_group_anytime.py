@@ -5,6 +5,7 @@ The joint model's solve is replaced by one that runs out of time (deterministic,
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -79,3 +80,24 @@ def test_a_later_stage_out_of_time_keeps_the_earlier_stages_answer() -> None:
     assert staged.status == "FEASIBLE" and staged.values == [3] and staged.value(x) == 3
     with pytest.raises(model.SolveTimeout):  # nothing found at all: the caller's deadline error
         group_solve.solve_stages(m, [group_solve.Level(x, "max")], time_left=time_left)
+
+
+def test_placement_levels_get_a_deterministic_work_budget() -> None:
+    # A packing level no solver proves within the budget (a strongly correlated knapsack): the
+    # stages before it are proven, the level's best answer is kept (FEASIBLE, with its gap),
+    # the same on every run; a bigger budget never does worse.
+    rng = random.Random(7)
+    weights = [rng.randint(10**6, 2 * 10**6) for _ in range(200)]
+
+    def staged(work: float) -> group_solve.Staged:
+        m = cp_model.CpModel()
+        xs = [m.new_bool_var(f"x{i}") for i in range(200)]
+        m.add(sum(w * x for w, x in zip(weights, xs, strict=True)) <= sum(weights) // 2)
+        stages = [group_solve.Level(xs[0], "max"), group_solve.Level(xs[1], "max"),
+                  group_solve.Level(sum((w + 100_000) * x for w, x in zip(weights, xs, strict=True)), "max")]
+        return group_solve.solve_stages(m, stages, time_left=lambda: 60.0, hints=xs, level_work=work)
+
+    runs = [staged(0.001) for _ in range(2)]
+    assert runs[0].values[:2] == [1, 1] and runs[0].status == "FEASIBLE" and runs[0].gap > 0
+    assert runs[0].values == runs[1].values
+    assert staged(0.02).values[2] >= runs[0].values[2]
