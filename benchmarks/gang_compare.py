@@ -10,8 +10,10 @@ use and templates; first kube-scheduler alone (upstream's resourceclaim and podg
 controllers in kcm), then ``dra-solver serve`` + ``dra-solver controllers`` alone. The gangs
 arrive one at a time. Printed per side: gangs placed, pods bound, GPUs idle and stranded at the
 end, time per placed gang (first object created to last pod bound) p50/p99, devices allocated
-twice (must be 0), then every gang placed by one side only, with the other side's PodGroup
-message.
+twice (must be 0); then, for kube-scheduler's side, dra-solver's answers on the same states
+(before each gang, kube-scheduler's cluster as the API server shows it: the group solve and the
+validator, nothing written) and the gangs placed by one only; then every gang placed by one
+side only in the two free-running streams, with the other side's PodGroup message.
 
 Not a test: the figures depend on the machine (``tests/schedcompare/test_gangs_real.py``
 checks the one-pod-at-a-time case at CI size).
