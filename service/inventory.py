@@ -791,8 +791,11 @@ class FileSource(InventorySource):
 
     def start(self) -> None:
         self.load()
-        self._thread = threading.Thread(target=self._poll, name="inventory-file-poll", daemon=True)
-        self._thread.start()
+        # Published only once started: a stop() racing this (SIGTERM while loading) must not
+        # join a thread that has not started; a poller started after it exits at once.
+        poller = threading.Thread(target=self._poll, name="inventory-file-poll", daemon=True)
+        poller.start()
+        self._thread = poller
 
     def check(self) -> bool:
         """Reload if any file changed; True when a new snapshot was published."""

@@ -68,6 +68,12 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     stale = env.create(b.ONE_GPU.named("stale").finalizer().obj())
     env.kc.request("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/stale/status",
                    dict(stale, status=b.ONE_GPU.named("stale").allocated("gpu-2", node="node-a").reserved_for(ghost).obj()["status"]))
+    # Reserved for a PodGroup the cache never saw: the claim controller asks the API server.
+    ghost_group = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "ghost-group", "uid": "0b5e7e1c-0000-4000-8000-000000000002"}
+    orphan = env.create(b.ONE_GPU.named("orphan").finalizer().obj())
+    orphan_status = b.ONE_GPU.named("orphan").allocated("gpu-7", node="node-a").obj()["status"]
+    env.kc.request("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/orphan/status",
+                   dict(orphan, status={**orphan_status, "reservedFor": [ghost_group]}))
     faulty = env.client("rbac", faulty=True)
     assert isinstance(faulty, FaultyKube)
     recorder = Recorder(faulty.api_client)
@@ -103,6 +109,7 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
     wait_for(lambda: (env.get("PodGroup", "gang") or {}).get("status", {}).get("conditions"), what="the PodGroup's condition")
     env.create(b.taint_rule("dry-run", pool="node-a", effect="None"))
     wait_for(lambda: (env.get("DeviceTaintRule", "dry-run") or {}).get("status", {}).get("conditions"), what="the rule's status")
+    wait_for(lambda: ob.allocation(env.get("ResourceClaim", "orphan") or {}) is None, what="the ghost PodGroup's claim released")
     env.settle()
     assert bumps, "the scheduler's status write conflicted once"
     seen = recorder.calls
