@@ -264,25 +264,46 @@ def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
 
 
 _JSON_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_JSON_INNERMOST = re.compile(r"\[\]|\{\}")
+_JSON_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 
 
 def _json_depth_exceeds(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than ``limit``. Each pass drops the
-    innermost pairs (one level) in C, so a document of depth d costs d passes over its
-    brackets, and at most ``limit`` passes are made whatever the input."""
-    brackets = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    """Whether brackets outside strings nest deeper than ``limit``. The brackets are picked out
+    in C (:func:`_json_brackets`); each pass then drops the innermost pairs (one level), so a
+    document of depth d costs d passes over its brackets, and at most ``limit`` passes are made
+    whatever the input."""
+    brackets = _json_brackets(text)
     removed = 0  # levels dropped so far; they never enclose what is left
     while removed <= limit:
         if not brackets:
             return False
-        fewer = _JSON_INNERMOST.sub("", brackets)
+        fewer = brackets.replace(b"[]", b"")
         if len(fewer) == len(brackets):
             break  # unbalanced: measure what is left one bracket at a time
         brackets = fewer
         removed += 1
-    levels = itertools.accumulate(1 if b in "[{" else -1 for b in brackets)
+    levels = itertools.accumulate(1 if b == 0x5B else -1 for b in brackets)
     return removed + max(levels, default=0) > limit
+
+
+def _json_brackets(text: str) -> bytes:
+    """The brackets of ``text`` outside its strings, ``{}`` written as ``[]`` (nesting is what
+    counts; mismatched kinds fail parsing anyway).
+
+    Fast path, all in C: escapes dropped, then everything but quotes and brackets, then each
+    string becomes a pair of adjacent quotes, dropped in one pass. A string holding a bracket
+    leaves a quote behind (quotes alternate open/close, so pairing adjacent ones cannot consume
+    both quotes of a string with a bracket inside: an odd run would be left over); only then are
+    strings removed by the (slower) regular expression."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        data = _JSON_ESCAPE.sub(b"", data)
+    kept = data.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in kept:
+        kept = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+    return kept.translate(_ONE_BRACKET_KIND)
 
 
 def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
