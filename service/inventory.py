@@ -93,9 +93,13 @@ class ObjectDecoder:
 
     def __init__(self, *, validate: ValidationMode = "strict") -> None:
         self._devices: dict[bytes, o.Device] = {}
-        self._values: dict[tuple[type, str], Any] = {}
+        self._values: dict[tuple[Any, ...], Any] = {}
         self._clean: set[bytes] = set()
         """Devices (by content) without unknown or duplicate fields."""
+        self._templates: dict[bytes, o.Device] = {}
+        """Clean devices by their content without attribute values (see :meth:`_from_template`)."""
+        self._attributes: dict[tuple[Any, ...], o.DeviceAttribute | None] = {}
+        """Decoded attribute values by raw value (None: not clean or not valid)."""
         self.validate: ValidationMode = validate
         """Field validation (kubectl's --validate) of every object decoded."""
         self._warnings: list[StrictDecodingError] = []
@@ -119,6 +123,23 @@ class ObjectDecoder:
         except (TypeError, ValueError):
             check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
             return decode_object(doc, source=source, validate="ignore")
+        found = [self._devices.get(k) for k in keys]
+        for i, dev in enumerate(found):
+            if dev is None:
+                found[i] = self._from_template(devices[i])
+        if all(dev is not None for dev in found):
+            # Every device known, or a known one with other attribute values (both clean): the
+            # slice without its devices is all that is left to check and decode.
+            if self.validate != "ignore":
+                check_fields(without_devices(doc), source=source, validate=self.validate, warnings=self._warnings)
+            head = decode_object(without_devices(doc), source=source, validate="ignore")
+            assert isinstance(head, o.ResourceSlice)
+            self._forget_if_full(self._devices)
+            for key, dev in zip(keys, found, strict=True):
+                assert dev is not None
+                self._devices.setdefault(key, dev)
+            head.spec.devices = [self._devices[k] for k in keys]
+            return head
         # Unknown and duplicate fields: the slice without its devices, and each distinct device
         # once (the whole document again, for the paths, when any is not clean).
         if self.validate != "ignore":
@@ -131,19 +152,70 @@ class ObjectDecoder:
                 else:
                     check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
                     self._clean.update(k for k, d in zip(keys, devices, strict=True) if fields_clean(o.Device, d))
-        if any(k not in self._devices for k in keys):
-            # Decode the whole object once: errors then carry the exact field path.
-            head = decode_object(doc, source=source, validate="ignore")
-            assert isinstance(head, o.ResourceSlice)
-            self._forget_if_full(self._devices)
-            for key, raw, dev in zip(keys, devices, head.spec.devices or [], strict=True):
-                if key not in self._devices:
-                    self._devices[key] = self._shared_parts(dev, raw)
-        else:
-            head = decode_object(without_devices(doc), source=source, validate="ignore")
-            assert isinstance(head, o.ResourceSlice)
+        # Decode the whole object once: errors then carry the exact field path.
+        head = decode_object(doc, source=source, validate="ignore")
+        assert isinstance(head, o.ResourceSlice)
+        self._forget_if_full(self._devices)
+        for key, raw, dev in zip(keys, devices, head.spec.devices or [], strict=True):
+            if key not in self._devices:
+                self._devices[key] = self._shared_parts(dev, raw)
+                self._remember_template(self._devices[key], raw)
         head.spec.devices = [self._devices[k] for k in keys]
         return head
+
+    # Devices that differ only in attribute values (a per-GPU UUID): the first is decoded whole
+    # and kept as a template (by its content with the attribute values left out); the others
+    # are copies of it with their own attribute values, each decoded once per distinct value.
+    # Only clean templates and values are used, so such a device is clean as well; anything
+    # unusual (a null, a type mismatch) takes the whole-object path, whose errors name the field.
+
+    def _template_key(self, raw: dict[str, Any], attributes: dict[str, Any]) -> bytes:
+        return _content_key(("template", {**raw, "attributes": tuple(attributes)}))
+
+    def _from_template(self, raw: Any) -> o.Device | None:
+        attributes = raw.get("attributes") if type(raw) is dict else None
+        if type(attributes) is not dict or not attributes or not self._templates:
+            return None
+        template = self._templates.get(self._template_key(raw, attributes))
+        if template is None:
+            return None
+        values: dict[str, o.DeviceAttribute] = {}
+        for name, value in attributes.items():
+            attribute = self._attribute(value)
+            if attribute is None:
+                return None
+            values[sys.intern(name)] = attribute
+        return template.model_copy(update={"attributes": values})
+
+    def _attribute(self, raw: Any) -> o.DeviceAttribute | None:
+        """The shared decoded attribute value of ``raw`` if it is clean and valid, else None."""
+        if type(raw) is not dict:
+            return None
+        key = _value_key(o.DeviceAttribute, raw)
+        if key in self._attributes:
+            return self._attributes[key]
+        attribute: o.DeviceAttribute | None = None
+        if None not in raw.values() and fields_clean(o.DeviceAttribute, raw):
+            try:
+                attribute = self._shared(o.DeviceAttribute.model_validate(raw, strict=True), raw)
+            except ValueError:  # pydantic's ValidationError: the whole-object path reports it
+                attribute = None
+        self._forget_if_full(self._attributes)
+        self._attributes[key] = attribute
+        return attribute
+
+    def _remember_template(self, device: o.Device, raw: Any) -> None:
+        attributes = raw.get("attributes") if type(raw) is dict else None
+        if type(attributes) is not dict or not attributes or len(attributes) != len(device.attributes or {}):
+            return
+        if not all(type(v) is dict for v in attributes.values()) or not fields_clean(o.Device, raw):
+            return
+        self._forget_if_full(self._templates)
+        self._templates.setdefault(self._template_key(raw, attributes), device)
+        assert device.attributes is not None
+        for name, value in attributes.items():
+            self._forget_if_full(self._attributes)
+            self._attributes.setdefault(_value_key(o.DeviceAttribute, value), device.attributes[name])
 
     def _shared_parts(self, device: o.Device, raw: Any) -> o.Device:
         """``device`` with its attribute and capacity values (and names) shared with equal ones
@@ -158,7 +230,7 @@ class ObjectDecoder:
         return device
 
     def _shared(self, value: Any, raw: Any) -> Any:
-        key = (type(value), repr(raw))
+        key = _value_key(type(value), raw)
         found = self._values.get(key)
         if found is None:
             self._forget_if_full(self._values)
@@ -168,6 +240,21 @@ class ObjectDecoder:
     def _forget_if_full(self, table: dict[Any, Any] | set[Any]) -> None:
         if len(table) >= self.MAX_SHARED:
             table.clear()
+
+
+_SCALAR_TYPES = frozenset({str, int, bool})
+
+
+def _value_key(kind: Any, raw: Any) -> tuple[Any, ...]:
+    """A key equal for raw attribute or capacity values that decode equally: the common value,
+    one field holding a string, integer or boolean (``{"string": ...}``), without a repr (the
+    scalar's type is part of the key: True == 1, yet they decode differently); else its repr
+    (a mapping with duplicate keys says so)."""
+    if type(raw) is dict and len(raw) == 1:
+        ((name, item),) = raw.items()
+        if type(item) in _SCALAR_TYPES:
+            return (kind, name, type(item), item)
+    return (kind, repr(raw))
 
 
 def _content_key(raw: Any) -> bytes:
