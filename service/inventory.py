@@ -100,6 +100,8 @@ class ObjectDecoder:
         """Clean devices by their content without attribute values (see :meth:`_from_template`)."""
         self._attributes: dict[tuple[Any, ...], o.DeviceAttribute | None] = {}
         """Decoded attribute values by raw value (None: not clean or not valid)."""
+        self._derived: dict[int, tuple[o.Device, o.Device]] = {}
+        """Devices made from a template (by identity, each held): told to validation."""
         self.validate: ValidationMode = validate
         """Field validation (kubectl's --validate) of every object decoded."""
         self._warnings: list[StrictDecodingError] = []
@@ -180,29 +182,42 @@ class ObjectDecoder:
         if template is None:
             return None
         values: dict[str, o.DeviceAttribute] = {}
+        known = self._attributes
         for name, value in attributes.items():
-            attribute = self._attribute(value)
+            if type(value) is not dict:
+                return None
+            key = _value_key(o.DeviceAttribute, value)
+            attribute = known.get(key, _UNSEEN)
+            if attribute is _UNSEEN:
+                attribute = self._new_attribute(key, value)
             if attribute is None:
                 return None
             values[sys.intern(name)] = attribute
-        return template.model_copy(update={"attributes": values})
+        device = template.model_copy(update={"attributes": values})
+        self._forget_if_full(self._derived)
+        self._derived[id(device)] = (device, template)
+        return device
 
-    def _attribute(self, raw: Any) -> o.DeviceAttribute | None:
-        """The shared decoded attribute value of ``raw`` if it is clean and valid, else None."""
-        if type(raw) is not dict:
-            return None
-        key = _value_key(o.DeviceAttribute, raw)
-        if key in self._attributes:
-            return self._attributes[key]
-        attribute: o.DeviceAttribute | None = None
+    def validation_memo(self) -> ValidationMemo:
+        """A memo for one validation pass over what this decoder decoded, told which devices
+        are copies of a template (:meth:`ValidationMemo.derived`)."""
+        memo = ValidationMemo()
+        for device, template in self._derived.values():
+            memo.derived(device, template)
+        return memo
+
+    def _new_attribute(self, key: tuple[Any, ...], raw: dict[str, Any]) -> o.DeviceAttribute | None:
+        """The shared decoded attribute value of ``raw`` (not seen before) if it is clean and
+        valid, else None (remembered either way)."""
+        found: o.DeviceAttribute | None = None
         if None not in raw.values() and fields_clean(o.DeviceAttribute, raw):
             try:
-                attribute = self._shared(o.DeviceAttribute.model_validate(raw, strict=True), raw)
+                found = self._shared(o.DeviceAttribute.model_validate(raw, strict=True), raw)
             except ValueError:  # pydantic's ValidationError: the whole-object path reports it
-                attribute = None
+                found = None
         self._forget_if_full(self._attributes)
-        self._attributes[key] = attribute
-        return attribute
+        self._attributes[key] = found
+        return found
 
     def _remember_template(self, device: o.Device, raw: Any) -> None:
         attributes = raw.get("attributes") if type(raw) is dict else None
@@ -243,6 +258,7 @@ class ObjectDecoder:
 
 
 _SCALAR_TYPES = frozenset({str, int, bool})
+_UNSEEN: Any = object()
 
 
 def _value_key(kind: Any, raw: Any) -> tuple[Any, ...]:
@@ -379,11 +395,12 @@ def _raw_slice_node(doc: Mapping[str, Any] | o.TypedObject) -> str:
     return node if isinstance(node, str) else ""
 
 
-def allocator_parse_error(obj: o.ResourceSlice, *, memo: dict[int, tuple[o.Device, str, str]] | None = None) -> str:
+def allocator_parse_error(obj: o.ResourceSlice, *, memo: dict[tuple[int, int], tuple[Any, Any, str, str]] | None = None) -> str:
     """What the allocator's own parsing of a slice would fail on (quantities of counters and
     capacities), or "": checked for every slice whatever the validation mode, so such a slice
-    can only ever invalidate its pool, never fail a call. ``memo``: verdicts on shared devices
-    already checked in this pass, by identity (each entry holds its device)."""
+    can only ever invalidate its pool, never fail a call. ``memo``: verdicts already found in
+    this pass, by the identity of what is parsed (a device's capacities and counter
+    consumptions, shared by equal and template-made devices; each entry holds them)."""
     try:
         for i, counter_set in enumerate(obj.spec.shared_counters or []):
             for name, c in counter_set.counters.items():
@@ -391,13 +408,15 @@ def allocator_parse_error(obj: o.ResourceSlice, *, memo: dict[int, tuple[o.Devic
     except _ParseFailure as err:
         return str(err)
     for i, device in enumerate(obj.spec.devices or []):
-        hit = memo.get(id(device)) if memo is not None else None
-        if hit is None or hit[0] is not device:
-            hit = (device, *_device_parse_error(device))
+        capacity, consumed = device.capacity, device.consumes_counters
+        key = (id(capacity), id(consumed))
+        hit = memo.get(key) if memo is not None else None
+        if hit is None or hit[0] is not capacity or hit[1] is not consumed:
+            hit = (capacity, consumed, *_device_parse_error(device))
             if memo is not None:
-                memo[id(device)] = hit
-        if hit[2]:
-            return f"spec.devices[{i}].{hit[1]}: {hit[2]}"
+                memo[key] = hit
+        if hit[3]:
+            return f"spec.devices[{i}].{hit[2]}: {hit[3]}"
     return ""
 
 
@@ -460,6 +479,7 @@ def screen_objects(
     namespaces_known: bool = False,
     checked: dict[int, tuple[o.TypedObject, str]] | None = None,
     sources: Mapping[int, str] | None = None,
+    memo: ValidationMemo | None = None,
 ) -> Screened:
     """Set aside what the allocator cannot use: slices that fail validation (when
     ``validate``) or the allocator's parsing make their pool invalid (all of the pool's slices
@@ -468,14 +488,15 @@ def screen_objects(
     not even decode, each with the node of its slice. ``checked``: verdicts by object
     identity carried between calls (objects are immutable), so a watch event does not re-check
     a whole cluster. ``sources``: the file of each object, by identity (for reports).
+    ``memo``: for this pass's validation (:meth:`ObjectDecoder.validation_memo`).
     """
     known: list[tuple[InventoryProblem, str]] = list(problems)
     kept: list[o.TypedObject] = []
     namespaces: dict[str, Mapping[str, str]] | None = {} if namespaces_known else None
     check: SelectorCheck | None = None
     fresh: dict[int, tuple[o.TypedObject, str]] = {}
-    memo = ValidationMemo()  # shared devices: validated once in this pass
-    parse_memo: dict[int, tuple[o.Device, str, str]] = {}
+    memo = memo or ValidationMemo()  # shared devices: validated once in this pass
+    parse_memo: dict[tuple[int, int], tuple[Any, Any, str, str]] = {}
     for obj in objects:
         if isinstance(obj, Namespace):
             if namespaces is None:
@@ -865,7 +886,10 @@ class FileSource(InventorySource):
             objects, problems = load_inventory_files([self.path], sources=sources, decoder=decoder, progress=progress)
             for line in decoder.take_warnings()[:100]:
                 log.warning("inventory: %s", line)
-            screened = screen_objects(objects, problems=problems, validate=self.validate, namespaces_known=True, checked=self._checked, sources=sources)
+            screened = screen_objects(
+                objects, problems=problems, validate=self.validate, namespaces_known=True, checked=self._checked, sources=sources,
+                memo=decoder.validation_memo(),
+            )
         nodes = sum(1 for obj in objects if isinstance(obj, o.Node))
         log.info("inventory: loaded %s nodes, %s objects from %s in %.1fs", f"{nodes:,}", f"{len(objects):,}", self.path, time.monotonic() - started)
         inv = screened.inventory
