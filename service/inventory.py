@@ -96,7 +96,7 @@ class ObjectDecoder:
         self._values: dict[tuple[Any, ...], Any] = {}
         self._clean: set[bytes] = set()
         """Devices (by content) without unknown or duplicate fields."""
-        self._templates: dict[bytes, o.Device] = {}
+        self._templates: dict[str, o.Device] = {}
         """Clean devices by their content without attribute values (see :meth:`_from_template`)."""
         self._attributes: dict[tuple[Any, ...], o.DeviceAttribute | None] = {}
         """Decoded attribute values by raw value (None: not clean or not valid)."""
@@ -171,8 +171,10 @@ class ObjectDecoder:
     # Only clean templates and values are used, so such a device is clean as well; anything
     # unusual (a null, a type mismatch) takes the whole-object path, whose errors name the field.
 
-    def _template_key(self, raw: dict[str, Any], attributes: dict[str, Any]) -> bytes:
-        return _content_key(("template", {**raw, "attributes": tuple(attributes)}))
+    def _template_key(self, raw: dict[str, Any], attributes: dict[str, Any]) -> str:
+        # A repr, unlike marshal's bytes, does not change with what else refers to the strings
+        # or whether they were interned meanwhile: lookups and the registration agree.
+        return repr({**raw, "attributes": tuple(attributes)})
 
     def _from_template(self, raw: Any) -> o.Device | None:
         attributes = raw.get("attributes") if type(raw) is dict else None
