@@ -130,3 +130,14 @@ def test_a_problem_in_one_of_a_thousand_template_slices_names_file_object_and_fi
         assert snap.invalid_pools.get((DRIVER, f"node-{slice_no:04}")), snap.invalid_pools
     assert len(snap.inventory.slices) == 1000 - len(PLANTED)
     assert snap.counts()["Node"] == 1000
+
+
+def test_warn_mode_reports_a_repeated_unclean_device_on_every_slice() -> None:
+    decoder = ObjectDecoder(validate="warn")
+    docs = [_slice(f"node-{i}") for i in range(3)]
+    for doc in docs:
+        doc["spec"]["devices"][1]["colour"] = "blue"
+    decode_documents(docs, decoder=decoder)
+    warnings = decoder.take_warnings()
+    assert len(warnings) == 3 and all('unknown field "spec.devices[1].colour"' in w for w in warnings), warnings
+    assert [w.split(":")[0] for w in warnings] == [f"ResourceSlice node-{i}-gpus" for i in range(3)]
