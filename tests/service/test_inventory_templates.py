@@ -134,7 +134,7 @@ def test_a_problem_in_one_of_a_thousand_template_slices_names_file_object_and_fi
 
 def test_warn_mode_reports_a_repeated_unclean_device_on_every_slice() -> None:
     decoder = ObjectDecoder(validate="warn")
-    docs = [_slice(f"node-{i}") for i in range(3)]
+    docs = [gpu_slice(f"node-{i}", count=2) for i in range(3)]  # identical devices: decoded once
     for doc in docs:
         doc["spec"]["devices"][1]["colour"] = "blue"
     decode_documents(docs, decoder=decoder)
