@@ -407,6 +407,7 @@ def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
     alias_values = 0
     counted = 0  # scalars, mappings and lists so far (an alias: what its anchor expands to)
     plain = _PlainScalars()
+    plain_memo = plain.memo
     done: list[Any] = []  # the document just completed (at most one)
     scalar_event, mapping_start, sequence_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end, alias_event = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.AliasEvent
@@ -429,7 +430,8 @@ def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
                     # The common case, inlined: an untagged scalar inside a mapping or list.
                     value = event.value
                     if event.implicit[0] and (not value or value[0] in resolved_first):
-                        value = plain.value(event)
+                        resolved = plain_memo.get(value, _NO_KEY)  # most are seen before
+                        value = plain.value(event) if resolved is _NO_KEY else resolved
                     if in_list:
                         items.append(event.value if value is _MERGE else value)
                     elif key is _NO_KEY:
@@ -549,21 +551,22 @@ class _PlainScalars:
     ``~``, ``.``, ``<``, ...) can make it a number, boolean, null, timestamp or merge key, and
     those are resolved once per distinct text (inventories repeat the same few)."""
 
-    __slots__ = ("_memo",)
+    __slots__ = ("memo",)
 
     def __init__(self) -> None:
-        self._memo: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {}
+        """Text -> value of the plain scalars resolved so far (read directly by the hot loop)."""
 
     def value(self, event: Any) -> Any:
         text: str = event.value
         if text and text[0] not in _RESOLVED_FIRST:
             return text
-        hit = self._memo.get(text, _NO_KEY)
+        hit = self.memo.get(text, _NO_KEY)
         if hit is not _NO_KEY:
             return hit
         value = _scalar(event, key=True, plain=None)
-        if len(self._memo) < _PLAIN_MEMO_SIZE:
-            self._memo[text] = value
+        if len(self.memo) < _PLAIN_MEMO_SIZE:
+            self.memo[text] = value
         return value
 
 
