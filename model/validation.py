@@ -425,12 +425,11 @@ class ValidationMemo:
     one per pass and drop it afterwards.
     """
 
-    __slots__ = ("_derived", "_devices", "_plain")
+    __slots__ = ("_derived", "_devices")
 
     def __init__(self) -> None:
         self._devices: dict[tuple[int, bool], tuple[o.Device, tuple[tuple[FieldPath, str], ...]]] = {}
         self._derived: dict[int, tuple[o.Device, o.Device]] = {}
-        self._plain: dict[int, tuple[o.DeviceAttribute, bool]] = {}
 
     def derived(self, device: o.Device, template: o.Device) -> None:
         """Declare that ``device`` is ``template`` with other attribute values and every other
@@ -453,7 +452,7 @@ class ValidationMemo:
         if (
             derived is not None
             and derived[0] is device
-            and all(self._plain_attribute(a) for a in (device.attributes or {}).values())
+            and all(map(_plain_attribute, (device.attributes or {}).values()))
             and not self.device_problems(derived[1], per_device_node_selection, check)
         ):
             problems: tuple[tuple[FieldPath, str], ...] = ()
@@ -461,12 +460,6 @@ class ValidationMemo:
             problems = check(device)
         self._devices[key] = (device, problems)
         return problems
-
-    def _plain_attribute(self, attribute: o.DeviceAttribute) -> bool:
-        hit = self._plain.get(id(attribute))
-        if hit is None or hit[0] is not attribute:
-            hit = self._plain[id(attribute)] = (attribute, _plain_attribute(attribute))
-        return hit[1]
 
 
 class _Validator:
@@ -1121,7 +1114,10 @@ class _Validator:
         if devices is not None:
             dpath = (*path, "devices")
             limit = SLICE_MAX_DEVICES
-            if any(d.taints or d.consumes_counters or _has_list_attribute(d) for d in devices):
+            # The lower limit only matters above it (the scan is a cost on every slice).
+            if len(devices) > SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES and any(
+                d.taints or d.consumes_counters or _has_list_attribute(d) for d in devices
+            ):
                 limit = SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
             if len(devices) > limit:
                 self.r.too_many(dpath, len(devices), limit)
