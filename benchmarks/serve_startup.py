@@ -12,7 +12,8 @@ Each inventory is served by the code at ``--before`` (a git ref, default ``main`
 in a temporary worktree) and by this checkout, one after the other in the same run. Reported
 per run: seconds until the ``grpc=`` line, seconds until gRPC health says SERVING, the
 process's CPU seconds at that moment (the figure to trust on a busy machine: loading is one
-thread), and its peak RSS. Targets (issue 16, idle 2-core machine): 5,000 MIG nodes ready in
+thread), its peak RSS, and how long the first Schedule (one device of the inventory's class)
+then takes (what a caller waits for right after "ready"). Targets (issue 16, idle 2-core machine): 5,000 MIG nodes ready in
 <= 10 s; the 50 MB / 21,869-node inventory in <= 15 s with RSS <= 1 GiB.
 """
 
@@ -36,11 +37,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dra_solver.service import bench  # noqa: E402
+from dra_solver.service.client import Client  # noqa: E402
+
+BIG_CLASS = "gpu.nvidia.com"
 
 
 def big_inventory(path: Path, nodes: int) -> Path:
     rng = random.Random(7)
-    docs: list[dict[str, object]] = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+    docs: list[dict[str, object]] = [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": BIG_CLASS},
                                       "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}]
     for i in range(nodes):
         name = f"gpu-node-{i:05d}"
@@ -60,7 +64,7 @@ def big_inventory(path: Path, nodes: int) -> Path:
     return path
 
 
-def serve_once(inventory: Path, code: Path) -> dict[str, float]:
+def serve_once(inventory: Path, code: Path, device_class: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(code))
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(inventory), "--port", "0",
@@ -83,7 +87,14 @@ def serve_once(inventory: Path, code: Path) -> dict[str, float]:
         fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         peak = next(int(x.split()[1]) for x in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if x.startswith("VmHWM"))
-        return {"listening": listening, "ready": ready, "cpu": cpu, "rss_mib": peak / 1024}
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "first", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}
+        with Client(address, timeout=600) as client:
+            started = time.monotonic()
+            placed = client.schedule([claim]).node
+            first = time.monotonic() - started
+        assert placed, "the first Schedule found no node"
+        return {"listening": listening, "ready": ready, "cpu": cpu, "rss_mib": peak / 1024, "first": first}
     finally:
         proc.terminate()
         try:
@@ -98,18 +109,20 @@ def main() -> int:
     parser.add_argument("--mig-nodes", type=int, default=5000)
     parser.add_argument("--big-nodes", type=int, default=21869)
     parser.add_argument("--inventory", action="append", default=[], help="another inventory file or directory")
+    parser.add_argument("--device-class", default=bench.DRIVER, help="the class the first Schedule asks for on --inventory")
     parser.add_argument("--before", default="main", help="git ref of the code to compare with (default main)")
     parser.add_argument("--skip-before", action="store_true", help="measure this checkout only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="serve-startup-") as tmp:
         work = Path(tmp)
-        inventories: list[tuple[str, Path]] = []
+        inventories: list[tuple[str, Path, str]] = []
         if args.mig_nodes:
-            inventories.append((f"{args.mig_nodes:,} MIG nodes (JSON)", bench.write_cluster(work / "mig", nodes=args.mig_nodes, shape="mig")))
+            mig = bench.write_cluster(work / "mig", nodes=args.mig_nodes, shape="mig")
+            inventories.append((f"{args.mig_nodes:,} MIG nodes (JSON)", mig, bench.DRIVER))
         if args.big_nodes:
             path = big_inventory(work / "big.yaml", args.big_nodes)
-            inventories.append((f"{args.big_nodes:,} realistic nodes, {path.stat().st_size / 1e6:.0f} MB YAML", path))
-        inventories += [(p, Path(p)) for p in args.inventory]
+            inventories.append((f"{args.big_nodes:,} realistic nodes, {path.stat().st_size / 1e6:.0f} MB YAML", path, BIG_CLASS))
+        inventories += [(p, Path(p), args.device_class) for p in args.inventory]
         versions: list[tuple[str, Path]] = []
         if not args.skip_before:
             before = work / "before"
@@ -117,17 +130,19 @@ def main() -> int:
             versions.append((f"before ({args.before})", before))
         versions.append(("after", ROOT))
         try:
-            print(f"{'inventory':45} {'version':16} {'grpc= line':>10} {'ready':>8} {'CPU':>8} {'peak RSS':>10}")
-            for label, inventory in inventories:
+            print(f"{'inventory':45} {'version':16} {'grpc= line':>10} {'ready':>8} {'CPU':>8} {'peak RSS':>10} {'1st Schedule':>12}")
+            for label, inventory, device_class in inventories:
                 rows = []
                 for name, code in versions:
-                    r = serve_once(inventory, code)
+                    r = serve_once(inventory, code, device_class)
                     rows.append(r)
-                    print(f"{label:45} {name:16} {r['listening']:9.1f}s {r['ready']:7.1f}s {r['cpu']:7.1f}s {r['rss_mib']:7.0f} MiB", flush=True)
+                    print(f"{label:45} {name:16} {r['listening']:9.1f}s {r['ready']:7.1f}s {r['cpu']:7.1f}s {r['rss_mib']:7.0f} MiB "
+                          f"{r['first']:11.2f}s", flush=True)
                 if len(rows) == 2:
                     b, a = rows
                     print(f"{'':45} {'before -> after':16} {b['listening'] / a['listening']:9.1f}x {b['ready'] / a['ready']:7.1f}x "
-                          f"{b['cpu'] / a['cpu']:7.1f}x {b['rss_mib'] / a['rss_mib']:7.2f}x", flush=True)
+                          f"{b['cpu'] / a['cpu']:7.1f}x {b['rss_mib'] / a['rss_mib']:7.2f}x {b['first'] / a['first']:11.1f}x", flush=True)
+            print(f"load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
         finally:
             if not args.skip_before:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(work / "before")], check=False, capture_output=True)

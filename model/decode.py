@@ -28,7 +28,6 @@ Semantic rules and limits are ``model.validation``'s job.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import json
@@ -264,25 +263,46 @@ def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
 
 
 _JSON_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_JSON_INNERMOST = re.compile(r"\[\]|\{\}")
+_JSON_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
+_ONE_BRACKET_KIND = bytes.maketrans(b"{}", b"[]")
 
 
 def _json_depth_exceeds(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than ``limit``. Each pass drops the
-    innermost pairs (one level) in C, so a document of depth d costs d passes over its
-    brackets, and at most ``limit`` passes are made whatever the input."""
-    brackets = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    """Whether brackets outside strings nest deeper than ``limit``. The brackets are picked out
+    in C (:func:`_json_brackets`); each pass then drops the innermost pairs (one level), so a
+    document of depth d costs d passes over its brackets, and at most ``limit`` passes are made
+    whatever the input."""
+    brackets = _json_brackets(text)
     removed = 0  # levels dropped so far; they never enclose what is left
     while removed <= limit:
         if not brackets:
             return False
-        fewer = _JSON_INNERMOST.sub("", brackets)
+        fewer = brackets.replace(b"[]", b"")
         if len(fewer) == len(brackets):
             break  # unbalanced: measure what is left one bracket at a time
         brackets = fewer
         removed += 1
-    levels = itertools.accumulate(1 if b in "[{" else -1 for b in brackets)
+    levels = itertools.accumulate(1 if b == 0x5B else -1 for b in brackets)
     return removed + max(levels, default=0) > limit
+
+
+def _json_brackets(text: str) -> bytes:
+    """The brackets of ``text`` outside its strings, ``{}`` written as ``[]`` (nesting is what
+    counts; mismatched kinds fail parsing anyway).
+
+    Fast path, all in C: escapes dropped, then everything but quotes and brackets, then each
+    string becomes a pair of adjacent quotes, dropped in one pass. A string holding a bracket
+    leaves a quote behind (quotes alternate open/close, so pairing adjacent ones cannot consume
+    both quotes of a string with a bracket inside: an odd run would be left over); only then are
+    strings removed by the (slower) regular expression."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        data = _JSON_ESCAPE.sub(b"", data)
+    kept = data.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
+    if b'"' in kept:
+        kept = _JSON_NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii")
+    return kept.translate(_ONE_BRACKET_KIND)
 
 
 def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -360,101 +380,88 @@ _NO_KEY = object()
 class _Frame:
     """One mapping or list under construction."""
 
-    value: dict[str, Any] | list[Any]
+    value: Any
+    """The dict or list being filled."""
     anchor: str | None
     is_list: bool
-    size: int = 1
+    start: int
+    """Values counted before this one began: its size (itself, its keys and values, what its
+    aliases expand to) is the count when it ends minus this."""
     height: int = 1
     key: Any = _NO_KEY
-    duplicates: list[str] = dataclasses.field(default_factory=list)
-    merges: list[Any] = dataclasses.field(default_factory=list)
+    """The key waiting for its value (mappings), saved while a nested value is built."""
+    duplicates: list[str] | None = None
+    merges: list[Any] | None = None
 
 
 def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
     """Each document, and the characters read once it ends.
 
-    The hot loop of large inventories: dispatch on the event's class, and scalars are resolved
-    without PyYAML's per-node machinery when their text alone decides (see :func:`_plain`).
+    The hot loop of large inventories: dispatch on the event's class; the innermost mapping or
+    list, its pending key and the running value count are locals (saved in the frame while a
+    nested value is built); scalars are resolved without PyYAML's per-node machinery when their
+    text alone decides (see :class:`_PlainScalars`).
     """
     anchors: dict[str, tuple[Any, int, int]] = {}  # name -> (value, size, height)
     stack: list[_Frame] = []
     alias_values = 0
+    counted = 0  # scalars, mappings and lists so far (an alias: what its anchor expands to)
     plain = _PlainScalars()
+    plain_memo = plain.memo
     done: list[Any] = []  # the document just completed (at most one)
-
-    def emit(value: Any, size: int, height: int, mark: Any, anchor: str | None) -> None:
-        if anchor is not None:
-            anchors[anchor] = (value, size, height)
-        if not stack:
-            done.append(value)
-            return
-        top = stack[-1]
-        top.size += size
-        if height >= top.height:
-            top.height = height + 1
-        if top.is_list:
-            top.value.append(value)  # type: ignore[union-attr]
-        elif top.key is _NO_KEY:
-            if value is not _MERGE and type(value) is not str:
-                raise _YamlLimit(mark, f"mapping keys must be strings, not {_json_type(value)}")
-            top.key = value
-        elif top.key is _MERGE:
-            top.merges.append(value)
-            top.key = _NO_KEY
-        else:
-            mapping = typing.cast(dict[str, Any], top.value)
-            if top.key in mapping:
-                top.duplicates.append(top.key)
-            mapping[top.key] = value
-            top.key = _NO_KEY
-
     scalar_event, mapping_start, sequence_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end, alias_event = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.AliasEvent
     document_start, document_end = yaml.DocumentStartEvent, yaml.DocumentEndEvent
     resolved_first = _RESOLVED_FIRST
     event: Any  # the event classes' attributes are dispatched on by class below
-    top: _Frame | None = None  # stack[-1], kept at hand
+    top: _Frame | None = None  # stack[-1], with its value, kind and pending key at hand:
+    items: Any = None
+    in_list = False
+    key: Any = _NO_KEY
+    value: Any
     loader = _Loader(text)
     next_event = loader.get_event  # None after the stream's end (yaml.parse, without its generator)
     try:
         while (event := next_event()) is not None:
             cls = type(event)
             if cls is scalar_event:
+                counted += 1
                 if top is not None and event.tag is None and event.anchor is None:
                     # The common case, inlined: an untagged scalar inside a mapping or list.
                     value = event.value
                     if event.implicit[0] and (not value or value[0] in resolved_first):
-                        value = plain.value(event)
-                    top.size += 1
-                    if top.is_list:
-                        top.value.append(event.value if value is _MERGE else value)  # type: ignore[union-attr]
-                    elif top.key is _NO_KEY:
+                        resolved = plain_memo.get(value, _NO_KEY)  # most are seen before
+                        value = plain.value(event) if resolved is _NO_KEY else resolved
+                    if in_list:
+                        items.append(event.value if value is _MERGE else value)
+                    elif key is _NO_KEY:
                         if type(value) is not str and value is not _MERGE:
                             raise _YamlLimit(event.start_mark, f"mapping keys must be strings, not {_json_type(value)}")
-                        top.key = value
+                        key = value
                     else:
                         if value is _MERGE:
                             value = event.value
-                        if top.key is _MERGE:
-                            top.merges.append(value)
+                        if key is _MERGE:
+                            _merges(top).append(value)
                         else:
-                            mapping = typing.cast(dict[str, Any], top.value)
-                            if top.key in mapping:
-                                top.duplicates.append(top.key)
-                            mapping[top.key] = value
-                        top.key = _NO_KEY
+                            if key in items:
+                                _duplicates(top).append(key)
+                            items[key] = value
+                        key = _NO_KEY
                     continue
-                as_key = top is not None and not top.is_list and top.key is _NO_KEY
-                emit(_scalar(event, key=as_key, plain=plain), 1, 0, event.start_mark, event.anchor)
+                value = _scalar(event, key=top is not None and not in_list and key is _NO_KEY, plain=plain)
+                size, height, anchor = 1, 0, event.anchor
             elif cls is mapping_end or cls is sequence_end:
                 frame = stack.pop()
-                top = stack[-1] if stack else None
-                built = frame.value
+                value = frame.value
                 if not frame.is_list:
-                    built = _finish_mapping(typing.cast(dict[str, Any], built), frame, event.start_mark)
-                emit(built, frame.size, frame.height, event.start_mark, frame.anchor)
+                    value = _finish_mapping(value, frame, event.start_mark)
+                size, height, anchor = counted - frame.start, frame.height, frame.anchor
+                top = stack[-1] if stack else None
+                if top is not None:
+                    items, in_list, key = top.value, top.is_list, top.key
             elif cls is mapping_start or cls is sequence_start:
-                if stack and not stack[-1].is_list and stack[-1].key is _NO_KEY:
+                if top is not None and not in_list and key is _NO_KEY:
                     raise _YamlLimit(event.start_mark, "a mapping or list cannot be a mapping key")
                 if len(stack) + 1 > limits.max_depth:
                     raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
@@ -462,8 +469,14 @@ def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
                 expected = _SEQ_TAG if is_list else _MAP_TAG
                 if event.tag not in (None, "!", expected):
                     raise _YamlLimit(event.start_mark, f"unsupported tag {event.tag}")
-                top = _Frame([] if is_list else {}, event.anchor, is_list)
+                if top is not None:
+                    top.key = key
+                items = [] if is_list else {}
+                top = _Frame(items, event.anchor, is_list, counted)
+                counted += 1
                 stack.append(top)
+                in_list, key = is_list, _NO_KEY
+                continue
             elif cls is alias_event:
                 if event.anchor not in anchors:
                     raise _YamlLimit(event.start_mark, f"unknown anchor {event.anchor!r}")
@@ -475,18 +488,57 @@ def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
                     )
                 if len(stack) + height > limits.max_depth:
                     raise _YamlLimit(event.start_mark, f"nesting is deeper than {limits.max_depth} levels")
-                emit(value, size, height, event.start_mark, None)
+                counted += size
+                anchor = None
             elif cls is document_start:
                 anchors.clear()  # anchors do not cross documents
+                continue
             elif cls is document_end:
                 if done:
                     yield done.pop(), event.end_mark.index
                 else:
                     yield None, event.end_mark.index  # an empty document
+                continue
+            else:
+                continue
+            # A value that is not the inlined common case: remember its anchor, then place it.
+            if anchor is not None:
+                anchors[anchor] = (value, size, height)
+            if top is None:
+                done.append(value)
+                continue
+            if height >= top.height:
+                top.height = height + 1
+            if in_list:
+                items.append(value)
+            elif key is _NO_KEY:
+                if value is not _MERGE and type(value) is not str:
+                    raise _YamlLimit(event.start_mark, f"mapping keys must be strings, not {_json_type(value)}")
+                key = value
+            elif key is _MERGE:
+                _merges(top).append(value)
+                key = _NO_KEY
+            else:
+                if key in items:
+                    _duplicates(top).append(key)
+                items[key] = value
+                key = _NO_KEY
     finally:
         loader.dispose()
     while done:  # a stream without a document end (not produced by PyYAML, kept for safety)
         yield done.pop(0), len(text)
+
+
+def _merges(frame: _Frame) -> list[Any]:
+    if frame.merges is None:
+        frame.merges = []
+    return frame.merges
+
+
+def _duplicates(frame: _Frame) -> list[str]:
+    if frame.duplicates is None:
+        frame.duplicates = []
+    return frame.duplicates
 
 
 _PLAIN_MEMO_SIZE = 65_536
@@ -499,21 +551,22 @@ class _PlainScalars:
     ``~``, ``.``, ``<``, ...) can make it a number, boolean, null, timestamp or merge key, and
     those are resolved once per distinct text (inventories repeat the same few)."""
 
-    __slots__ = ("_memo",)
+    __slots__ = ("memo",)
 
     def __init__(self) -> None:
-        self._memo: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {}
+        """Text -> value of the plain scalars resolved so far (read directly by the hot loop)."""
 
     def value(self, event: Any) -> Any:
         text: str = event.value
         if text and text[0] not in _RESOLVED_FIRST:
             return text
-        hit = self._memo.get(text, _NO_KEY)
+        hit = self.memo.get(text, _NO_KEY)
         if hit is not _NO_KEY:
             return hit
         value = _scalar(event, key=True, plain=None)
-        if len(self._memo) < _PLAIN_MEMO_SIZE:
-            self._memo[text] = value
+        if len(self.memo) < _PLAIN_MEMO_SIZE:
+            self.memo[text] = value
         return value
 
 
@@ -538,7 +591,7 @@ def _scalar(event: yaml.ScalarEvent, *, key: bool, plain: _PlainScalars | None) 
 
 
 def _finish_mapping(built: dict[str, Any], frame: _Frame, mark: Any) -> dict[str, Any]:
-    for merged in frame.merges:
+    for merged in frame.merges or ():
         sources = merged if isinstance(merged, list) else [merged]
         for each in sources:
             if not isinstance(each, dict):
@@ -755,7 +808,8 @@ def _compiled_fields(fields: Any) -> tuple[frozenset[str], tuple[tuple[str, _Sha
     hit = _compiled.get(fields)
     if hit is None:
         table = typing.cast(dict[str, _Shape], fields())
-        hit = (frozenset(table), tuple((k, v) for k, v in table.items() if v[0] != "opaque"))
+        # Lists of free-form values are always clean (a map of them is not: it can repeat a key).
+        hit = (frozenset(table), tuple((k, v) for k, v in table.items() if v[0] != "opaque" and v != ("list", _OPAQUE)))
         _compiled[fields] = hit
     return hit
 

@@ -28,7 +28,6 @@ never keys by ``id()`` beyond the lifetime of the objects it holds.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -51,7 +50,10 @@ def _digest(*parts: object) -> bytes:
 
 
 def _canonical(model: o.K8sModel) -> str:
-    return json.dumps(model.to_api(), sort_keys=True, separators=(",", ":"))
+    # The API form as JSON, written by pydantic in one call (3x json.dumps of to_api()): a
+    # fingerprint, so equal text must mean equal content (it does: every field and extra is
+    # written), while equal content written in another key order only costs a missed share.
+    return model.model_dump_json(by_alias=True, exclude_none=True)
 
 
 def _placeholder(text: str, node: str) -> str:

@@ -425,19 +425,39 @@ class ValidationMemo:
     one per pass and drop it afterwards.
     """
 
-    __slots__ = ("_devices",)
+    __slots__ = ("_derived", "_devices")
 
     def __init__(self) -> None:
         self._devices: dict[tuple[int, bool], tuple[o.Device, tuple[tuple[FieldPath, str], ...]]] = {}
+        self._derived: dict[int, tuple[o.Device, o.Device]] = {}
+
+    def derived(self, device: o.Device, template: o.Device) -> None:
+        """Declare that ``device`` is ``template`` with other attribute values and every other
+        field the same (a decoder's copy): when the template has no problem and each of the
+        device's attributes is one plain scalar, the device has none either (same names, same
+        count, values that need no check), found without checking it field by field."""
+        self._derived[id(device)] = (device, template)
 
     def device_problems(
-        self, device: o.Device, per_device_node_selection: bool, check: Callable[[], tuple[tuple[FieldPath, str], ...]]
+        self,
+        device: o.Device,
+        per_device_node_selection: bool,
+        check: Callable[[o.Device], tuple[tuple[FieldPath, str], ...]],
     ) -> tuple[tuple[FieldPath, str], ...]:
         key = (id(device), per_device_node_selection)
         hit = self._devices.get(key)
         if hit is not None and hit[0] is device:
             return hit[1]
-        problems = check()
+        derived = self._derived.get(id(device))
+        if (
+            derived is not None
+            and derived[0] is device
+            and all(map(_plain_attribute, (device.attributes or {}).values()))
+            and not self.device_problems(derived[1], per_device_node_selection, check)
+        ):
+            problems: tuple[tuple[FieldPath, str], ...] = ()
+        else:
+            problems = check(device)
         self._devices[key] = (device, problems)
         return problems
 
@@ -1094,7 +1114,10 @@ class _Validator:
         if devices is not None:
             dpath = (*path, "devices")
             limit = SLICE_MAX_DEVICES
-            if any(d.taints or d.consumes_counters or _has_list_attribute(d) for d in devices):
+            # The lower limit only matters above it (the scan is a cost on every slice).
+            if len(devices) > SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES and any(
+                d.taints or d.consumes_counters or _has_list_attribute(d) for d in devices
+            ):
                 limit = SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
             if len(devices) > limit:
                 self.r.too_many(dpath, len(devices), limit)
@@ -1152,7 +1175,7 @@ class _Validator:
             self.device(device, path, per_device_node_selection=per_device_node_selection)
             return
 
-        def check() -> tuple[tuple[FieldPath, str], ...]:
+        def check(device: o.Device) -> tuple[tuple[FieldPath, str], ...]:
             alone = _Validator(self.r.obj, selector_check=self._selector_check)
             alone.device(device, (), per_device_node_selection=per_device_node_selection)
             return tuple((err.field_path, err.detail) for err in alone.r.errors)

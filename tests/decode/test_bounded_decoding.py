@@ -54,6 +54,17 @@ def test_brackets_inside_json_strings_do_not_count_as_nesting() -> None:
     assert doc["metadata"]["annotations"]["a"] == "[" * 500
 
 
+@pytest.mark.parametrize("inside", ["plain", '\\"', '\\\\', '\\"' + "[" * 200, "{[" * 200 + '\\"'])
+def test_escaped_quotes_and_brackets_inside_json_strings_are_measured_as_text(inside: str) -> None:
+    """The depth is measured in C on the text without its strings: an escaped quote must not
+    end a string early, brackets in a string are text, and real nesting around it still counts."""
+    shallow = '{"kind": "DeviceClass", "a": [["' + inside + '"]]}'
+    assert parse_documents(shallow)[0]["a"][0][0] == json.loads(shallow)["a"][0][0]
+    deep = '{"kind": ' + "[" * 100 + '"' + inside + '"' + "]" * 100 + "}"
+    assert _error(deep) == "in: cannot parse JSON: nesting is deeper than 100 levels"
+    assert parse_documents(deep, limits=DecodeLimits(max_depth=101))
+
+
 def test_nesting_up_to_the_limit_is_fine() -> None:
     value = "[" * 99 + "]" * 99
     assert parse_documents(f"a: {value}") == [{"a": json.loads(value)}]
