@@ -307,6 +307,19 @@ class DeviceParseCache:
         self._lock = threading.Lock()
         self._gathered: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, tuple[Pool, ...]]] = OrderedDict()
         self._max_gathered = max(0, max_gathered)
+        self._selections: dict[tuple[Any, ...], tuple[CelDevice, bool]] = {}
+
+    def selection(self, key: tuple[Any, ...], cel: CelDevice) -> bool | None:
+        """Whether selectors matched a device's CEL view before (``model.matching.Matcher``:
+        ``key`` names the gates and the selectors, ``cel`` is the device's view, held by the
+        entry so its identity is not reused); None when not known."""
+        hit = self._selections.get((*key, id(cel)))
+        return hit[1] if hit is not None and hit[0] is cel else None
+
+    def remember_selection(self, key: tuple[Any, ...], cel: CelDevice, matched: bool) -> None:
+        if len(self._selections) >= self._max:
+            self._selections.clear()  # selectors callers made up; the service's own refill it
+        self._selections[(*key, id(cel))] = (cel, matched)
 
     def gathered(
         self,
