@@ -737,13 +737,17 @@ class Engine:
         (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
         held = in_flight or self.reservations
+        visited_at = held.version
 
         def attempt(node: str, answer: Callable[[AllocationRequest], AllocationOutcome] | None = None) -> NodeAttempt | None:
             try:
                 request, version = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=True, in_flight=held)
             except DeadlineExceeded:
                 return None
-            return NodeAttempt(request, answer(request) if answer is not None else self._solve(request), version)
+            # A known answer fits the state the visit keyed, which is this request's only while
+            # no reservation changed since the call started; else solve.
+            reusable = answer is not None and version == visited_at
+            return NodeAttempt(request, answer(request) if answer is not None and reusable else self._solve(request), version)
 
         def expired() -> bool:
             assert deadline is not None
