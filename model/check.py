@@ -512,6 +512,7 @@ class _Checker:
         self.violations: list[Violation] = []
         self.pools = pools.get(request) if pools is not None else _gather_pools(request)
         self.allocated: AllocatedState = request.inventory.allocated_state()
+        self._used_before: frozenset[DeviceID] | None = None
         self.classes = {c.name: c for c in request.inventory.classes}
         self._compiled: dict[str, Any] = {}
         self._match_cache: dict[tuple[int, str, DeviceID], bool | str] = {}
@@ -819,11 +820,10 @@ class _Checker:
     # -- shared counters -----------------------------------------------------------------------
 
     def _in_use_before(self, dev_id: DeviceID) -> bool:
-        return (
-            dev_id in self.allocated.devices
-            or dev_id in self.allocated.capacity
-            or any(d == dev_id for d, _ in self.allocated.shared)
-        )
+        if self._used_before is None:
+            a = self.allocated
+            self._used_before = a.devices.union(a.capacity, (d for d, _ in a.shared))
+        return dev_id in self._used_before
 
     def _check_counters(self) -> None:
         if not self.gates.partitionable_devices:
