@@ -839,6 +839,7 @@ class _Checker:
             pool = self.pools[key]
             used: dict[tuple[str, str], Quantity] = {}
             touched: set[tuple[str, str]] = set()
+            amounts: dict[str, Quantity] = {}  # a pool's devices repeat a few amounts
             for dev in pool.devices.values():
                 new = dev.id.device in names
                 if not new and not self._in_use_before(dev.id):
@@ -846,7 +847,9 @@ class _Checker:
                 for consumption in dev.device.consumes_counters or []:
                     for counter, amount in consumption.counters.items():
                         slot = (consumption.counter_set, counter)
-                        value = parse_quantity(amount.value)
+                        value = amounts.get(amount.value)
+                        if value is None:
+                            value = amounts[amount.value] = parse_quantity(amount.value)
                         used[slot] = used[slot].add(value) if slot in used else value
                         if new:
                             touched.add(slot)
