@@ -2,9 +2,10 @@
 found by looking at each candidate once, with no model and no solver call.
 
 API:
-- ``single_device(problem, policy) -> Choices | None``: the allocation the CP-SAT model
-  (``model.cpsat.model``) would return, or None when the problem is not of this kind or no
-  candidate fits (then the model decides, and says why nothing fits).
+- ``single_device(problem, policy) -> Choices | NothingFits | None``: the allocation the CP-SAT
+  model (``model.cpsat.model``) would return, ``NOTHING_FITS`` when the model would be
+  infeasible (candidates exist, none passes its rules), or None when the problem is not of this
+  kind or no option has candidates (then the model decides, and says why nothing fits).
 
 Which problems: one claim with one request that takes exactly one device (``exactly`` with
 ExactCount 1, or ``firstAvailable`` whose subrequests each take one), no claim constraints, no
@@ -52,7 +53,15 @@ def _applies(problem: Problem, policy: Policy) -> list[OptionData] | None:
     return [o for o in options if o.possible]
 
 
-def single_device(problem: Problem, policy: Policy) -> Choices | None:
+class NothingFits:
+    """``single_device``'s answer when the problem is of its kind and no candidate passes the
+    model's rules: the model is infeasible (and would say nothing more than that)."""
+
+
+NOTHING_FITS = NothingFits()
+
+
+def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | None:
     options = _applies(problem, policy)
     if not options:
         return None
@@ -76,7 +85,9 @@ def single_device(problem: Problem, policy: Policy) -> Choices | None:
             if best is None or key < best[0]:
                 best = (key, option, candidate)
     if best is None:
-        return None
+        # Every candidate of every possible option was tested against every rule of the model:
+        # the model has no solution (the infeasibility a solve would prove, without the model).
+        return NOTHING_FITS
     _, option, candidate = best
     return Choices({request_of(option.key): option.key}, {option.key: (candidate,)})
 

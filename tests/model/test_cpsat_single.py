@@ -71,7 +71,9 @@ def test_single_device_answers_equal_the_model(order: str, seed: int, busy: int,
     )
     fast = allocate_cpsat(request, cel=CEL)
     model = allocate_cpsat(request, cel=CEL, fast_path=False)
-    assert (fast.allocated, fast.score) == (model.allocated, model.score)
+    assert (fast.allocated, fast.score, fast.reason) == (model.allocated, model.score, model.reason)
     assert [r.to_api() for r in fast.results] == [r.to_api() for r in model.results]
     if fast.allocated:
         assert fast.stats.variables == 0  # answered without a model: the path was taken
+    elif model.stats.variables:  # the model had candidates and proved none fits: so did the path
+        assert (fast.stats.status, fast.stats.variables) == ("INFEASIBLE", 0)
