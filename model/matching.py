@@ -234,44 +234,45 @@ class Matcher:
         self._cache: dict[tuple[RequestKey, DeviceID], bool] = {}
         self._compiled: dict[str, Any] = {}
         self._memo = memo
-        self._memo_keys: dict[RequestKey, tuple[Any, ...] | None] = {}
+        self._memo_keys: dict[int, tuple[RequestView, int | None]] = {}
 
     def selectable(self, view: RequestView, device: PoolDevice) -> bool:
         if not self._gates.device_binding_and_status and device.device.binding_conditions:
             return False
+        # Across attempts (``memo``): the same selectors on the same device view give the same
+        # verdict; only verdicts reached without an error are kept, and per-device node
+        # selection (which reads the node) is always evaluated.
+        memo = self._memo
+        selectors = self._memo_key(memo, view) if memo is not None and device.cel is not None and not device.per_device_node_selection else None
+        if selectors is not None and memo is not None and device.cel is not None:
+            known = memo.selection(selectors, device.cel)
+            if known is not None:
+                return known
         cache_key = (view.key, device.id)
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
-        # Across attempts (``memo``): the same selectors on the same device view give the same
-        # verdict; only verdicts reached without an error are kept, and per-device node
-        # selection (which reads the node) is always evaluated.
-        memo_key = self._memo_key(view) if self._memo is not None and not device.per_device_node_selection else None
-        if memo_key is not None and device.cel is not None and self._memo is not None:
-            known = self._memo.selection(memo_key, device.cel)
-            if known is not None:
-                self._cache[cache_key] = known
-                return known
         result = self._evaluate(view, device)
         self._cache[cache_key] = result
-        if memo_key is not None and device.cel is not None and self._memo is not None:
-            self._memo.remember_selection(memo_key, device.cel, result)
+        if selectors is not None and memo is not None and device.cel is not None:
+            memo.remember_selection(selectors, device.cel, result)
         return result
 
-    def _memo_key(self, view: RequestView) -> tuple[Any, ...] | None:
-        """The gates and the selectors' expressions of ``view`` (None: a selector without
-        CEL, which is an error every time)."""
-        if view.key in self._memo_keys:
-            return self._memo_keys[view.key]
-        key: tuple[Any, ...] | None = None
+    def _memo_key(self, memo: DeviceParseCache, view: RequestView) -> int | None:
+        """The number ``memo`` gives the gates and the selectors' expressions of ``view``
+        (None: a selector without CEL, which is an error every time). Kept per view object
+        (held, so its identity is not reused during the attempt)."""
+        known = self._memo_keys.get(id(view))
+        if known is not None and known[0] is view:
+            return known[1]
+        number: int | None = None
         groups = [view.device_class.spec.selectors or () if view.device_class is not None else None, view.selectors]
         if all(s.cel is not None for g in groups if g is not None for s in g):
-            key = (
-                self._gates,
-                *(None if g is None else tuple(s.cel.expression for s in g if s.cel is not None) for g in groups),
+            number = memo.selector_id(
+                (self._gates, *(None if g is None else tuple(s.cel.expression for s in g if s.cel is not None) for g in groups))
             )
-        self._memo_keys[view.key] = key
-        return key
+        self._memo_keys[id(view)] = (view, number)
+        return number
 
     def rejecting_selectors(self, view: RequestView, device: PoolDevice) -> list[SelectorRejection]:
         """Every selector that keeps ``device`` from ``view``, each evaluated on its own (no

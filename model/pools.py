@@ -31,6 +31,7 @@ keeps them in agreement.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -307,19 +308,32 @@ class DeviceParseCache:
         self._lock = threading.Lock()
         self._gathered: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, tuple[Pool, ...]]] = OrderedDict()
         self._max_gathered = max(0, max_gathered)
-        self._selections: dict[tuple[Any, ...], tuple[CelDevice, bool]] = {}
+        self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
+        self._selector_ids: dict[tuple[Any, ...], int] = {}
+        self._next_selector_id = itertools.count()
 
-    def selection(self, key: tuple[Any, ...], cel: CelDevice) -> bool | None:
-        """Whether selectors matched a device's CEL view before (``model.matching.Matcher``:
-        ``key`` names the gates and the selectors, ``cel`` is the device's view, held by the
-        entry so its identity is not reused); None when not known."""
-        hit = self._selections.get((*key, id(cel)))
+    def selector_id(self, key: tuple[Any, ...]) -> int:
+        """A number for ``key`` (the gates and the selectors of a request, ``model.matching``):
+        the same while this cache lives, never reused for another key."""
+        found = self._selector_ids.get(key)
+        if found is None:
+            with self._lock:
+                if len(self._selector_ids) >= self._max:
+                    self._selector_ids.clear()  # their numbers are never handed out again
+                found = self._selector_ids.setdefault(key, next(self._next_selector_id))
+        return found
+
+    def selection(self, selectors: int, cel: CelDevice) -> bool | None:
+        """Whether the selectors numbered ``selectors`` (``selector_id``) matched a device's
+        CEL view before (``cel`` is held by the entry, so its identity is not reused); None
+        when not known."""
+        hit = self._selections.get((selectors, id(cel)))
         return hit[1] if hit is not None and hit[0] is cel else None
 
-    def remember_selection(self, key: tuple[Any, ...], cel: CelDevice, matched: bool) -> None:
+    def remember_selection(self, selectors: int, cel: CelDevice, matched: bool) -> None:
         if len(self._selections) >= self._max:
             self._selections.clear()  # selectors callers made up; the service's own refill it
-        self._selections[(*key, id(cel))] = (cel, matched)
+        self._selections[(selectors, id(cel))] = (cel, matched)
 
     def gathered(
         self,
