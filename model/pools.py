@@ -309,6 +309,9 @@ class DeviceParseCache:
         self._gathered: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, tuple[Pool, ...]]] = OrderedDict()
         self._max_gathered = max(0, max_gathered)
         self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
+        self.counter_sizes: dict[tuple[Pool, PoolDevice], int] = {}
+        """Per (pool, device), both held (identity keys), the device's share of the counter sets
+        it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
         self._selector_ids: dict[tuple[Any, ...], int] = {}
         self._next_selector_id = itertools.count()
 

@@ -72,7 +72,8 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
     candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
     fits = _counter_fit(candidates, in_use) if problem.request.gates.partitionable_devices else None
-    sizes = device_sizes(candidates) if policy != Policy.FIRST_FIT else {}
+    parsed = problem.request.device_cache
+    sizes = device_sizes(candidates, parsed.counter_sizes if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
     opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
     best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
