@@ -737,7 +737,7 @@ class Engine:
         (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
         held = in_flight or self.reservations
-        visited_at = held.version
+        visited_at = self.reservations.version
 
         def attempt(node: str, answer: Callable[[AllocationRequest], AllocationOutcome] | None = None) -> NodeAttempt | None:
             try:
@@ -745,8 +745,9 @@ class Engine:
             except DeadlineExceeded:
                 return None
             # A known answer fits the state the visit keyed, which is this request's only while
-            # no reservation changed since the call started; else solve.
-            reusable = answer is not None and version == visited_at
+            # no reservation changed since the call started (the store's own count: an overlay
+            # of a caller's in-flight claims keeps the count it was made at); else solve.
+            reusable = answer is not None and self.reservations.version == visited_at
             return NodeAttempt(request, answer(request) if answer is not None and reusable else self._solve(request), version)
 
         def expired() -> bool:
