@@ -18,7 +18,11 @@ API:
   DeviceTaintRules), ``node_match`` (per-device node selection against this node).
 - ``DeviceParseCache``: what parsing a device yields independently of node, request and
   taint rules (capacities, counter consumption, the CEL view), kept by a caller that allocates
-  again and again on the same Device objects (the service) and passed as ``parsed=``.
+  again and again on the same Device objects (the service) and passed as ``parsed=``; also
+  the pools gathered per identity of their inputs (``gathered``), selector verdicts per device
+  view (``selector_id``, ``selection``, for ``model.matching.Matcher``) and device sizes by
+  counters (``counter_sizes``, for ``model.cpsat.amounts.device_sizes``). Every entry holds
+  the objects its key names by identity.
 - ``node_matches(node, *, node_name, all_nodes, selector) -> bool`` and
   ``node_selector_matches(selector, node) -> bool``: upstream ``NodeMatches`` and the
   component-helpers node affinity semantics (matchExpressions and matchFields
