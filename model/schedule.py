@@ -203,7 +203,7 @@ def choose_node(
     (``answer_on``) instead of solved again; ``reuse(node, answer)`` is ``attempt`` with
     ``answer(request)`` in place of the solve (None: deadline passed). Only with
     ``share_states``, where equal keys mean equal problems up to names."""
-    names = sorted(set(candidates)) if candidates else list(index.node_names)
+    names: Sequence[str] = sorted(set(candidates)) if candidates else index.node_names
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
     rank: dict[str, int] = {}
@@ -245,12 +245,12 @@ def choose_node(
             verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
             continue
         # In-flight state is asked for only where some is held (most nodes have none).
-        held = bool(held_pools) and any(p in held_pools for p in view.pools)
+        held = bool(held_pools) and not held_pools.isdisjoint(view.pools)
         if exclusive and not view.shared_devices:
             free = index.free_devices(name, in_flight.devices(view.pools)) if held else index.free_devices(name, _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
-                broken = invalid_pools_error(index, name)
+                broken = invalid_pools_error(index, name) if index.invalid_pools else None
                 reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                 continue
