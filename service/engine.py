@@ -65,6 +65,7 @@ from dra_solver.service.inventory import InventorySource, ObjectDecoder, Snapsho
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.quoting import clip, node_not_found, shown
 from dra_solver.service.reservations import (
+    HeldNow,
     Reservation,
     ReservationConflict,
     ReservationStore,
@@ -487,7 +488,7 @@ class Engine:
         *,
         time_limit: float,
         use_reservations: bool,
-        in_flight: ReservationStore | Overlay | None = None,
+        in_flight: ReservationStore | Overlay | HeldNow | None = None,
     ) -> tuple[AllocationRequest, int | None]:
         """The core's request for ``node`` and the reservation version it was built against
         (None without reservations): a reservation made from the answer is refused if
@@ -736,8 +737,9 @@ class Engine:
         """Node choice (``model.choose_node``) on one snapshot: the engine supplies the solves
         (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
-        held = in_flight or self.reservations
         visited_at = self.reservations.version
+        # The visit reads the reservations once (not under the store's lock for every node).
+        held = in_flight if in_flight is not None and in_flight is not self.reservations else self.reservations.now()
 
         def attempt(node: str, answer: Callable[[AllocationRequest], AllocationOutcome] | None = None) -> NodeAttempt | None:
             try:

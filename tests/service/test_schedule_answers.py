@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from dra_solver.model import AllocatedState, DeviceID
 from dra_solver.service import engine as e
 from dra_solver.service.inventory import StaticSource, decode_documents
 from dra_solver.service.metrics import Metrics
@@ -96,3 +97,20 @@ def test_an_inventory_change_is_a_different_state() -> None:
     source.publish_objects(decode_documents(_cluster(2, h100=("node-1", "gpu-0"))))
     answer = engine.schedule([_claim(1)], nodes=["node-1"])
     assert _placed(answer) == ("node-1", ["gpu-1"]) and answer.stats.solves == 1
+
+
+def test_one_read_of_the_reservations_answers_as_the_store_did() -> None:
+    store = ReservationStore()
+    gpu = [DeviceID(b.DRIVER, "node-0", f"gpu-{g}") for g in range(2)]
+    pools = [(b.DRIVER, "node-0"), (b.DRIVER, "node-1")]
+    store.reserve(node="node-0", claims=[("test/a", "ua")], state=AllocatedState(devices=frozenset(gpu[:1])), taken=AllocatedState())
+    read = store.now()
+    assert read.version == store.version
+    assert (read.held_pools(), read.devices(pools), read.pool_keys(pools), read.state(pools)) == (
+        store.held_pools(), store.devices(pools), store.pool_keys(pools), store.state(pools),
+    )
+    # A later reservation changes the store, not the read (a call visits one state); the
+    # version tells a reservation made from the read to check again.
+    store.reserve(node="node-0", claims=[("test/b", "ub")], state=AllocatedState(devices=frozenset(gpu[1:])), taken=AllocatedState())
+    assert read.devices(pools) == frozenset(gpu[:1]) and store.devices(pools) == frozenset(gpu)
+    assert read.pool_keys(pools) != store.pool_keys(pools) and read.version != store.version
