@@ -21,7 +21,8 @@ API:
   again and again on the same Device objects (the service) and passed as ``parsed=``; also
   the pools gathered per identity of their inputs (``gathered``), selector verdicts per device
   view (``selector_id``, ``selection``, for ``model.matching.Matcher``) and device sizes by
-  counters (``counter_sizes``, for ``model.cpsat.amounts.device_sizes``). Every entry holds
+  counters (``counter_sizes``, for ``model.cpsat.amounts.device_sizes``) and exact counter
+  amounts (``counter_terms``, for ``model.cpsat.single``). Every entry holds
   the objects its key names by identity.
 - ``node_matches(node, *, node_name, all_nodes, selector) -> bool`` and
   ``node_selector_matches(selector, node) -> bool``: upstream ``NodeMatches`` and the
@@ -314,6 +315,9 @@ class DeviceParseCache:
         self._max_gathered = max(0, max_gathered)
         self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
         self.counter_sizes: dict[tuple[Pool, PoolDevice], int] = {}
+        self.counter_terms: dict[PoolDevice, tuple[tuple[tuple[str, str], Any], ...]] = {}
+        """Per device object (held), its exact counter amounts by (counter set, counter)
+        (``model.cpsat.single``)."""
         """Per (pool, device), both held (identity keys), the device's share of the counter sets
         it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
         self._selector_ids: dict[tuple[Any, ...], int] = {}

@@ -32,6 +32,7 @@ from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
+from dra_solver.model.pools import PoolDevice
 from dra_solver.model.score import subrequest_weight
 
 _POLICIES = frozenset({Policy.PACK, Policy.SPREAD, Policy.FIRST_FIT})
@@ -71,8 +72,12 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
             by_id.setdefault(candidate.id, candidate)
     candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
-    fits = _counter_fit(candidates, in_use) if problem.request.gates.partitionable_devices else None
     parsed = problem.request.device_cache
+    fits = (
+        _counter_fit(candidates, in_use, parsed.counter_terms if parsed is not None else None)
+        if problem.request.gates.partitionable_devices
+        else None
+    )
     sizes = device_sizes(candidates, parsed.counter_sizes if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
     opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
@@ -93,9 +98,12 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
     return Choices({request_of(option.key): option.key}, {option.key: (candidate,)})
 
 
-def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> dict[DeviceID, bool]:
+def _counter_fit(
+    candidates: list[Candidate], in_use: frozenset[DeviceID], memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None = None
+) -> dict[DeviceID, bool]:
     """Per candidate, whether using it alone keeps every counter it draws on within what is
-    left, as the model's constraint for that counter says (same scaling, same terms)."""
+    left, as the model's constraint for that counter says (same scaling, same terms).
+    ``memo`` keeps each device's exact counter amounts by device object across calls."""
     fit: dict[DeviceID, bool] = {}
     by_pool: dict[str, list[Candidate]] = defaultdict(list)
     for candidate in candidates:
@@ -105,9 +113,19 @@ def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> di
         left = counters_left(members[0].pool, in_use.__contains__)
         demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
         for candidate in members:
-            for consumption in candidate.device.counters:
-                for name, amount in consumption.counters.items():
-                    demand[(consumption.counter_set, name)].append((exact(amount), candidate.id))
+            drawn = memo.get(candidate.device) if memo is not None else None
+            if drawn is None:
+                drawn = tuple(
+                    ((consumption.counter_set, name), exact(amount))
+                    for consumption in candidate.device.counters
+                    for name, amount in consumption.counters.items()
+                )
+                if memo is not None:
+                    if len(memo) > 100_000:
+                        memo.clear()
+                    memo[candidate.device] = drawn
+            for slot, amount in drawn:
+                demand[slot].append((amount, candidate.id))
         for slot, terms in demand.items():
             available = left.get(slot)
             if available is None or sum(a for a, _ in terms) <= available:
