@@ -316,6 +316,9 @@ class DeviceParseCache:
         self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
         self.counter_sizes: dict[tuple[Pool, PoolDevice], int] = {}
         self.counter_terms: dict[PoolDevice, tuple[tuple[tuple[str, str], Any], ...]] = {}
+        self.pool_counters: dict[Pool, tuple[dict[tuple[str, str], Any], dict[DeviceID, list[PoolDevice]]]] = {}
+        """Per pool object (held), its exact counters and its devices by ID
+        (``model.cpsat.single``)."""
         """Per device object (held), its exact counter amounts by (counter set, counter)
         (``model.cpsat.single``)."""
         """Per (pool, device), both held (identity keys), the device's share of the counter sets

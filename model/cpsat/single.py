@@ -32,7 +32,7 @@ from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
-from dra_solver.model.pools import PoolDevice
+from dra_solver.model.pools import Pool, PoolDevice
 from dra_solver.model.score import subrequest_weight
 
 _POLICIES = frozenset({Policy.PACK, Policy.SPREAD, Policy.FIRST_FIT})
@@ -74,7 +74,7 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
     in_use = problem.in_use_before
     parsed = problem.request.device_cache
     fits = (
-        _counter_fit(candidates, in_use, parsed.counter_terms if parsed is not None else None)
+        _counter_fit(candidates, in_use, parsed.counter_terms if parsed is not None else None, parsed.pool_counters if parsed is not None else None)
         if problem.request.gates.partitionable_devices
         else None
     )
@@ -99,18 +99,23 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
 
 
 def _counter_fit(
-    candidates: list[Candidate], in_use: frozenset[DeviceID], memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None = None
+    candidates: list[Candidate],
+    in_use: frozenset[DeviceID],
+    memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None = None,
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None = None,
 ) -> dict[DeviceID, bool]:
     """Per candidate, whether using it alone keeps every counter it draws on within what is
     left, as the model's constraint for that counter says (same scaling, same terms).
-    ``memo`` keeps each device's exact counter amounts by device object across calls."""
+    ``memo`` keeps each device's exact counter amounts by device object across calls, ``pools``
+    each pool's counters and its devices by ID (``counters_left`` from the devices in use)."""
     fit: dict[DeviceID, bool] = {}
     by_pool: dict[str, list[Candidate]] = defaultdict(list)
     for candidate in candidates:
         if candidate.device.counters and candidate.id not in in_use:
             by_pool[candidate.pool.id].append(candidate)
     for members in by_pool.values():
-        left = counters_left(members[0].pool, in_use.__contains__)
+        pool = members[0].pool
+        left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
         demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
         for candidate in members:
             drawn = memo.get(candidate.device) if memo is not None else None
@@ -140,6 +145,40 @@ def _counter_fit(
                 if k > limit:
                     fit[device] = False
     return fit
+
+
+def _left(
+    pool: Pool,
+    in_use: frozenset[DeviceID],
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]],
+    memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None,
+) -> dict[tuple[str, str], Exact]:
+    """``counters_left(pool, in_use)``, from the few devices in use rather than every device of
+    the pool (exact amounts: the order of the subtractions does not matter)."""
+    known = pools.get(pool)
+    if known is None:
+        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
+        by_id: dict[DeviceID, list[PoolDevice]] = {}
+        for device in (*pool.devices, *pool.other_devices):
+            by_id.setdefault(device.id, []).append(device)
+        if len(pools) > 10_000:
+            pools.clear()
+        known = pools[pool] = (totals, by_id)
+    totals, by_id = known
+    left = dict(totals)
+    for dev_id in in_use:
+        for device in by_id.get(dev_id, ()):
+            drawn = memo.get(device) if memo is not None else None
+            if drawn is None:
+                drawn = tuple(
+                    ((consumption.counter_set, name), exact(amount))
+                    for consumption in device.counters
+                    for name, amount in consumption.counters.items()
+                )
+            for slot, amount in drawn:
+                if slot in left:
+                    left[slot] -= amount
+    return left
 
 
 def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:
