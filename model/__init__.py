@@ -25,7 +25,8 @@ Choose a node (``model.schedule``): ``choose_node(claims, candidates, *, index, 
 attempt, in_flight, ...) -> NodeChoice`` over a ``NodeIndex`` (``model.node_index``: per
 snapshot, what each node reaches, fingerprints of equal nodes, pruning counts, node
 preference); ``NodeChoiceOptions``, ``NodeAttempt``, ``NodeVerdict``, ``ScheduleStats``,
-``GroupVerdict``, ``InFlight`` and ``VerdictCache`` (what the caller provides), ``PoolKey``,
+``GroupVerdict``, ``InFlight``, ``VerdictCache`` and ``AnswerCache`` of ``KnownAnswer``s
+(what the caller provides), ``PoolKey``,
 ``NodeView``, ``state_key``, ``invalid_pools_error``; node load (``NodeUnits``, ``node_key``).
 Node states up to names (``model.node_state``): ``claim_reads`` (the attributes claims can
 read, ``ALL`` when unsure), ``NodeShape``, ``state_signature``, ``device_mapping`` and
@@ -183,8 +184,10 @@ from dra_solver.model.quantity import (
     parse_quantity_field,
 )
 from dra_solver.model.schedule import (
+    AnswerCache,
     GroupVerdict,
     InFlight,
+    KnownAnswer,
     NodeAttempt,
     NodeChoice,
     NodeChoiceOptions,
@@ -231,6 +234,7 @@ __all__ = [
     "AllocationOutcome",
     "AllocationRequest",
     "AllocatorName",
+    "AnswerCache",
     "AttributeReads",
     "CapacitySpec",
     "CelCompileError",
@@ -260,6 +264,7 @@ __all__ = [
     "InvalidInput",
     "InvalidInputs",
     "Inventory",
+    "KnownAnswer",
     "NodeAttempt",
     "NodeChoice",
     "NodeChoiceOptions",

@@ -512,6 +512,7 @@ class _Checker:
         self.violations: list[Violation] = []
         self.pools = pools.get(request) if pools is not None else _gather_pools(request)
         self.allocated: AllocatedState = request.inventory.allocated_state()
+        self._used_before: frozenset[DeviceID] | None = None
         self.classes = {c.name: c for c in request.inventory.classes}
         self._compiled: dict[str, Any] = {}
         self._match_cache: dict[tuple[int, str, DeviceID], bool | str] = {}
@@ -819,11 +820,10 @@ class _Checker:
     # -- shared counters -----------------------------------------------------------------------
 
     def _in_use_before(self, dev_id: DeviceID) -> bool:
-        return (
-            dev_id in self.allocated.devices
-            or dev_id in self.allocated.capacity
-            or any(d == dev_id for d, _ in self.allocated.shared)
-        )
+        if self._used_before is None:
+            a = self.allocated
+            self._used_before = a.devices.union(a.capacity, (d for d, _ in a.shared))
+        return dev_id in self._used_before
 
     def _check_counters(self) -> None:
         if not self.gates.partitionable_devices:
@@ -839,6 +839,7 @@ class _Checker:
             pool = self.pools[key]
             used: dict[tuple[str, str], Quantity] = {}
             touched: set[tuple[str, str]] = set()
+            amounts: dict[str, Quantity] = {}  # a pool's devices repeat a few amounts
             for dev in pool.devices.values():
                 new = dev.id.device in names
                 if not new and not self._in_use_before(dev.id):
@@ -846,7 +847,9 @@ class _Checker:
                 for consumption in dev.device.consumes_counters or []:
                     for counter, amount in consumption.counters.items():
                         slot = (consumption.counter_set, counter)
-                        value = parse_quantity(amount.value)
+                        value = amounts.get(amount.value)
+                        if value is None:
+                            value = amounts[amount.value] = parse_quantity(amount.value)
                         used[slot] = used[slot].add(value) if slot in used else value
                         if new:
                             touched.add(slot)

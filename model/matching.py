@@ -17,9 +17,11 @@ API:
   selectors, missing/unknown DeviceClass, unknown allocation mode, ``All`` over an incomplete or
   invalid pool, the 32-results limit, unknown constraint types; CEL errors met while listing
   ``All`` devices.
-- ``Matcher(cel, *, gates, node)``: ``selectable(view, device) -> bool`` is upstream's
+- ``Matcher(cel, *, gates, node, memo=None)``: ``selectable(view, device) -> bool`` is upstream's
   ``isSelectable`` (binding-condition gate, class selectors then request selectors through
-  CEL, per-device node selection), cached per (request, device); CEL problems raise
+  CEL, per-device node selection), cached per (request, device) and, with ``memo`` (the
+  caller's ``DeviceParseCache``), per (gates, selectors, device CEL view) across attempts
+  (verdicts reached without an error only); CEL problems raise
   ``AllocationError`` (``class X: selector #i on device d/p/n: CEL runtime error: ...``).
   ``rejecting_selectors(view, device) -> list[SelectorRejection]``: each selector that keeps
   the device from the request, evaluated on its own (explain switches them off one by one).
@@ -51,7 +53,7 @@ from dra_solver.model.cel import (
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.errors import AllocationError
 from dra_solver.model.features import FeatureGates
-from dra_solver.model.pools import Pool, PoolDevice
+from dra_solver.model.pools import DeviceParseCache, Pool, PoolDevice
 from dra_solver.model.quantity import Quantity, parse_quantity
 from dra_solver.model.taints import taint_prevents_allocation
 
@@ -225,23 +227,52 @@ class Matcher:
     something for one list of claims.
     """
 
-    def __init__(self, cel: CelEnvironment, *, gates: FeatureGates, node: o.Node) -> None:
+    def __init__(self, cel: CelEnvironment, *, gates: FeatureGates, node: o.Node, memo: DeviceParseCache | None = None) -> None:
         self._cel = cel
         self._gates = gates
         self._node = node
         self._cache: dict[tuple[RequestKey, DeviceID], bool] = {}
         self._compiled: dict[str, Any] = {}
+        self._memo = memo
+        self._memo_keys: dict[int, tuple[RequestView, int | None]] = {}
 
     def selectable(self, view: RequestView, device: PoolDevice) -> bool:
         if not self._gates.device_binding_and_status and device.device.binding_conditions:
             return False
+        # Across attempts (``memo``): the same selectors on the same device view give the same
+        # verdict; only verdicts reached without an error are kept, and per-device node
+        # selection (which reads the node) is always evaluated.
+        memo = self._memo
+        selectors = self._memo_key(memo, view) if memo is not None and device.cel is not None and not device.per_device_node_selection else None
+        if selectors is not None and memo is not None and device.cel is not None:
+            known = memo.selection(selectors, device.cel)
+            if known is not None:
+                return known
         cache_key = (view.key, device.id)
         cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
         result = self._evaluate(view, device)
         self._cache[cache_key] = result
+        if selectors is not None and memo is not None and device.cel is not None:
+            memo.remember_selection(selectors, device.cel, result)
         return result
+
+    def _memo_key(self, memo: DeviceParseCache, view: RequestView) -> int | None:
+        """The number ``memo`` gives the gates and the selectors' expressions of ``view``
+        (None: a selector without CEL, which is an error every time). Kept per view object
+        (held, so its identity is not reused during the attempt)."""
+        known = self._memo_keys.get(id(view))
+        if known is not None and known[0] is view:
+            return known[1]
+        number: int | None = None
+        groups = [view.device_class.spec.selectors or () if view.device_class is not None else None, view.selectors]
+        if all(s.cel is not None for g in groups if g is not None for s in g):
+            number = memo.selector_id(
+                (self._gates, *(None if g is None else tuple(s.cel.expression for s in g if s.cel is not None) for g in groups))
+            )
+        self._memo_keys[id(view)] = (view, number)
+        return number
 
     def rejecting_selectors(self, view: RequestView, device: PoolDevice) -> list[SelectorRejection]:
         """Every selector that keeps ``device`` from ``view``, each evaluated on its own (no

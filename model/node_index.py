@@ -223,6 +223,7 @@ class NodeIndex:
         self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
         self._order_names: dict[str, tuple[str, ...]] = {}
         self._free_counts: dict[str, int] = {}
+        self._free_taken: dict[str, tuple[frozenset[DeviceID], int]] = {}
         # Node shapes up to names (model.node_state) carry over while a node's slices are the
         # same objects; computed lazily (a Schedule visits them, a load need not).
         self._shapes: dict[str, tuple[tuple[o.ResourceSlice, ...], NodeShape]] = {}
@@ -397,7 +398,14 @@ class NodeIndex:
             if free is None:
                 free = self._free_counts[node] = self._free_devices(node, taken)
             return free
-        return self._free_devices(node, taken)
+        # Devices in flight come as one frozenset per pool state (the same object until the
+        # pool's reservations change): a node pruned call after call is counted once.
+        known = self._free_taken.get(node)
+        if known is not None and known[0] is taken:
+            return known[1]
+        free = self._free_devices(node, taken)
+        self._free_taken[node] = (taken, free)
+        return free
 
     def _free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         view = self.views[node]

@@ -274,18 +274,32 @@ def remap_results(
     ``model.results`` derives them; a node selector naming the source node names the target."""
     out: list[o.AllocationResult] = []
     for claim, result in zip(claims, results, strict=True):
-        copy = result.model_copy(deep=True)
-        for index, r in enumerate(copy.devices.results or [] if copy.devices else []):
-            now = mapping.get(DeviceID(r.driver, r.pool, r.device))
-            if now is not None:
-                r.driver, r.pool, r.device = now.driver, now.pool, now.device
-            if r.share_id is not None:
-                r.share_id = share_id_for(claim, index, DeviceID(r.driver, r.pool, r.device))
-        selector = copy.node_selector
-        if selector is not None:
+        # New objects where names change; the rest is shared with ``results`` (read-only, as
+        # every answer is once made).
+        update: dict[str, Any] = {}
+        if result.devices is not None and result.devices.results:
+            renamed: list[o.DeviceRequestAllocationResult] = []
+            for index, r in enumerate(result.devices.results):
+                was = DeviceID(r.driver, r.pool, r.device)
+                now = mapping.get(was, was)
+                changes: dict[str, Any] = {}
+                if now != was:
+                    changes.update(driver=now.driver, pool=now.pool, device=now.device)
+                if r.share_id is not None:
+                    changes["share_id"] = share_id_for(claim, index, now)
+                renamed.append(r.model_copy(update=changes) if changes else r)
+            update["devices"] = result.devices.model_copy(update={"results": renamed})
+        selector = result.node_selector
+        if selector is not None and any(
+            req.key == "metadata.name" and req.values == [source_node]
+            for term in selector.node_selector_terms
+            for req in term.match_fields or []
+        ):
+            selector = selector.model_copy(deep=True)
             for term in selector.node_selector_terms:
                 for req in term.match_fields or []:
                     if req.key == "metadata.name" and req.values == [source_node]:
                         req.values = [target_node]
-        out.append(copy)
+            update["node_selector"] = selector
+        out.append(result.model_copy(update=update) if update else result)
     return tuple(out)

@@ -18,7 +18,12 @@ API:
   DeviceTaintRules), ``node_match`` (per-device node selection against this node).
 - ``DeviceParseCache``: what parsing a device yields independently of node, request and
   taint rules (capacities, counter consumption, the CEL view), kept by a caller that allocates
-  again and again on the same Device objects (the service) and passed as ``parsed=``.
+  again and again on the same Device objects (the service) and passed as ``parsed=``; also
+  the pools gathered per identity of their inputs (``gathered``), selector verdicts per device
+  view (``selector_id``, ``selection``, for ``model.matching.Matcher``) and device sizes by
+  counters (``counter_sizes``, for ``model.cpsat.amounts.device_sizes``) and exact counter
+  amounts (``counter_terms``, for ``model.cpsat.single``). Every entry holds
+  the objects its key names by identity.
 - ``node_matches(node, *, node_name, all_nodes, selector) -> bool`` and
   ``node_selector_matches(selector, node) -> bool``: upstream ``NodeMatches`` and the
   component-helpers node affinity semantics (matchExpressions and matchFields
@@ -31,11 +36,13 @@ keeps them in agreement.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dra_solver.model import objects as o
@@ -300,10 +307,73 @@ class DeviceParseCache:
     ``max_entries`` the least recently used entry goes (inline inventories of callers bring
     new Device objects on every call; the service's own stay in use and stay cached)."""
 
-    def __init__(self, max_entries: int = 100_000) -> None:
+    def __init__(self, max_entries: int = 100_000, max_gathered: int = 1024) -> None:
         self._entries: OrderedDict[tuple[int, str], _ParsedDevice] = OrderedDict()
         self._max = max(1, max_entries)
         self._lock = threading.Lock()
+        self._gathered: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, tuple[Pool, ...]]] = OrderedDict()
+        self._max_gathered = max(0, max_gathered)
+        self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
+        self.counter_sizes: dict[tuple[Pool, PoolDevice], int] = {}
+        self.counter_terms: dict[PoolDevice, tuple[tuple[tuple[str, str], Any], ...]] = {}
+        self.pool_counters: dict[Pool, tuple[dict[tuple[str, str], Any], dict[DeviceID, list[PoolDevice]]]] = {}
+        """Per pool object (held), its exact counters and its devices by ID
+        (``model.cpsat.single``)."""
+        """Per device object (held), its exact counter amounts by (counter set, counter)
+        (``model.cpsat.single``)."""
+        """Per (pool, device), both held (identity keys), the device's share of the counter sets
+        it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
+        self._selector_ids: dict[tuple[Any, ...], int] = {}
+        self._next_selector_id = itertools.count()
+
+    def selector_id(self, key: tuple[Any, ...]) -> int:
+        """A number for ``key`` (the gates and the selectors of a request, ``model.matching``):
+        the same while this cache lives, never reused for another key."""
+        found = self._selector_ids.get(key)
+        if found is None:
+            with self._lock:
+                if len(self._selector_ids) >= self._max:
+                    self._selector_ids.clear()  # their numbers are never handed out again
+                found = self._selector_ids.setdefault(key, next(self._next_selector_id))
+        return found
+
+    def selection(self, selectors: int, cel: CelDevice) -> bool | None:
+        """Whether the selectors numbered ``selectors`` (``selector_id``) matched a device's
+        CEL view before (``cel`` is held by the entry, so its identity is not reused); None
+        when not known."""
+        hit = self._selections.get((selectors, id(cel)))
+        return hit[1] if hit is not None and hit[0] is cel else None
+
+    def remember_selection(self, selectors: int, cel: CelDevice, matched: bool) -> None:
+        if len(self._selections) >= self._max:
+            self._selections.clear()  # selectors callers made up; the service's own refill it
+        self._selections[(selectors, id(cel))] = (cel, matched)
+
+    def gathered(
+        self,
+        slices: tuple[o.ResourceSlice, ...],
+        node: o.Node,
+        gates: FeatureGates,
+        taint_rules: tuple[o.DeviceTaintRule, ...],
+        gather: Callable[[], list[Pool]],
+    ) -> list[Pool]:
+        """``gather()``'s pools, kept by the identity of what they are gathered from (a caller
+        passes the same tuples and node object for one node of one snapshot) and the gates:
+        pools are frozen and depend on nothing else. Entries hold those objects, so an
+        identity is never reused while its entry lives; least recently used out first."""
+        key = (id(slices), id(node), id(taint_rules), gates)
+        with self._lock:
+            hit = self._gathered.get(key)
+            if hit is not None and hit[0] is slices and hit[1] is node and hit[2] is taint_rules:
+                self._gathered.move_to_end(key)
+                return list(hit[3])
+        pools = gather()
+        if self._max_gathered:
+            with self._lock:
+                self._gathered[key] = (slices, node, taint_rules, tuple(pools))
+                while len(self._gathered) > self._max_gathered:
+                    self._gathered.popitem(last=False)
+        return pools
 
     def parsed(self, driver: str, device: o.Device) -> _ParsedDevice:
         key = (id(device), driver)
@@ -354,8 +424,25 @@ def gather_pools(
     """All pools with devices reachable from ``node``, in the order the search visits them.
 
     ``slices`` is every ResourceSlice of the cluster, in lister order (the order only decides
-    which of two equally new slice sets upstream looks at first; results are sorted).
+    which of two equally new slice sets upstream looks at first; results are sorted). With
+    ``parsed``, tuples of slices and taint rules are gathered once per identity
+    (``DeviceParseCache.gathered``).
     """
+    if parsed is not None and isinstance(slices, tuple) and isinstance(taint_rules, tuple):
+        return parsed.gathered(
+            slices, node, gates, taint_rules, partial(_gather_pools, slices, node, gates=gates, taint_rules=taint_rules, parsed=parsed)
+        )
+    return _gather_pools(slices, node, gates=gates, taint_rules=taint_rules, parsed=parsed)
+
+
+def _gather_pools(
+    slices: Sequence[o.ResourceSlice],
+    node: o.Node,
+    *,
+    gates: FeatureGates,
+    taint_rules: Sequence[o.DeviceTaintRule],
+    parsed: DeviceParseCache | None,
+) -> list[Pool]:
     # Upstream considers the node's own slices first, then those without a node name.
     for_node = [s for s in slices if s.spec.node_name and s.spec.node_name == node.name]
     for_node += [s for s in slices if not s.spec.node_name]

@@ -8,7 +8,10 @@ API:
   deadline passed before it could solve; ``in_flight`` (``InFlight``) tells which devices
   allocations in flight hold; ``cache`` (``VerdictCache``) keeps verdicts across calls by
   content; ``expired()`` says the caller's deadline has passed (None: no deadline); ``memo``
-  and ``generation`` let the visit order reuse work across calls (see ``visit_order``).
+  and ``generation`` let the visit order reuse work across calls (see ``visit_order``);
+  ``answers`` (``AnswerCache`` of ``KnownAnswer``) and ``reuse`` let the chosen node take an
+  allocation found earlier on a node in the same state, rewritten with its names
+  (``answer_on``), instead of a solve.
 - ``NodeChoice``: the chosen node ("" when none) with the ``NodeAttempt`` that allocated
   there, every node's ``NodeVerdict`` (feasible with its score, unschedulable with a reason,
   not evaluated), ``ScheduleStats`` and, when no node fits, the scheduler-style summary.
@@ -23,7 +26,8 @@ whose devices and in-use state are identical up to the node's own name share one
 verdicts are cached across calls by content, never by generation); the visit stops once enough
 is known: a node with the best possible FirstAvailable score, or the requested number of
 feasible nodes. The chosen node is the best score, ties broken by visit order; its allocation
-is reused from its solve, or solved now when its verdict came from a shared solve or the cache.
+is reused from its solve, or rewritten from a known answer for its state (``answers``), or
+solved now when its verdict came from a shared solve or the cache and no answer is known.
 
 Contract: raises ``AllocationError`` (prefixed "node N: ") when a node's attempt stops on an
 error that is not node-local; a ``NodeLocalError`` is that node's verdict. Raises
@@ -49,6 +53,7 @@ from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeou
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.node_index import NodeIndex, PoolKey
 from dra_solver.model.node_load import node_key
+from dra_solver.model.node_state import device_mapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
 from dra_solver.model.stats import SolveStats
@@ -136,6 +141,39 @@ class VerdictCache(Protocol):
     def put(self, key: tuple[bytes, ...], verdict: GroupVerdict) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class KnownAnswer:
+    """An allocation found on ``node`` (whose own devices were ``layout``, in upstream's
+    search order): what an ``AnswerCache`` keeps, rewritten for another node of the same
+    state by ``answer_on``."""
+
+    node: str
+    layout: tuple[DeviceID, ...]
+    outcome: AllocationOutcome
+
+
+class AnswerCache(Protocol):
+    def get(self, key: tuple[bytes, ...]) -> KnownAnswer | None: ...
+
+    def put(self, key: tuple[bytes, ...], answer: KnownAnswer) -> None: ...
+
+
+REUSABLE_STATUSES = frozenset({"TRIVIAL", "OPTIMAL", "FOUND"})
+"""Solver statuses of answers that do not depend on the time the solver had (a FEASIBLE
+answer might have improved with more time): only these are reused on other nodes."""
+
+
+def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[DeviceID]) -> AllocationOutcome:
+    """``known`` written for ``request`` (its claims, its node whose own devices are
+    ``layout``): devices by position, share IDs and the node selector renamed
+    (``model.node_state.remap_results``); score and solver statistics are the source's."""
+    mapping = device_mapping(known.layout, layout)
+    results = remap_results(
+        known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name
+    )
+    return AllocationOutcome(True, results, known.outcome.score, known.outcome.stats)
+
+
 def choose_node(
     claims: Sequence[o.ResourceClaim],
     candidates: Sequence[str],
@@ -151,13 +189,21 @@ def choose_node(
     quote: Callable[[str], str] = json.dumps,
     reads: AttributeReads = ALL,
     share_states: bool = True,
+    answers: AnswerCache | None = None,
+    reuse: Callable[[str, Callable[[AllocationRequest], AllocationOutcome]], NodeAttempt | None] | None = None,
 ) -> NodeChoice:
     """Visit, solve, choose (see the module docstring). ``quote`` shows a node name the caller
     made up in a verdict (the service bounds its length). ``reads``: the device attributes the
     claims can read (``model.node_state.claim_reads``; ``ALL`` when unknown): nodes equal up to
     names and unread attributes share a solve. ``share_states=False`` groups only nodes equal
-    up to the node's own name (the slower way, kept to measure against)."""
-    names = sorted(set(candidates)) if candidates else list(index.node_names)
+    up to the node's own name (the slower way, kept to measure against).
+
+    ``answers`` keeps allocations by content like ``cache`` keeps verdicts: the chosen node's
+    allocation is then rewritten from an earlier solve of a node in the same state
+    (``answer_on``) instead of solved again; ``reuse(node, answer)`` is ``attempt`` with
+    ``answer(request)`` in place of the solve (None: deadline passed). Only with
+    ``share_states``, where equal keys mean equal problems up to names."""
+    names: Sequence[str] = sorted(set(candidates)) if candidates else index.node_names
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
     rank: dict[str, int] = {}
@@ -170,6 +216,8 @@ def choose_node(
     views = index.views
     settled = index.state_keys(reads)
     solved: dict[str, NodeAttempt] = {}
+    keys: dict[str, tuple[bytes, ...]] = {}
+    answers = answers if share_states and reuse is not None else None
     verdicts: list[NodeVerdict] = []
     best: tuple[int, str] | None = None
     stopped = False
@@ -197,12 +245,12 @@ def choose_node(
             verdicts.append(NodeVerdict(name, "unschedulable", reason="node has no devices"))
             continue
         # In-flight state is asked for only where some is held (most nodes have none).
-        held = bool(held_pools) and any(p in held_pools for p in view.pools)
+        held = bool(held_pools) and not held_pools.isdisjoint(view.pools)
         if exclusive and not view.shared_devices:
             free = index.free_devices(name, in_flight.devices(view.pools)) if held else index.free_devices(name, _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
-                broken = invalid_pools_error(index, name)
+                broken = invalid_pools_error(index, name) if index.invalid_pools else None
                 reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                 continue
@@ -215,6 +263,7 @@ def choose_node(
                 key = settled.get(name) or index.state_key(name, reads)
         else:
             key = (view.shape, index.inuse_key(name), *in_flight.pool_keys(view.pools))
+        keys[name] = key
         known_group = groups.get(key)
         if known_group is not None:
             verdict = known_group[0]
@@ -247,6 +296,7 @@ def choose_node(
                 verdict = GroupVerdict(outcome.allocated, outcome.score if outcome.allocated else 0, outcome.reason or "cannot allocate all claims")
                 if outcome.allocated and made is not None:
                     solved[name] = made
+                    _remember(answers, (*global_key, *key), index, name, outcome)
                 if cache is not None:
                     cache.put((*global_key, *key), verdict)
             groups[key] = (verdict, name)
@@ -267,8 +317,14 @@ def choose_node(
         if v.node in solved:
             chosen = solved[v.node]
         else:
+            full_key = (*global_key, *keys[v.node]) if v.node in keys else None
+            known = answers.get(full_key) if answers is not None and full_key is not None else None
             try:
-                again = attempt(v.node)
+                if known is not None and reuse is not None:
+                    layout = index.node_shape(v.node).layout
+                    again = reuse(v.node, partial(answer_on, known, layout=layout))
+                else:
+                    again = attempt(v.node)
                 if again is None:
                     raise SolveTimeout("the deadline passed before a node's allocation was computed")
             except SolveTimeout:
@@ -276,7 +332,10 @@ def choose_node(
                     raise SolveTimeout("the deadline passed before a node's allocation was computed") from None
                 break
             chosen = again
-            stats.solves += 1
+            if known is None:
+                stats.solves += 1
+                if full_key is not None and again.outcome.allocated:
+                    _remember(answers, full_key, index, v.node, again.outcome)
         if chosen.outcome.allocated:
             chosen_node = v.node
             break
@@ -288,6 +347,11 @@ def choose_node(
         reason = summary(verdicts, len(names), not_evaluated=not_evaluated)
         return NodeChoice("", None, tuple(verdicts), stats, reason)
     return NodeChoice(chosen_node, chosen, tuple(verdicts), stats)
+
+
+def _remember(answers: AnswerCache | None, key: tuple[bytes, ...], index: NodeIndex, node: str, outcome: AllocationOutcome) -> None:
+    if answers is not None and outcome.stats.status in REUSABLE_STATUSES:
+        answers.put(key, KnownAnswer(node, index.node_shape(node).layout, outcome))
 
 
 def visit_order(

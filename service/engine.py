@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from dra_solver import model
 from dra_solver.model import (
@@ -39,6 +39,7 @@ from dra_solver.model import (
     GroupVerdict,
     InvalidInput,
     InvalidInputs,
+    KnownAnswer,
     NodeAttempt,
     NodeChoiceOptions,
     NodeIndex,
@@ -64,6 +65,7 @@ from dra_solver.service.inventory import InventorySource, ObjectDecoder, Snapsho
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.quoting import clip, node_not_found, shown
 from dra_solver.service.reservations import (
+    HeldNow,
     Reservation,
     ReservationConflict,
     ReservationStore,
@@ -71,6 +73,8 @@ from dra_solver.service.reservations import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 decode_warnings: ContextVar[list[str] | None] = ContextVar("decode_warnings", default=None)
 """``validate="warn"`` problems of the current call (the server sends them as "warning"
@@ -119,7 +123,9 @@ class Limits:
     """Pods per ScheduleGroup call (RESOURCE_EXHAUSTED beyond)."""
     """Re-solves after a concurrent caller took the chosen devices first."""
     cache_entries: int = 8192
-    """Schedule answers kept (by content), least recently used forgotten first."""
+    """Schedule verdicts kept (by content), least recently used forgotten first."""
+    answer_entries: int = 4096
+    """Allocations kept by node state up to names (``model.KnownAnswer``), LRU."""
     cel_environments: int = 64
     """CEL environments kept (one per CEL feature set and serving thread: 4 feature sets x 16
     workers by default; ``serve`` sizes it to its ``--workers``), LRU beyond. Sized so that
@@ -175,27 +181,29 @@ class ScheduleAnswer:
     reservation: Reservation | None = None
 
 
-class _VerdictCache:
-    """Schedule verdicts by content (``model.VerdictCache``): least recently used forgotten
-    first beyond ``size``; hits and misses counted in metrics."""
+class _ContentCache(Generic[T]):
+    """Schedule verdicts (``model.VerdictCache``) or answers (``model.AnswerCache``) by
+    content: least recently used forgotten first beyond ``size``; hits and misses counted in
+    metrics under ``name``."""
 
-    def __init__(self, size: int, metrics: Metrics) -> None:
-        self._entries: OrderedDict[tuple[bytes, ...], GroupVerdict] = OrderedDict()
+    def __init__(self, size: int, metrics: Metrics, name: str = "schedule") -> None:
+        self._entries: OrderedDict[tuple[bytes, ...], T] = OrderedDict()
         self._size = size
-        self._metrics = metrics
         self._lock = threading.Lock()
+        self._hits = metrics.cache_requests.labels(cache=name, result="hit")
+        self._misses = metrics.cache_requests.labels(cache=name, result="miss")
 
-    def get(self, key: tuple[bytes, ...]) -> GroupVerdict | None:
+    def get(self, key: tuple[bytes, ...]) -> T | None:
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None:
                 self._entries.move_to_end(key)
-        self._metrics.cache_requests.labels(cache="schedule", result="hit" if hit else "miss").inc()
+        (self._hits if hit is not None else self._misses).inc()
         return hit
 
-    def put(self, key: tuple[bytes, ...], verdict: GroupVerdict) -> None:
+    def put(self, key: tuple[bytes, ...], value: T) -> None:
         with self._lock:
-            self._entries[key] = verdict
+            self._entries[key] = value
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
@@ -251,7 +259,10 @@ class Engine:
             self.allocate_fn = default_allocate_fn(self.cel_for)
         if self.check_fn is None:
             self.check_fn = default_check_fn(self.cel_for)
-        self._cache = _VerdictCache(self.limits.cache_entries, self.metrics)
+        self._cache = _ContentCache[GroupVerdict](self.limits.cache_entries, self.metrics)
+        # Allocations by node state up to names: the chosen node's answer is rewritten from an
+        # earlier solve of an equal state instead of solved again (and then checked).
+        self._answers = _ContentCache[KnownAnswer](self.limits.answer_entries, self.metrics, "answers")
         self._selector_check: model.SelectorCheck | None = None
         self._selector_lock = threading.Lock()
         # Device objects are shared between nodes and carried over between snapshots
@@ -477,7 +488,7 @@ class Engine:
         *,
         time_limit: float,
         use_reservations: bool,
-        in_flight: ReservationStore | Overlay | None = None,
+        in_flight: ReservationStore | Overlay | HeldNow | None = None,
     ) -> tuple[AllocationRequest, int | None]:
         """The core's request for ``node`` and the reservation version it was built against
         (None without reservations): a reservation made from the answer is refused if
@@ -726,14 +737,20 @@ class Engine:
         """Node choice (``model.choose_node``) on one snapshot: the engine supplies the solves
         (with its deadline, reservations and metrics), the verdict cache and the clock."""
         start = self.clock()
-        held = in_flight or self.reservations
+        visited_at = self.reservations.version
+        # The visit reads the reservations once (not under the store's lock for every node).
+        held = in_flight if in_flight is not None and in_flight is not self.reservations else self.reservations.now()
 
-        def attempt(node: str) -> NodeAttempt | None:
+        def attempt(node: str, answer: Callable[[AllocationRequest], AllocationOutcome] | None = None) -> NodeAttempt | None:
             try:
                 request, version = self._node_request(snap, claims, node, opts, time_limit=self.time_limit(deadline), use_reservations=True, in_flight=held)
             except DeadlineExceeded:
                 return None
-            return NodeAttempt(request, self._solve(request), version)
+            # A known answer fits the state the visit keyed, which is this request's only while
+            # no reservation changed since the call started (the store's own count: an overlay
+            # of a caller's in-flight claims keeps the count it was made at); else solve.
+            reusable = answer is not None and self.reservations.version == visited_at
+            return NodeAttempt(request, answer(request) if answer is not None and reusable else self._solve(request), version)
 
         def expired() -> bool:
             assert deadline is not None
@@ -757,6 +774,8 @@ class Engine:
                 quote=shown,
                 reads=reads,
                 share_states=self.share_states,
+                answers=self._answers,
+                reuse=attempt,
             )
         except SolveTimeout as err:
             raise DeadlineExceeded(str(err)) from None

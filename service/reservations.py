@@ -75,6 +75,38 @@ class UnknownReservation(Exception):
     """No reservation with that id (or for those claims)."""
 
 
+class HeldNow:
+    """``model.InFlight`` over one read of a ``ReservationStore`` (``now()``): what a Schedule
+    call visits nodes with, without taking the store's lock for every node. ``version`` is the
+    store's at the read, so a reservation made from an answer is checked again when the store
+    changed since (``ReservationStore.reserve(solved_at=...)``)."""
+
+    def __init__(self, version: int, pools: dict[PoolKey, tuple[AllocatedState, bytes]]) -> None:
+        self.version = version
+        self._pools = pools
+        self._held = tuple(pools)
+
+    def held_pools(self) -> tuple[PoolKey, ...]:
+        return self._held
+
+    def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
+        held = [entry[0].devices for p in pools if (entry := self._pools.get(p)) is not None]
+        if not held:
+            return frozenset()
+        return held[0] if len(held) == 1 else frozenset().union(*held)
+
+    def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]:
+        return tuple(entry[1] for p in pools if (entry := self._pools.get(p)) is not None)
+
+    def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
+        out = AllocatedState()
+        for pool in self._held if pools is None else pools:
+            entry = self._pools.get(pool)
+            if entry is not None:
+                out = out.merge(entry[0])
+        return out
+
+
 @dataclass
 class _PoolEntry:
     ids: set[str] = field(default_factory=set)
@@ -170,6 +202,12 @@ class ReservationStore:
         with self._lock:
             self._expire()
             return tuple(self._pool_state(p)[1] for p in pools if p in self._by_pool)
+
+    def now(self) -> HeldNow:
+        """The allocations in flight as of this moment (one lock, per-pool states cached)."""
+        with self._lock:
+            self._expire()
+            return HeldNow(self.version, {p: self._pool_state(p) for p in sorted(self._by_pool)})
 
     def holders(self) -> dict[DeviceID, str]:
         """Device -> "reserved for <claims>" (explanations)."""

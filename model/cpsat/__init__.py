@@ -42,7 +42,7 @@ from dra_solver.model import objects as o
 from dra_solver.model.allocation import AllocationOutcome, SolveStats
 from dra_solver.model.cpsat.greedy import greedy
 from dra_solver.model.cpsat.problem import Choices, Problem, prepare_problem
-from dra_solver.model.cpsat.single import single_device
+from dra_solver.model.cpsat.single import NothingFits, single_device
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.policy import Policy
 from dra_solver.model.results import ChosenDevice, build_result
@@ -96,6 +96,9 @@ def solve_problem(
         return _outcome(problem, quick, trivial)
     in_time = request.time_limit is None or request.time_limit > clock() - start
     one = single_device(problem, policy) if fast_path and in_time else None
+    if isinstance(one, NothingFits):
+        # Proven infeasible by looking at every candidate (model.cpsat.single).
+        return _not_allocated(problem, SolveStats(allocator=ALLOCATOR_NAME, status="INFEASIBLE", wall_seconds=clock() - start, policy=policy), "")
     if one is not None:
         score = float(sum(subrequest_weight(k.subrequest) for k in one.selected.values() if k.subrequest is not None))
         # Proven optimal by looking at every candidate (model.cpsat.single).

@@ -20,7 +20,7 @@ from math import ceil, floor, lcm
 
 from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat.problem import Candidate
-from dra_solver.model.pools import Pool
+from dra_solver.model.pools import Pool, PoolDevice
 from dra_solver.model.quantity import Quantity
 
 MAX_COEFFICIENT = 1 << 40
@@ -66,16 +66,24 @@ def scaled(amounts: Sequence[Exact], limit: Exact) -> tuple[list[int], int]:
     return [ceil(i / shrink) for i in ints], floor(bound / shrink)
 
 
-def device_sizes(candidates: Sequence[Candidate]) -> dict[DeviceID, int]:
+def device_sizes(candidates: Sequence[Candidate], memo: dict[tuple[Pool, PoolDevice], int] | None = None) -> dict[DeviceID, int]:
     """How big each candidate device is (0..1000 per counter or capacity), the objective's
     device-size level: its share of each counter set it draws on, else its capacity relative
-    to the largest candidate's."""
+    to the largest candidate's. ``memo`` keeps the shares by (pool, device) object across
+    calls (they read nothing else)."""
     largest: dict[str, float] = {}
     for candidate in candidates:
         for name, spec in candidate.device.capacity.items():
             largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
     out: dict[DeviceID, int] = {}
+    if memo is not None and len(memo) > 100_000:
+        memo.clear()
     for candidate in candidates:
+        if memo is not None and candidate.device.counters:
+            known = memo.get((candidate.pool, candidate.device))
+            if known is not None:
+                out[candidate.id] = known
+                continue
         size = 0
         for consumption in candidate.device.counters:
             totals = candidate.pool.counter_sets.get(consumption.counter_set, {})
@@ -87,5 +95,7 @@ def device_sizes(candidates: Sequence[Candidate]) -> dict[DeviceID, int]:
             for name, spec in candidate.device.capacity.items():
                 if largest.get(name, 0.0) > 0:
                     size += round(1000 * spec.value.as_approximate_float() / largest[name])
+        elif memo is not None:
+            memo[(candidate.pool, candidate.device)] = size
         out[candidate.id] = size
     return out

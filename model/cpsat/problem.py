@@ -195,7 +195,7 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment, relaxed:
         taint_rules=inventory.taint_rules,
         parsed=request.device_cache,
     )
-    matcher = Matcher(cel, gates=gates, node=request.node)
+    matcher = Matcher(cel, gates=gates, node=request.node, memo=request.device_cache)
     plans = prepare_claims(
         request.claims,
         pools,

@@ -2,9 +2,10 @@
 found by looking at each candidate once, with no model and no solver call.
 
 API:
-- ``single_device(problem, policy) -> Choices | None``: the allocation the CP-SAT model
-  (``model.cpsat.model``) would return, or None when the problem is not of this kind or no
-  candidate fits (then the model decides, and says why nothing fits).
+- ``single_device(problem, policy) -> Choices | NothingFits | None``: the allocation the CP-SAT
+  model (``model.cpsat.model``) would return, ``NOTHING_FITS`` when the model would be
+  infeasible (candidates exist, none passes its rules), or None when the problem is not of this
+  kind or no option has candidates (then the model decides, and says why nothing fits).
 
 Which problems: one claim with one request that takes exactly one device (``exactly`` with
 ExactCount 1, or ``firstAvailable`` whose subrequests each take one), no claim constraints, no
@@ -31,6 +32,7 @@ from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
+from dra_solver.model.pools import Pool, PoolDevice
 from dra_solver.model.score import subrequest_weight
 
 _POLICIES = frozenset({Policy.PACK, Policy.SPREAD, Policy.FIRST_FIT})
@@ -52,7 +54,15 @@ def _applies(problem: Problem, policy: Policy) -> list[OptionData] | None:
     return [o for o in options if o.possible]
 
 
-def single_device(problem: Problem, policy: Policy) -> Choices | None:
+class NothingFits:
+    """``single_device``'s answer when the problem is of its kind and no candidate passes the
+    model's rules: the model is infeasible (and would say nothing more than that)."""
+
+
+NOTHING_FITS = NothingFits()
+
+
+def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | None:
     options = _applies(problem, policy)
     if not options:
         return None
@@ -62,8 +72,13 @@ def single_device(problem: Problem, policy: Policy) -> Choices | None:
             by_id.setdefault(candidate.id, candidate)
     candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
-    fits = _counter_fit(candidates, in_use) if problem.request.gates.partitionable_devices else None
-    sizes = device_sizes(candidates) if policy != Policy.FIRST_FIT else {}
+    parsed = problem.request.device_cache
+    fits = (
+        _counter_fit(candidates, in_use, parsed.counter_terms if parsed is not None else None, parsed.pool_counters if parsed is not None else None)
+        if problem.request.gates.partitionable_devices
+        else None
+    )
+    sizes = device_sizes(candidates, parsed.counter_sizes if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
     opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
     best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
@@ -76,26 +91,46 @@ def single_device(problem: Problem, policy: Policy) -> Choices | None:
             if best is None or key < best[0]:
                 best = (key, option, candidate)
     if best is None:
-        return None
+        # Every candidate of every possible option was tested against every rule of the model:
+        # the model has no solution (the infeasibility a solve would prove, without the model).
+        return NOTHING_FITS
     _, option, candidate = best
     return Choices({request_of(option.key): option.key}, {option.key: (candidate,)})
 
 
-def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> dict[DeviceID, bool]:
+def _counter_fit(
+    candidates: list[Candidate],
+    in_use: frozenset[DeviceID],
+    memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None = None,
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None = None,
+) -> dict[DeviceID, bool]:
     """Per candidate, whether using it alone keeps every counter it draws on within what is
-    left, as the model's constraint for that counter says (same scaling, same terms)."""
+    left, as the model's constraint for that counter says (same scaling, same terms).
+    ``memo`` keeps each device's exact counter amounts by device object across calls, ``pools``
+    each pool's counters and its devices by ID (``counters_left`` from the devices in use)."""
     fit: dict[DeviceID, bool] = {}
     by_pool: dict[str, list[Candidate]] = defaultdict(list)
     for candidate in candidates:
         if candidate.device.counters and candidate.id not in in_use:
             by_pool[candidate.pool.id].append(candidate)
     for members in by_pool.values():
-        left = counters_left(members[0].pool, in_use.__contains__)
+        pool = members[0].pool
+        left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
         demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
         for candidate in members:
-            for consumption in candidate.device.counters:
-                for name, amount in consumption.counters.items():
-                    demand[(consumption.counter_set, name)].append((exact(amount), candidate.id))
+            drawn = memo.get(candidate.device) if memo is not None else None
+            if drawn is None:
+                drawn = tuple(
+                    ((consumption.counter_set, name), exact(amount))
+                    for consumption in candidate.device.counters
+                    for name, amount in consumption.counters.items()
+                )
+                if memo is not None:
+                    if len(memo) > 100_000:
+                        memo.clear()
+                    memo[candidate.device] = drawn
+            for slot, amount in drawn:
+                demand[slot].append((amount, candidate.id))
         for slot, terms in demand.items():
             available = left.get(slot)
             if available is None or sum(a for a, _ in terms) <= available:
@@ -110,6 +145,40 @@ def _counter_fit(candidates: list[Candidate], in_use: frozenset[DeviceID]) -> di
                 if k > limit:
                     fit[device] = False
     return fit
+
+
+def _left(
+    pool: Pool,
+    in_use: frozenset[DeviceID],
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]],
+    memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None,
+) -> dict[tuple[str, str], Exact]:
+    """``counters_left(pool, in_use)``, from the few devices in use rather than every device of
+    the pool (exact amounts: the order of the subtractions does not matter)."""
+    known = pools.get(pool)
+    if known is None:
+        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
+        by_id: dict[DeviceID, list[PoolDevice]] = {}
+        for device in (*pool.devices, *pool.other_devices):
+            by_id.setdefault(device.id, []).append(device)
+        if len(pools) > 10_000:
+            pools.clear()
+        known = pools[pool] = (totals, by_id)
+    totals, by_id = known
+    left = dict(totals)
+    for dev_id in in_use:
+        for device in by_id.get(dev_id, ()):
+            drawn = memo.get(device) if memo is not None else None
+            if drawn is None:
+                drawn = tuple(
+                    ((consumption.counter_set, name), exact(amount))
+                    for consumption in device.counters
+                    for name, amount in consumption.counters.items()
+                )
+            for slot, amount in drawn:
+                if slot in left:
+                    left[slot] -= amount
+    return left
 
 
 def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:

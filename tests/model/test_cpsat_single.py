@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from dra_solver.model import AllocatedState, AllocationRequest, DeviceID, Invent
 from dra_solver.model import objects as o
 from dra_solver.model.cel import CelEnvironment
 from dra_solver.model.decode import decode_all
+from dra_solver.model.pools import DeviceParseCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import generate
@@ -71,7 +73,16 @@ def test_single_device_answers_equal_the_model(order: str, seed: int, busy: int,
     )
     fast = allocate_cpsat(request, cel=CEL)
     model = allocate_cpsat(request, cel=CEL, fast_path=False)
-    assert (fast.allocated, fast.score) == (model.allocated, model.score)
+    # With the service's cache (pools, selector verdicts, device sizes kept across calls): the
+    # same answer on the first call and on the second, which reads what the first kept.
+    kept = replace(request, device_cache=DeviceParseCache())
+    for _ in range(2):
+        again = allocate_cpsat(kept, cel=CEL)
+        assert (again.allocated, again.score, again.reason) == (fast.allocated, fast.score, fast.reason)
+        assert [r.to_api() for r in again.results] == [r.to_api() for r in fast.results]
+    assert (fast.allocated, fast.score, fast.reason) == (model.allocated, model.score, model.reason)
     assert [r.to_api() for r in fast.results] == [r.to_api() for r in model.results]
     if fast.allocated:
         assert fast.stats.variables == 0  # answered without a model: the path was taken
+    elif model.stats.variables:  # the model had candidates and proved none fits: so did the path
+        assert (fast.stats.status, fast.stats.variables) == ("INFEASIBLE", 0)

@@ -66,3 +66,22 @@ def test_a_full_cache_starts_over() -> None:
     assert 1 <= len(cache) <= 3
     last = cache.parsed("gpu.example.com", devices[4])
     assert cache.parsed("gpu.example.com", devices[4]) is last
+
+
+def test_pools_are_gathered_once_per_identity_of_their_inputs() -> None:
+    slices, nodes = _cluster()
+    frozen = tuple(slices)
+    cache = DeviceParseCache()
+    first = gather_pools(frozen, nodes["m1"], gates=GATES, parsed=cache)
+    again = gather_pools(frozen, nodes["m1"], gates=GATES, parsed=cache)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # one gathering
+    # Other gates, another node, other slices (a new snapshot): gathered afresh, never stale.
+    off = FeatureGates.parse("DRAPartitionableDevices=false")
+    assert _view(gather_pools(frozen, nodes["m1"], gates=off, parsed=cache)) == _view(gather_pools(slices, nodes["m1"], gates=off))
+    assert _view(gather_pools(frozen, nodes["g1"], gates=GATES, parsed=cache)) == _view(gather_pools(slices, nodes["g1"], gates=GATES))
+    changed = [s.model_copy(deep=True) for s in slices]
+    for s in changed:
+        for d in s.spec.devices or []:
+            d.capacity = {"memory": o.DeviceCapacity(value="1Gi")}
+    fresh = gather_pools(tuple(changed), nodes["m1"], gates=GATES, parsed=cache)
+    assert _view(fresh) == _view(gather_pools(changed, nodes["m1"], gates=GATES)) != _view(first)

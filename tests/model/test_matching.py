@@ -17,7 +17,7 @@ from dra_solver.model.matching import (
     lookup_attribute,
     prepare_claims,
 )
-from dra_solver.model.pools import Pool, gather_pools
+from dra_solver.model.pools import DeviceParseCache, Pool, gather_pools
 from tests.builders import CLASS_A, claim, first_available, request, sub
 from tests.conformance.cases import cel_environment
 from tests.model.alloc_builders import device, device_class, node, slice_
@@ -211,3 +211,36 @@ def test_lookup_attribute_by_driver_domain() -> None:
     x = lookup_attribute(dev, "example.com/x")
     assert x is not None and x.bool_ is True
     assert CLASS_A == "class-a"
+
+
+def _verdicts(memo: DeviceParseCache, slices: list[o.ResourceSlice], req: dict[str, Any]) -> dict[str, bool]:
+    """One attempt's ``selectable`` per device, with verdicts shared across attempts (``memo``)."""
+    inventory = Inventory(classes=(device_class(),), slices=tuple(slices))
+    pools = gather_pools(inventory.slices, node(), gates=ALL, parsed=memo)
+    matcher = Matcher(cel_environment(ALL), gates=ALL, node=node(), memo=memo)
+    (plan,) = prepare_claims([claim("c", req).decode()], pools, inventory=inventory, gates=ALL, matcher=matcher, allocated=AllocatedState())
+    view = plan.requests[0].options[0]
+    return {d.id.device: matcher.selectable(view, d) for p in pools for d in p.devices}
+
+
+def test_verdicts_kept_across_attempts_are_for_the_same_device_view_only() -> None:
+    memo = DeviceParseCache()
+    a100 = request(selectors=[{"cel": {"expression": 'device.attributes["driver-a"].model == "a100"'}}])
+    devices = [device("d0", attributes={"model": {"string": "a100"}}), device("d1", attributes={"model": {"string": "h100"}})]
+    first = _verdicts(memo, [slice_("s1", devices=devices)], a100)
+    assert first == {"d0": True, "d1": False}
+    assert _verdicts(memo, [slice_("s1", devices=devices)], a100) == first
+    # The same names with other attributes (new objects, as a new snapshot brings): no stale verdict.
+    swapped = [device("d0", attributes={"model": {"string": "h100"}}), device("d1", attributes={"model": {"string": "a100"}})]
+    assert _verdicts(memo, [slice_("s1", devices=swapped)], a100) == {"d0": False, "d1": True}
+    # Other selectors on the same devices: their own verdicts.
+    h100 = request(selectors=[{"cel": {"expression": 'device.attributes["driver-a"].model == "h100"'}}])
+    assert _verdicts(memo, [slice_("s1", devices=devices)], h100) == {"d0": False, "d1": True}
+
+
+def test_errors_are_never_kept_across_attempts() -> None:
+    memo = DeviceParseCache()
+    broken = request(selectors=[{"cel": {"expression": 'device.attributes["driver-a"].missing == "x"'}}])
+    for _ in range(2):
+        with pytest.raises(AllocationError, match="CEL runtime error"):
+            _verdicts(memo, [slice_("s1", devices=[device("d0")])], broken)

@@ -1,0 +1,116 @@
+"""Schedule reuses allocations by node state up to names (issue 16): the chosen node's answer is
+rewritten from an earlier solve of a node in the same state instead of solved again. Reused
+answers equal solved ones, and a reservation or an inventory change never brings back an answer
+for a state the node is no longer in."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dra_solver.model import AllocatedState, DeviceID
+from dra_solver.service import engine as e
+from dra_solver.service.inventory import StaticSource, decode_documents
+from dra_solver.service.metrics import Metrics
+from dra_solver.service.reservations import ReservationStore
+from tests import builders as b
+
+A100 = f'device.attributes["{b.DRIVER}"].model == "a100"'
+
+
+def _cluster(nodes: int, *, h100: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """``nodes`` nodes of 4 a100 GPUs; ``h100`` = (node, device) turns that GPU into an h100."""
+    docs: list[dict[str, Any]] = [b.device_class()]
+    for i in range(nodes):
+        name = f"node-{i}"
+        docs.append(b.node(name))
+        sl = b.gpu_slice(name, count=4)
+        for d in sl["spec"]["devices"]:
+            if h100 == (name, d["name"]):
+                d["attributes"]["model"] = {"string": "h100"}
+        docs.append(sl)
+    return docs
+
+
+def _engine(docs: list[dict[str, Any]], **limits: Any) -> e.Engine:
+    engine = e.Engine(
+        source=StaticSource(decode_documents(docs)), reservations=ReservationStore(), metrics=Metrics(), limits=e.Limits(**limits)
+    )
+    engine.source.start()
+    return engine
+
+
+def _claim(i: int) -> bytes:
+    claim = b.claim(f"pod-{i}", ns="test", uid=f"uid-{i}", cls=b.CLASS).request("gpu", selectors=[b.selector(A100)]).obj()
+    return json.dumps(claim).encode()
+
+
+def _placed(answer: e.ScheduleAnswer) -> tuple[str, list[str]]:
+    devices = [r.device for c in answer.claims if c.result and c.result.devices for r in c.result.devices.results or []]
+    pools = {r.pool for c in answer.claims if c.result and c.result.devices for r in c.result.devices.results or []}
+    assert pools == {answer.node}  # rewritten with the chosen node's names
+    return answer.node, devices
+
+
+def test_reused_answers_are_the_answers_a_solve_gives() -> None:
+    docs = _cluster(4)
+    cached, uncached = _engine(docs), _engine(docs, answer_entries=0)
+    placed: list[tuple[str, list[str]]] = []
+    solves = {"cached": 0, "uncached": 0}
+    for i in range(14):
+        one = cached.schedule([_claim(i)], reserve=True, ttl=600)
+        other = uncached.schedule([_claim(i)], reserve=True, ttl=600)
+        assert _placed(one) == _placed(other)
+        placed.append(_placed(one))
+        solves["cached"] += one.stats.solves
+        solves["uncached"] += other.stats.solves
+    taken = [(node, d) for node, devices in placed for d in devices]
+    assert len(taken) == len(set(taken)) == 14  # never a device twice
+    # Uncached: one solve per pod at least (the chosen node). Cached: only states not seen before.
+    assert solves["uncached"] >= 14
+    assert solves["cached"] <= 5, solves
+
+
+def test_a_reservation_changes_the_state_an_answer_is_reused_for() -> None:
+    engine = _engine(_cluster(2))
+    first = engine.schedule([_claim(0)], nodes=["node-0"], reserve=True, ttl=600)
+    assert _placed(first) == ("node-0", ["gpu-0"]) and first.stats.solves == 1
+    # node-1 is in the state node-0 was in: the answer is node-0's, renamed, without a solve.
+    second = engine.schedule([_claim(1)], nodes=["node-1"], reserve=True, ttl=600)
+    assert _placed(second) == ("node-1", ["gpu-0"]) and second.stats.solves == 0
+    # node-0 now holds a reservation: not the state of the first answer (gpu-0 again would be
+    # withheld by the validator).
+    third = engine.schedule([_claim(2)], nodes=["node-0"], reserve=True, ttl=600)
+    assert _placed(third) == ("node-0", ["gpu-1"])
+    # Released: node-0 is empty again, and the empty state's answer applies once more.
+    engine.unreserve("", [f"test/pod-{i}" for i in (0, 2)])
+    fourth = engine.schedule([_claim(3)], nodes=["node-0"], reserve=True, ttl=600)
+    assert _placed(fourth) == ("node-0", ["gpu-0"]) and fourth.stats.solves == 0
+
+
+def test_an_inventory_change_is_a_different_state() -> None:
+    source = StaticSource(decode_documents(_cluster(2)))
+    engine = e.Engine(source=source, reservations=ReservationStore(), metrics=Metrics())
+    source.start()
+    assert _placed(engine.schedule([_claim(0)], nodes=["node-0"])) == ("node-0", ["gpu-0"])
+    # gpu-0 of node-1 becomes an h100, which the selector rejects: a new shape, solved afresh.
+    source.publish_objects(decode_documents(_cluster(2, h100=("node-1", "gpu-0"))))
+    answer = engine.schedule([_claim(1)], nodes=["node-1"])
+    assert _placed(answer) == ("node-1", ["gpu-1"]) and answer.stats.solves == 1
+
+
+def test_one_read_of_the_reservations_answers_as_the_store_did() -> None:
+    store = ReservationStore()
+    gpu = [DeviceID(b.DRIVER, "node-0", f"gpu-{g}") for g in range(2)]
+    pools = [(b.DRIVER, "node-0"), (b.DRIVER, "node-1")]
+    store.reserve(node="node-0", claims=[("test/a", "ua")], state=AllocatedState(devices=frozenset(gpu[:1])), taken=AllocatedState())
+    read = store.now()
+    assert read.version == store.version
+    assert (read.held_pools(), read.devices(pools), read.pool_keys(pools), read.state(pools)) == (
+        store.held_pools(), store.devices(pools), store.pool_keys(pools), store.state(pools),
+    )
+    # A later reservation changes the store, not the read (a call visits one state); the
+    # version tells a reservation made from the read to check again.
+    store.reserve(node="node-0", claims=[("test/b", "ub")], state=AllocatedState(devices=frozenset(gpu[1:])), taken=AllocatedState())
+    assert read.devices(pools) == frozenset(gpu[:1]) and store.devices(pools) == frozenset(gpu)
+    assert read.pool_keys(pools) != store.pool_keys(pools) and read.version != store.version
