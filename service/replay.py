@@ -162,7 +162,7 @@ def replay(
         start = clock()
         if check is not None:
             validate_objects([claim], selector_check=check)
-        placed = _place(claim, inventory, allocated, cluster_state, units, config, cel=cel, gates=gates or FeatureGates(),
+        placed = _place(claim, inventory, cluster_state, units, config, cel=cel, gates=gates or FeatureGates(),
                         parsed=parsed, node_choice=node_choice, time_limit=time_limit, errors=result.errors,
                         allocate_with=allocate_with)
         result.seconds.append(clock() - start)
@@ -186,6 +186,12 @@ def replay(
     return result
 
 
+def _pools_of(claim: o.ResourceClaim) -> set[tuple[str, str]]:
+    allocation = claim.status.allocation if claim.status else None
+    results = allocation.devices.results if allocation and allocation.devices else None
+    return {(r.driver, r.pool) for r in results or ()}
+
+
 @dataclass(slots=True)
 class _ClusterState:
     """What attempts read, kept per node as claims are placed: each node's reduced slices (its
@@ -199,6 +205,8 @@ class _ClusterState:
     shapes: dict[str, NodeShape] | None
     node_use: dict[str, AllocatedState] = field(default_factory=dict)
     signatures: dict[str, bytes] = field(default_factory=dict)
+    claims_by_pool: dict[tuple[str, str], list[o.ResourceClaim]] = field(default_factory=dict)
+    """Allocated claims by the pools of their devices, in the order they were allocated."""
 
     @staticmethod
     def of(inventory: Inventory, allocated: Sequence[o.ResourceClaim]) -> _ClusterState:
@@ -225,6 +233,8 @@ class _ClusterState:
             slices[name] = tuple(s for pool in pools for s in by_pool[pool])
         comparable = not (shared_pools or selects_nodes or inventory.taint_rules or any(len(n) > 1 for n in pool_nodes.values()))
         state = _ClusterState(slices, AllocatedState.from_claims(allocated).merge(inventory.extra_allocated), None)
+        for claim in allocated:
+            state.index_claim(claim)
         if comparable:
             state.shapes = {name: NodeShape.of(local.get(name, ())) for name in slices}
             owner = {pool: next(iter(ns)) for pool, ns in pool_nodes.items()}
@@ -234,7 +244,21 @@ class _ClusterState:
                     state.node_use[node] = state.node_use.get(node, AllocatedState()).merge(AllocatedState.from_claims([claim]))
         return state
 
+    def index_claim(self, claim: o.ResourceClaim) -> None:
+        for pool in sorted(_pools_of(claim)):
+            self.claims_by_pool.setdefault(pool, []).append(claim)
+
+    def claims_in(self, slices: Sequence[o.ResourceSlice]) -> tuple[o.ResourceClaim, ...]:
+        """The allocated claims with devices in the pools of ``slices``, each once (what the
+        devices in use there are gathered from; the order does not matter to an allocator)."""
+        seen: dict[int, o.ResourceClaim] = {}
+        for pool in sorted({(s.spec.driver, s.spec.pool.name) for s in slices}):
+            for claim in self.claims_by_pool.get(pool, ()):
+                seen.setdefault(id(claim), claim)
+        return tuple(seen.values())
+
     def place(self, node: str, claim: o.ResourceClaim) -> None:
+        self.index_claim(claim)
         used = AllocatedState.from_claims([claim])
         self.in_use = self.in_use.merge(used)
         if self.shapes is not None:
@@ -256,7 +280,6 @@ class _ClusterState:
 def _place(
     claim: o.ResourceClaim,
     inventory: Inventory,
-    allocated: Sequence[o.ResourceClaim],
     state: _ClusterState,
     units: Mapping[str, NodeUnits],
     config: ReplayConfig,
@@ -289,8 +312,10 @@ def _place(
         )
         try:
             if allocate_with is not None:
-                # The Go side gathers in-use devices from allocated claims, as the scheduler does.
-                whole = replace(request.inventory, claims=tuple(allocated), extra_allocated=inventory.extra_allocated)
+                # The Go side gathers in-use devices from allocated claims, as the scheduler does:
+                # those with devices in the pools this request carries (the others cannot change
+                # its answer, and sending every claim made each request grow with the replay).
+                whole = replace(request.inventory, claims=state.claims_in(state.slices[node_name]), extra_allocated=inventory.extra_allocated)
                 return allocate_with(replace(request, inventory=whole))
             return allocate(request, cel=cel, validate=False)  # validated once, up front
         except (AllocationError, SolveTimeout) as err:

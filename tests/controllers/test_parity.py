@@ -13,6 +13,7 @@ DeviceTaintRule status after an eviction.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -143,9 +144,20 @@ def test_extended_resource_served_by_device_plugin_on_one_node_and_by_dra_on_ano
     wait_for(lambda: env.bound("plugin"), timeout=30, what="the device-plugin pod bound")
     # Two fit the DRA node (the device-plugin node has 1 left): a claim there.
     env.create(extended_pod(side, "dra", {EXTENDED: "2"}))
-    # Seen on a loaded 2-core machine: kube-scheduler took more than 30 s to bind it (twice in
-    # a row); dra-solver's side never came close. A bound, not a speed check.
-    wait_for(lambda: env.bound("plugin", "dra"), timeout=90, what="both pods bound")
+    try:
+        wait_for(lambda: env.bound("plugin", "dra"), timeout=30, what="both pods bound")
+    except AssertionError:
+        if side.ours:
+            raise
+        # Twice in the full suite on a loaded machine, kube-scheduler parked the pod (an attempt
+        # before its caches had the slice?) until some later cluster event, up to 5 minutes.
+        # A label on the slice is such an event; the outcome below is what this test checks.
+        env.patch("ResourceSlice", "node-b-gpus", {"metadata": {"labels": {"nudge": "1"}}}, ns="")
+        try:
+            wait_for(lambda: env.bound("plugin", "dra"), timeout=60, what="both pods bound")
+        except AssertionError:
+            pod = env.pod("dra") or {}
+            raise AssertionError(f"dra pod not bound; its status: {json.dumps(pod.get('status'))}") from None
     plugin, dra = env.pod("plugin"), env.pod("dra")
     assert plugin is not None and dra is not None
     assert ob.pod_node(plugin) == "node-a"
