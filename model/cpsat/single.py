@@ -185,20 +185,28 @@ def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int
     """Per candidate, the untouched counter sets it would open (``objective._Levels.opened``;
     shareable devices, the level's other term, never reach this path)."""
     in_use = problem.in_use_before
-    touched: set[tuple[str, str]] = set()
+    touched: dict[str, set[str]] = {}  # per pool ID, the counter sets devices in use draw on
     pools = {}
     for candidate in problem.candidates:
         pools[candidate.pool.id] = candidate.pool
         if candidate.id in in_use:
             for consumption in candidate.device.counters:
-                touched.add((candidate.pool.id, consumption.counter_set))
+                touched.setdefault(candidate.pool.id, set()).add(consumption.counter_set)
     for pool in pools.values():
         for device in pool.other_devices:
             if device.id in in_use:
                 for consumption in device.counters:
-                    touched.add((pool.id, consumption.counter_set))
+                    touched.setdefault(pool.id, set()).add(consumption.counter_set)
     out: dict[DeviceID, int] = {}
+    nothing: set[str] = set()
     for candidate in candidates:
-        slots = {(candidate.pool.id, c.counter_set) for c in candidate.device.counters}
-        out[candidate.id] = len(slots - touched)
+        counters = candidate.device.counters
+        if not counters:
+            out[candidate.id] = 0
+            continue
+        sets = touched.get(candidate.pool.id, nothing)
+        if len(counters) == 1:
+            out[candidate.id] = 0 if counters[0].counter_set in sets else 1
+        else:
+            out[candidate.id] = len({c.counter_set for c in counters} - sets)
     return out
