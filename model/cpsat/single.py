@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from dra_solver.model.cluster import DeviceID
-from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
+from dra_solver.model.cpsat.amounts import (
+    MAX_COEFFICIENT,
+    Exact,
+    counters_left,
+    device_sizes,
+    exact,
+    scaled,
+)
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
 from dra_solver.model.pools import Pool, PoolDevice
@@ -116,35 +123,69 @@ def _counter_fit(
     for members in by_pool.values():
         pool = members[0].pool
         left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
+        terms = [(candidate.id, _drawn(candidate.device, memo)) for candidate in members]
+        unfit = _integral_unfit(terms, left)
+        if unfit is not None:
+            fit.update(dict.fromkeys(unfit, False))
+            continue
         demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
-        for candidate in members:
-            drawn = memo.get(candidate.device) if memo is not None else None
-            if drawn is None:
-                drawn = tuple(
-                    ((consumption.counter_set, name), exact(amount))
-                    for consumption in candidate.device.counters
-                    for name, amount in consumption.counters.items()
-                )
-                if memo is not None:
-                    if len(memo) > 100_000:
-                        memo.clear()
-                    memo[candidate.device] = drawn
+        for candidate, (_, drawn) in zip(members, terms, strict=True):
             for slot, amount in drawn:
                 demand[slot].append((amount, candidate.id))
-        for slot, terms in demand.items():
+        for slot, slot_terms in demand.items():
             available = left.get(slot)
-            if available is None or sum(a for a, _ in terms) <= available:
+            if available is None or sum(a for a, _ in slot_terms) <= available:
                 continue  # never binding
             if available < 0:
-                for need, device in terms:
+                for need, device in slot_terms:
                     if need > 0:
                         fit[device] = False
                 continue
-            coefficients, limit = scaled([a for a, _ in terms], available)
-            for k, (_, device) in zip(coefficients, terms, strict=True):
+            coefficients, limit = scaled([a for a, _ in slot_terms], available)
+            for k, (_, device) in zip(coefficients, slot_terms, strict=True):
                 if k > limit:
                     fit[device] = False
     return fit
+
+
+def _drawn(
+    device: PoolDevice, memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None
+) -> tuple[tuple[tuple[str, str], Exact], ...]:
+    """The device's exact amount per (counter set, counter), kept in ``memo`` by device object."""
+    drawn = memo.get(device) if memo is not None else None
+    if drawn is None:
+        drawn = tuple(
+            ((consumption.counter_set, name), exact(amount))
+            for consumption in device.counters
+            for name, amount in consumption.counters.items()
+        )
+        if memo is not None:
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[device] = drawn
+    return drawn
+
+
+def _integral_unfit(
+    terms: list[tuple[DeviceID, tuple[tuple[tuple[str, str], Exact], ...]]], left: dict[tuple[str, str], Exact]
+) -> list[DeviceID] | None:
+    """The devices that do not fit, when every amount and everything left is an integer the
+    model keeps unscaled (``amounts.scaled`` is then exact: a device fits a counter when its
+    amount is at most what is left, or, when more than all is taken, when it needs none of it);
+    None when some number is not of that kind (then the model's scaling is followed term by
+    term)."""
+    for available in left.values():
+        if type(available) is not int or not -MAX_COEFFICIENT <= available <= MAX_COEFFICIENT:
+            return None
+    unfit: list[DeviceID] = []
+    for device, drawn in terms:
+        for slot, amount in drawn:
+            if type(amount) is not int or not 0 <= amount <= MAX_COEFFICIENT:
+                return None
+            have = left.get(slot)
+            if have is not None and amount > (have if have >= 0 else 0):
+                unfit.append(device)
+    return unfit
 
 
 def _left(
