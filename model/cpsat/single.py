@@ -86,7 +86,7 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
         else None
     )
     sizes = device_sizes(candidates, parsed.counter_sizes if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
-    opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
+    opened = _opened(problem, candidates, parsed.pool_counters if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
     best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
     for option in options:
@@ -188,6 +188,25 @@ def _integral_unfit(
     return unfit
 
 
+def _pool_entry(
+    pool: Pool, pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None
+) -> tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]:
+    """The pool's exact counters and its devices (``devices`` and ``other_devices``) by ID,
+    kept in ``pools`` by pool object."""
+    known = pools.get(pool) if pools is not None else None
+    if known is None:
+        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
+        by_id: dict[DeviceID, list[PoolDevice]] = {}
+        for device in (*pool.devices, *pool.other_devices):
+            by_id.setdefault(device.id, []).append(device)
+        known = (totals, by_id)
+        if pools is not None:
+            if len(pools) > 10_000:
+                pools.clear()
+            pools[pool] = known
+    return known
+
+
 def _left(
     pool: Pool,
     in_use: frozenset[DeviceID],
@@ -196,16 +215,7 @@ def _left(
 ) -> dict[tuple[str, str], Exact]:
     """``counters_left(pool, in_use)``, from the few devices in use rather than every device of
     the pool (exact amounts: the order of the subtractions does not matter)."""
-    known = pools.get(pool)
-    if known is None:
-        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
-        by_id: dict[DeviceID, list[PoolDevice]] = {}
-        for device in (*pool.devices, *pool.other_devices):
-            by_id.setdefault(device.id, []).append(device)
-        if len(pools) > 10_000:
-            pools.clear()
-        known = pools[pool] = (totals, by_id)
-    totals, by_id = known
+    totals, by_id = _pool_entry(pool, pools)
     left = dict(totals)
     for dev_id in in_use:
         for device in by_id.get(dev_id, ()):
@@ -222,22 +232,26 @@ def _left(
     return left
 
 
-def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:
+def _opened(
+    problem: Problem,
+    candidates: list[Candidate],
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None = None,
+) -> dict[DeviceID, int]:
     """Per candidate, the untouched counter sets it would open (``objective._Levels.opened``;
-    shareable devices, the level's other term, never reach this path)."""
+    shareable devices, the level's other term, never reach this path). A counter set is
+    touched when a device of a usable pool, or one of its other devices, is in use; the devices
+    in use are looked up in each pool (``pools`` keeps its devices by ID)."""
     in_use = problem.in_use_before
     touched: dict[str, set[str]] = {}  # per pool ID, the counter sets devices in use draw on
-    pools = {}
-    for candidate in problem.candidates:
-        pools[candidate.pool.id] = candidate.pool
-        if candidate.id in in_use:
-            for consumption in candidate.device.counters:
-                touched.setdefault(candidate.pool.id, set()).add(consumption.counter_set)
-    for pool in pools.values():
-        for device in pool.other_devices:
-            if device.id in in_use:
-                for consumption in device.counters:
-                    touched.setdefault(pool.id, set()).add(consumption.counter_set)
+    if in_use:
+        for pool in problem.pools:
+            if not pool.usable or not pool.devices:
+                continue  # none of its devices is a candidate
+            _, by_id = _pool_entry(pool, pools)
+            for dev_id in in_use:
+                for device in by_id.get(dev_id, ()):
+                    for consumption in device.counters:
+                        touched.setdefault(pool.id, set()).add(consumption.counter_set)
     out: dict[DeviceID, int] = {}
     nothing: set[str] = set()
     for candidate in candidates:
