@@ -140,6 +140,17 @@ class _Pool:
     devices: dict[str, _Device] = field(default_factory=dict)
     """Every device of the newest generation, by name (all slices, not only the node's)."""
     counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
+    amounts: dict[str, Quantity] = field(default_factory=dict)
+    """Counter amounts parsed, by their text (a pool's devices repeat a few; content-keyed, so
+    a pool kept by ``PoolCache`` across checks reuses them)."""
+    positions: dict[str, int] | None = None
+    """Each device's place in ``devices`` (set once gathering is done, on first use)."""
+
+    def position(self, name: str) -> int:
+        positions = self.positions
+        if positions is None or len(positions) != len(self.devices):
+            positions = self.positions = {n: i for i, n in enumerate(self.devices)}
+        return positions[name]
 
 
 class PoolCache:
@@ -819,11 +830,15 @@ class _Checker:
 
     # -- shared counters -----------------------------------------------------------------------
 
-    def _in_use_before(self, dev_id: DeviceID) -> bool:
+    def _before(self) -> frozenset[DeviceID]:
+        """Devices in use before this answer (exclusively, shared or with consumed capacity)."""
         if self._used_before is None:
             a = self.allocated
             self._used_before = a.devices.union(a.capacity, (d for d, _ in a.shared))
-        return dev_id in self._used_before
+        return self._used_before
+
+    def _in_use_before(self, dev_id: DeviceID) -> bool:
+        return dev_id in self._before()
 
     def _check_counters(self) -> None:
         if not self.gates.partitionable_devices:
@@ -839,11 +854,9 @@ class _Checker:
             pool = self.pools[key]
             used: dict[tuple[str, str], Quantity] = {}
             touched: set[tuple[str, str]] = set()
-            amounts: dict[str, Quantity] = {}  # a pool's devices repeat a few amounts
-            for dev in pool.devices.values():
+            amounts = pool.amounts
+            for dev in self._counted(pool, key, names):
                 new = dev.id.device in names
-                if not new and not self._in_use_before(dev.id):
-                    continue
                 for consumption in dev.device.consumes_counters or []:
                     for counter, amount in consumption.counters.items():
                         slot = (consumption.counter_set, counter)
@@ -859,6 +872,17 @@ class _Checker:
                     self.add("counters", "", f"pool {key[0]}/{key[1]}: counter {slot[1]} of set {slot[0]} does not exist")
                 elif used[slot] > limit:
                     self.add("counters", "", f"pool {key[0]}/{key[1]}: counter {slot[0]}/{slot[1]} needs {used[slot]}, has {limit}")
+
+    def _counted(self, pool: _Pool, key: tuple[str, str], names: set[str]) -> list[_Device]:
+        """The pool's devices whose counters count: the new ones (``names``) and those in use
+        before, in the pool's order. Looked up by name when fewer devices are in use than the
+        pool has (a node's pool, a few allocations), else found by visiting every device."""
+        before = self._before()
+        if len(before) >= len(pool.devices):
+            return [dev for dev in pool.devices.values() if dev.id.device in names or dev.id in before]
+        wanted = set(names)
+        wanted.update(d.device for d in before if d.driver == key[0] and d.pool == key[1])
+        return sorted((pool.devices[n] for n in wanted if n in pool.devices), key=lambda dev: pool.position(dev.id.device))
 
     # -- consumable capacity -------------------------------------------------------------------
 

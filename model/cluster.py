@@ -29,6 +29,15 @@ class DeviceID:
     driver: str
     pool: str
     device: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    """The hash of the three names, computed once: IDs are hashed in every set and dict of
+    devices in use, and the generated ``__hash__`` builds a tuple on every call."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.driver, self.pool, self.device)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __str__(self) -> str:
         return f"{self.driver}/{self.pool}/{self.device}"

@@ -323,6 +323,9 @@ class DeviceParseCache:
         (``model.cpsat.single``)."""
         """Per (pool, device), both held (identity keys), the device's share of the counter sets
         it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
+        self.whole_capacity_fits: dict[PoolDevice, bool] = {}
+        """Per device object (held), whether a request that names no capacity fits it while
+        none of it is consumed (``model.cpsat.problem``)."""
         self._selector_ids: dict[tuple[Any, ...], int] = {}
         self._next_selector_id = itertools.count()
 

@@ -72,7 +72,10 @@ def device_sizes(candidates: Sequence[Candidate], memo: dict[tuple[Pool, PoolDev
     to the largest candidate's. ``memo`` keeps the shares by (pool, device) object across
     calls (they read nothing else)."""
     largest: dict[str, float] = {}
-    for candidate in candidates:
+    # Only devices without counters are sized by capacity (relative to every candidate's):
+    # when every candidate draws on counters the largest capacities are never read.
+    by_capacity = any(not candidate.device.counters for candidate in candidates)
+    for candidate in candidates if by_capacity else ():
         for name, spec in candidate.device.capacity.items():
             largest[name] = max(largest.get(name, 0.0), spec.value.as_approximate_float())
     out: dict[DeviceID, int] = {}

@@ -241,6 +241,7 @@ def _option(
     allocated = problem.allocated
     constraints = [c for c in plan.constraints if c.applies_to(view.base_name, view.sub_name)]
     data = OptionData(view, [])
+    memo = problem.request.device_cache.whole_capacity_fits if problem.request.device_cache is not None else None
 
     def usable(device: PoolDevice) -> bool:
         """Checks after selection, in upstream's order (allocateDevice)."""
@@ -284,11 +285,7 @@ def _option(
             except AllocationError as err:
                 problem.deferred_errors.append(err)
                 continue
-            if gates.consumable_capacity and not capacity_fits(
-                view.capacity_requests,
-                device.capacity,
-                allocated=allocated.capacity.get(device.id),
-            ):
+            if gates.consumable_capacity and not _capacity_fits(view, device, allocated.capacity.get(device.id), memo):
                 continue
             if not usable(device):
                 continue
@@ -299,6 +296,26 @@ def _option(
             data.possible = False
     _add_consumed(problem, data)
     return data
+
+
+def _capacity_fits(
+    view: RequestView,
+    device: PoolDevice,
+    allocated: Mapping[str, Quantity] | None,
+    memo: dict[PoolDevice, bool] | None,
+) -> bool:
+    """``capacity_fits`` for ``view`` on ``device``. With no capacity requested and none of
+    the device consumed the verdict reads nothing but the device's capacities: ``memo`` keeps
+    it per device object (held by the entry) across attempts."""
+    if memo is None or view.capacity_requests or allocated:
+        return capacity_fits(view.capacity_requests, device.capacity, allocated=allocated)
+    known = memo.get(device)
+    if known is None:
+        known = capacity_fits(None, device.capacity)
+        if len(memo) > 100_000:
+            memo.clear()
+        memo[device] = known
+    return known
 
 
 def _relaxed_option(problem: Problem, plan: ClaimPlan, view: RequestView, *, matcher: Matcher) -> OptionData:

@@ -29,7 +29,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from dra_solver.model.cluster import DeviceID
-from dra_solver.model.cpsat.amounts import Exact, counters_left, device_sizes, exact, scaled
+from dra_solver.model.cpsat.amounts import (
+    MAX_COEFFICIENT,
+    Exact,
+    counters_left,
+    device_sizes,
+    exact,
+    scaled,
+)
 from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Problem, request_of
 from dra_solver.model.policy import Policy
 from dra_solver.model.pools import Pool, PoolDevice
@@ -79,7 +86,7 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
         else None
     )
     sizes = device_sizes(candidates, parsed.counter_sizes if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
-    opened = _opened(problem, candidates) if policy != Policy.FIRST_FIT else {}
+    opened = _opened(problem, candidates, parsed.pool_counters if parsed is not None else None) if policy != Policy.FIRST_FIT else {}
     sign = -1 if policy == Policy.SPREAD else 1
     best: tuple[tuple[int, int, int, int], OptionData, Candidate] | None = None
     for option in options:
@@ -116,35 +123,88 @@ def _counter_fit(
     for members in by_pool.values():
         pool = members[0].pool
         left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
+        terms = [(candidate.id, _drawn(candidate.device, memo)) for candidate in members]
+        unfit = _integral_unfit(terms, left)
+        if unfit is not None:
+            fit.update(dict.fromkeys(unfit, False))
+            continue
         demand: dict[tuple[str, str], list[tuple[Exact, DeviceID]]] = defaultdict(list)
-        for candidate in members:
-            drawn = memo.get(candidate.device) if memo is not None else None
-            if drawn is None:
-                drawn = tuple(
-                    ((consumption.counter_set, name), exact(amount))
-                    for consumption in candidate.device.counters
-                    for name, amount in consumption.counters.items()
-                )
-                if memo is not None:
-                    if len(memo) > 100_000:
-                        memo.clear()
-                    memo[candidate.device] = drawn
+        for candidate, (_, drawn) in zip(members, terms, strict=True):
             for slot, amount in drawn:
                 demand[slot].append((amount, candidate.id))
-        for slot, terms in demand.items():
+        for slot, slot_terms in demand.items():
             available = left.get(slot)
-            if available is None or sum(a for a, _ in terms) <= available:
+            if available is None or sum(a for a, _ in slot_terms) <= available:
                 continue  # never binding
             if available < 0:
-                for need, device in terms:
+                for need, device in slot_terms:
                     if need > 0:
                         fit[device] = False
                 continue
-            coefficients, limit = scaled([a for a, _ in terms], available)
-            for k, (_, device) in zip(coefficients, terms, strict=True):
+            coefficients, limit = scaled([a for a, _ in slot_terms], available)
+            for k, (_, device) in zip(coefficients, slot_terms, strict=True):
                 if k > limit:
                     fit[device] = False
     return fit
+
+
+def _drawn(
+    device: PoolDevice, memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None
+) -> tuple[tuple[tuple[str, str], Exact], ...]:
+    """The device's exact amount per (counter set, counter), kept in ``memo`` by device object."""
+    drawn = memo.get(device) if memo is not None else None
+    if drawn is None:
+        drawn = tuple(
+            ((consumption.counter_set, name), exact(amount))
+            for consumption in device.counters
+            for name, amount in consumption.counters.items()
+        )
+        if memo is not None:
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[device] = drawn
+    return drawn
+
+
+def _integral_unfit(
+    terms: list[tuple[DeviceID, tuple[tuple[tuple[str, str], Exact], ...]]], left: dict[tuple[str, str], Exact]
+) -> list[DeviceID] | None:
+    """The devices that do not fit, when every amount and everything left is an integer the
+    model keeps unscaled (``amounts.scaled`` is then exact: a device fits a counter when its
+    amount is at most what is left, or, when more than all is taken, when it needs none of it);
+    None when some number is not of that kind (then the model's scaling is followed term by
+    term)."""
+    for available in left.values():
+        if type(available) is not int or not -MAX_COEFFICIENT <= available <= MAX_COEFFICIENT:
+            return None
+    unfit: list[DeviceID] = []
+    for device, drawn in terms:
+        for slot, amount in drawn:
+            if type(amount) is not int or not 0 <= amount <= MAX_COEFFICIENT:
+                return None
+            have = left.get(slot)
+            if have is not None and amount > (have if have >= 0 else 0):
+                unfit.append(device)
+    return unfit
+
+
+def _pool_entry(
+    pool: Pool, pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None
+) -> tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]:
+    """The pool's exact counters and its devices (``devices`` and ``other_devices``) by ID,
+    kept in ``pools`` by pool object."""
+    known = pools.get(pool) if pools is not None else None
+    if known is None:
+        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
+        by_id: dict[DeviceID, list[PoolDevice]] = {}
+        for device in (*pool.devices, *pool.other_devices):
+            by_id.setdefault(device.id, []).append(device)
+        known = (totals, by_id)
+        if pools is not None:
+            if len(pools) > 10_000:
+                pools.clear()
+            pools[pool] = known
+    return known
 
 
 def _left(
@@ -155,16 +215,7 @@ def _left(
 ) -> dict[tuple[str, str], Exact]:
     """``counters_left(pool, in_use)``, from the few devices in use rather than every device of
     the pool (exact amounts: the order of the subtractions does not matter)."""
-    known = pools.get(pool)
-    if known is None:
-        totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
-        by_id: dict[DeviceID, list[PoolDevice]] = {}
-        for device in (*pool.devices, *pool.other_devices):
-            by_id.setdefault(device.id, []).append(device)
-        if len(pools) > 10_000:
-            pools.clear()
-        known = pools[pool] = (totals, by_id)
-    totals, by_id = known
+    totals, by_id = _pool_entry(pool, pools)
     left = dict(totals)
     for dev_id in in_use:
         for device in by_id.get(dev_id, ()):
@@ -181,24 +232,36 @@ def _left(
     return left
 
 
-def _opened(problem: Problem, candidates: list[Candidate]) -> dict[DeviceID, int]:
+def _opened(
+    problem: Problem,
+    candidates: list[Candidate],
+    pools: dict[Pool, tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]] | None = None,
+) -> dict[DeviceID, int]:
     """Per candidate, the untouched counter sets it would open (``objective._Levels.opened``;
-    shareable devices, the level's other term, never reach this path)."""
+    shareable devices, the level's other term, never reach this path). A counter set is
+    touched when a device of a usable pool, or one of its other devices, is in use; the devices
+    in use are looked up in each pool (``pools`` keeps its devices by ID)."""
     in_use = problem.in_use_before
-    touched: set[tuple[str, str]] = set()
-    pools = {}
-    for candidate in problem.candidates:
-        pools[candidate.pool.id] = candidate.pool
-        if candidate.id in in_use:
-            for consumption in candidate.device.counters:
-                touched.add((candidate.pool.id, consumption.counter_set))
-    for pool in pools.values():
-        for device in pool.other_devices:
-            if device.id in in_use:
-                for consumption in device.counters:
-                    touched.add((pool.id, consumption.counter_set))
+    touched: dict[str, set[str]] = {}  # per pool ID, the counter sets devices in use draw on
+    if in_use:
+        for pool in problem.pools:
+            if not pool.usable or not pool.devices:
+                continue  # none of its devices is a candidate
+            _, by_id = _pool_entry(pool, pools)
+            for dev_id in in_use:
+                for device in by_id.get(dev_id, ()):
+                    for consumption in device.counters:
+                        touched.setdefault(pool.id, set()).add(consumption.counter_set)
     out: dict[DeviceID, int] = {}
+    nothing: set[str] = set()
     for candidate in candidates:
-        slots = {(candidate.pool.id, c.counter_set) for c in candidate.device.counters}
-        out[candidate.id] = len(slots - touched)
+        counters = candidate.device.counters
+        if not counters:
+            out[candidate.id] = 0
+            continue
+        sets = touched.get(candidate.pool.id, nothing)
+        if len(counters) == 1:
+            out[candidate.id] = 0 if counters[0].counter_set in sets else 1
+        else:
+            out[candidate.id] = len({c.counter_set for c in counters} - sets)
     return out

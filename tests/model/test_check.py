@@ -377,6 +377,13 @@ def test_counters_exceeded() -> None:
     before = AllocatedState(devices=frozenset({DeviceID(DRIVER_A, "pool-1", third.devices.results[0].device)}))  # type: ignore[union-attr,index]
     req = _request([claim("c", request()).decode(), claim("d", request()).decode()], slices, allocated=before)
     assert "counters" in _rules(check_allocation(req, two, cel=CEL))
+    # Devices in use elsewhere (more than the pool has) do not hide the one that counts here,
+    # and are not counted here.
+    elsewhere = frozenset(DeviceID(DRIVER_A, "pool-2", f"x{i}") for i in range(5))
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode()], slices, allocated=AllocatedState(devices=before.devices | elsewhere))
+    assert "counters" in _rules(check_allocation(req, two, cel=CEL))
+    req = _request([claim("c", request()).decode(), claim("d", request()).decode()], slices, allocated=AllocatedState(devices=elsewhere))
+    assert "counters" not in _rules(check_allocation(req, two, cel=CEL))
 
 
 # --- constraints ------------------------------------------------------------------------------

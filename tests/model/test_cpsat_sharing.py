@@ -245,3 +245,29 @@ def test_spread_puts_a_claims_partitions_on_different_gpus() -> None:
     gpus = {policy: {d.split("=")[1].split("-p")[0] for d in picked} for policy, picked in (("pack", packed), ("spread", spread))}
     assert len(gpus["pack"]) == 1, packed
     assert len(gpus["spread"]) == 2, spread
+
+
+def test_kept_capacity_verdicts_follow_what_is_consumed() -> None:
+    """The whole-capacity fit kept per device (``DeviceParseCache``) answers only a request that
+    names no capacity on a device nothing consumes: the same device objects with part of it
+    consumed, or a request naming capacity, are checked again."""
+    from dataclasses import replace
+
+    from dra_solver.model.cel import CelEnvironment
+    from dra_solver.model.cpsat.problem import prepare_problem
+    from dra_solver.model.pools import DeviceParseCache
+
+    cel = CelEnvironment()
+    plain = replace(make_request([claim("c", request()).decode()], _shareable(mem={"value": "4Gi"})), device_cache=DeviceParseCache())
+
+    def candidates(req: Any) -> int:
+        return len(prepare_problem(req, cel=cel).options[0][0][0].candidates)
+
+    assert candidates(plain) == 1
+    assert plain.device_cache is not None and len(plain.device_cache.whole_capacity_fits) == 1
+    d0 = DeviceID(DRIVER_A, "pool-1", "d0")
+    consumed = replace(plain, inventory=replace(plain.inventory, extra_allocated=AllocatedState(capacity={d0: {"mem": parse_quantity("1Gi")}})))
+    assert candidates(consumed) == 0  # the whole device no longer fits
+    assert candidates(plain) == 1
+    wants = replace(plain, claims=(_wants("5Gi"),))
+    assert candidates(wants) == 0

@@ -86,3 +86,44 @@ def test_single_device_answers_equal_the_model(order: str, seed: int, busy: int,
         assert fast.stats.variables == 0  # answered without a model: the path was taken
     elif model.stats.variables:  # the model had candidates and proved none fits: so did the path
         assert (fast.stats.status, fast.stats.variables) == ("INFEASIBLE", 0)
+
+
+def _counted_node(total: str, amounts: list[str], busy: list[int]) -> AllocationRequest:
+    """One node, one counter set of ``total``, one device per amount drawing on it; the devices
+    at ``busy`` positions in use."""
+    devices = [{"name": f"d{i}", "consumesCounters": [{"counterSet": "set", "counters": {"c": {"value": a}}}]} for i, a in enumerate(amounts)]
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRIVER}, "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]}},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "counters"}, "spec": {
+            "driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 2},
+            "sharedCounters": [{"name": "set", "counters": {"c": {"value": total}}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "devices"}, "spec": {
+            "driver": DRIVER, "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 2}, "devices": devices}},
+    ]
+    inventory = Inventory.from_objects(decode_all(docs))
+    in_use = AllocatedState(devices=frozenset(DeviceID(DRIVER, "n1", f"d{i}") for i in busy))
+    return AllocationRequest(
+        claims=(_claim("exactly", [0]),), node=inventory.nodes[0],
+        inventory=Inventory(inventory.classes, inventory.slices, (), inventory.nodes, extra_allocated=in_use),
+    )
+
+
+def test_fractional_and_huge_counter_amounts_follow_the_model() -> None:
+    """Counters checked device by device only when every number is an integer the model keeps
+    unscaled; fractions and amounts beyond its coefficient limit follow its scaling."""
+    cases = [
+        ("1500m", ["1", "500m", "1"], [0], "d1"),  # 0.5 left: only the 500m device fits
+        ("1500m", ["1", "1", "500m"], [2], None),  # 1 left: d0 (the first) fits
+        ("4Ti", ["3Ti", "2Ti", "1Ti"], [1], None),  # beyond 2**40: the model's scaling
+        ("4Ti", ["3Ti", "2Ti", "3Ti"], [0], None),
+    ]
+    for total, amounts, busy, expected in cases:
+        request = _counted_node(total, amounts, busy)
+        for kept in (request, replace(request, device_cache=DeviceParseCache())):
+            fast = allocate_cpsat(kept, cel=CEL)
+            model = allocate_cpsat(kept, cel=CEL, fast_path=False)
+            assert (fast.allocated, fast.reason) == (model.allocated, model.reason)
+            assert [r.to_api() for r in fast.results] == [r.to_api() for r in model.results]
+            if expected is not None:
+                assert fast.results[0].devices is not None and fast.results[0].devices.results[0].device == expected  # type: ignore[index]
