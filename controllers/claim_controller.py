@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 
 from dra_solver.controllers import claims as logic
 from dra_solver.controllers import objects as ob
@@ -154,21 +155,7 @@ class ClaimController:
             admin_access_enabled=self.admin_access_enabled,
             group=logic.group_entries(pod, self._group_of(pod)),
         )
-        names = dict(plan.record)
-        for create in plan.creates:
-            admin = str(create.admin_access).lower()
-            try:
-                created = self.kube.create_claim(ns, create.body)
-            except kube.ApiError as err:
-                self.metrics.claim_creates.labels(status="failure", admin_access=admin).inc()
-                self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=f"PodResourceClaim {create.pod_claim}: {err}")
-                raise
-            self.metrics.claim_creates.labels(status="success", admin_access=admin).inc()
-            # Remember it at once: if the status patch below fails, the retry must find this
-            # claim instead of creating a second one.
-            self.claims.store.assume(created)
-            names[create.pod_claim] = ob.name(created)
-            log.info("created ResourceClaim %s/%s for pod %s", ns, ob.name(created), key)
+        names = {**plan.record, **self._create_claims(pod, "Pod", plan.creates)}
         if names:
             try:
                 patched = self.kube.patch_pod_status(ns, ob.name(pod), logic.pod_status_patch(pod, names))
@@ -189,6 +176,28 @@ class ClaimController:
                 self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=problem)
             raise Retry("; ".join(plan.errors))
 
+    def _create_claims(self, owner: Obj, kind: str, creates: Sequence[logic.CreateClaim]) -> dict[str, str]:
+        """Create ``creates`` for ``owner`` (a Pod or a PodGroup): each entry's claim name. A
+        failure is counted and said in an event on the owner, then raised (the sync retries)."""
+        ns = ob.namespace(owner)
+        names: dict[str, str] = {}
+        for create in creates:
+            admin = str(create.admin_access).lower()
+            try:
+                created = self.kube.create_claim(ns, create.body)
+            except kube.ApiError as err:
+                self.metrics.claim_creates.labels(status="failure", admin_access=admin).inc()
+                entry = f"PodResourceClaim {create.pod_claim}" if kind == "Pod" else f"resourceClaims entry {create.pod_claim}"
+                self.events.emit(owner, kind, type_="Warning", reason="FailedResourceClaimCreation", message=f"{entry}: {err}")
+                raise
+            self.metrics.claim_creates.labels(status="success", admin_access=admin).inc()
+            # Remember it at once: if the status patch that records it fails, the retry must
+            # find this claim instead of creating a second one.
+            self.claims.store.assume(created)
+            names[create.pod_claim] = ob.name(created)
+            log.info("created ResourceClaim %s/%s for %s %s", ns, ob.name(created), "pod" if kind == "Pod" else kind, ob.key(owner))
+        return names
+
     def sync_pod_group(self, key: str) -> None:
         """Make the claims of a PodGroup's template entries (one per entry, owned by the group)
         and record them in its ``status.resourceClaimStatuses``."""
@@ -201,18 +210,7 @@ class ClaimController:
             group, claims=self.cluster.view("claims"), templates=self.cluster.view("templates"),
             owned=self.claims.store.by_index(CLAIM_OWNER_INDEX, ob.uid(group)), admin_access_enabled=self.admin_access_enabled,
         )
-        names = dict(plan.record)
-        for create in plan.creates:
-            admin = str(create.admin_access).lower()
-            try:
-                created = self.kube.create_claim(ns, create.body)
-            except kube.ApiError:
-                self.metrics.claim_creates.labels(status="failure", admin_access=admin).inc()
-                raise
-            self.metrics.claim_creates.labels(status="success", admin_access=admin).inc()
-            self.claims.store.assume(created)
-            names[create.pod_claim] = ob.name(created)
-            log.info("created ResourceClaim %s/%s for PodGroup %s", ns, ob.name(created), key)
+        names = {**plan.record, **self._create_claims(group, "PodGroup", plan.creates)}
         if names:
             try:
                 patched = self.kube.patch_pod_group_status(ns, ob.name(group), logic.group_status_patch(group, names))

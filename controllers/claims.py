@@ -19,8 +19,9 @@ Functions never mutate their arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dra_solver.controllers import objects as ob
@@ -100,6 +101,23 @@ def generate_name(pod_name: str, pod_claim: str) -> str:
     budget = GENERATE_NAME_MAX - 2
     pod_len = len(pod_name) * budget // (len(pod_name) + len(pod_claim))
     return f"{pod_name[:pod_len]}-{pod_claim[: budget - pod_len]}-"
+
+
+def _from_template(
+    owner: str, entry: str, template: Mapping[str, Any] | None, template_ref: str, make: Callable[[Mapping[str, Any]], Obj], *,
+    admin_access_enabled: bool, errors: list[str],
+) -> CreateClaim | None:
+    """The claim ``make`` builds from ``template`` for ``owner``'s resourceClaims entry ``entry``,
+    or None with the reason in ``errors`` (the template is missing, or asks for admin access
+    while the feature is off)."""
+    if template is None:
+        errors.append(f"{owner}, resourceClaim {entry}: ResourceClaimTemplate {template_ref} not found")
+        return None
+    admin = needs_admin_access(template)
+    if admin and not admin_access_enabled:
+        errors.append(f"{owner}, resourceClaim {entry}: admin access is requested, but the feature is disabled")
+        return None
+    return CreateClaim(entry, make(template), admin)
 
 
 def needs_admin_access(template: Mapping[str, Any]) -> bool:
@@ -207,15 +225,10 @@ def sync_pod(
         if found is not None:
             record[pc_name] = ob.name(found)
             continue
-        template = templates.get(f"{ns}/{template_name}")
-        if template is None:
-            errors.append(f"pod {ob.key(pod)}, resourceClaim {pc_name}: ResourceClaimTemplate {ns}/{template_name} not found")
-            continue
-        admin = needs_admin_access(template)
-        if admin and not admin_access_enabled:
-            errors.append(f"pod {ob.key(pod)}, resourceClaim {pc_name}: admin access is requested, but the feature is disabled")
-            continue
-        creates.append(CreateClaim(pc_name, claim_from_template(pod, pc_name, template), admin))
+        create = _from_template(f"pod {ob.key(pod)}", pc_name, templates.get(f"{ns}/{template_name}"), f"{ns}/{template_name}",
+                                partial(claim_from_template, pod, pc_name), admin_access_enabled=admin_access_enabled, errors=errors)
+        if create is not None:
+            creates.append(create)
     reserve, unallocated = _reservations(pod, claims) if ob.pod_node(pod) else ((), ())
     return PodPlan(tuple(creates), record, reserve, tuple(errors), unallocated)
 
@@ -284,15 +297,11 @@ def sync_pod_group(
         if found is not None:
             record[name] = ob.name(found)
             continue
-        template = templates.get(f"{ns}/{template_name}")
-        if template is None:
-            errors.append(f"PodGroup {ob.key(pod_group)}, resourceClaim {name}: ResourceClaimTemplate {ns}/{template_name} not found")
-            continue
-        admin = needs_admin_access(template)
-        if admin and not admin_access_enabled:
-            errors.append(f"PodGroup {ob.key(pod_group)}, resourceClaim {name}: admin access is requested, but the feature is disabled")
-            continue
-        creates.append(CreateClaim(name, claim_from_group_template(pod_group, name, template), admin))
+        create = _from_template(f"PodGroup {ob.key(pod_group)}", name, templates.get(f"{ns}/{template_name}"), f"{ns}/{template_name}",
+                                partial(claim_from_group_template, pod_group, name), admin_access_enabled=admin_access_enabled,
+                                errors=errors)
+        if create is not None:
+            creates.append(create)
     return GroupPlan(tuple(creates), record, tuple(errors))
 
 

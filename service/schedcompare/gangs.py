@@ -18,9 +18,9 @@ API:
   idle; devices allocated twice).
 - :func:`format_comparison`: the figures of both sides as a Markdown table.
 
-The runner's pieces are reused (:func:`runner.create_cluster`, :func:`runner.start_dra_solver`,
-the canary, the scheduler configuration); kube-controller-manager runs upstream's
-``resourceclaim-controller`` and ``podgroup-protection-controller`` on the kube-scheduler side.
+Each side runs in the pod runner's :func:`runner.live_side` (control plane, cluster, scheduler,
+canary); kube-controller-manager runs upstream's ``resourceclaim-controller`` and
+``podgroup-protection-controller`` on the kube-scheduler side.
 """
 
 from __future__ import annotations
@@ -37,10 +37,7 @@ from dra_solver import model
 from dra_solver.service import groups
 from dra_solver.service.localcluster.cluster import node_object
 from dra_solver.service.localcluster.controlplane import (
-    KCM_CONTROLLERS,
     Binaries,
-    ControlPlane,
-    ControlPlaneError,
 )
 from dra_solver.service.schedcompare import runner
 from dra_solver.service.schedcompare.kubehttp import Client, HTTPError
@@ -395,45 +392,21 @@ def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gan
     ``same_states`` (kube-scheduler's side): before each gang is created, dra-solver's answer
     for it on the state kube-scheduler's earlier choices left (:func:`same_state`), so both
     schedulers are judged on identical inputs as well as on their own streams."""
-    if scheduler not in runner.SCHEDULERS:
-        raise ValueError(f"scheduler: Unsupported value: {scheduler!r}: supported values: {', '.join(runner.SCHEDULERS)}")
     upstream = scheduler == "kube-scheduler"
-    t0 = time.monotonic()
-    extra = ("resourceclaim-controller", "podgroup-protection-controller") if upstream else ()
-    cp = ControlPlane(bins, controllers=(*KCM_CONTROLLERS, *extra),
-                      controller_manager_args=(f"--kube-api-qps={runner.CLIENT_QPS}", f"--kube-api-burst={runner.CLIENT_QPS}"))
-    companions: list[Any] = []
-    client: Client | None = None
-    try:
-        cp.start()
-        client = Client(cp.url, cp.ssl_context())
-        runner.create_cluster(client, cp, workload.base())
-        if upstream:
-            cp.start_scheduler(config=runner.scheduler_config(cp.scheduler_kubeconfig))
-        else:
-            companions = runner.start_dra_solver(cp)
-        runner._canary(client, scheduler, timeout=180)
-        result = GangSideResult(scheduler, workload.name, [], gpus_total=workload.gpus_total, setup_seconds=time.monotonic() - t0)
+    upstream_controllers = ("resourceclaim-controller", "podgroup-protection-controller")
+    with runner.live_side(workload.base(), scheduler, bins, upstream_controllers=upstream_controllers) as side:
+        result = GangSideResult(scheduler, workload.name, [], gpus_total=workload.gpus_total, setup_seconds=side.setup_seconds)
         racks = {n["metadata"]["name"]: n["metadata"]["labels"].get(RACK_LABEL, "") for n in workload.nodes}
-        name = runner._scheduler_name(scheduler)
         for gang in workload.gangs:
-            shadow = same_state(client, workload, gang, timeout=gang_timeout) if upstream and same_states else None
-            outcome = drive_gang(client, workload, gang, name, racks, timeout=gang_timeout)
+            shadow = same_state(side.client, workload, gang, timeout=gang_timeout) if upstream and same_states else None
+            outcome = drive_gang(side.client, workload, gang, side.scheduler_name, racks, timeout=gang_timeout)
             outcome.same_state = shadow
             result.gangs.append(outcome)
             if progress:
                 progress(f"{scheduler}: {gang.name} ({len(gang.pods)} pods, {gang.gpus} GPUs): "
                          f"{'placed in ' + ','.join(outcome.racks) if outcome.placed else 'not placed'} after {outcome.seconds or 0:.2f} s")
-        _collect(client, result, workload.nodes)
+        _collect(side.client, result, workload.nodes)
         return result
-    except HTTPError as err:
-        raise ControlPlaneError(f"{scheduler}: {err}") from err
-    finally:
-        for proc in reversed(companions):
-            proc.stop()
-        if client is not None:
-            client.close()
-        cp.stop()
 
 
 def _seconds(value: float | None) -> str:

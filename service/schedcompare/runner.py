@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -534,16 +534,33 @@ def overlapping_holds(pods: Iterable[PodOutcome]) -> list[str]:
 # --- one side, start to end ---------------------------------------------------------------------
 
 
-def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: float = 600.0, policy: str = "",
-             keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> SideResult:
-    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the pods; the outcome."""
+@dataclass
+class LiveSide:
+    """A control plane with the workload's cluster and one scheduler, live."""
+
+    cp: ControlPlane
+    client: Client
+    companions: list[_Companion]
+    """dra-solver's processes (none on kube-scheduler's side: the control plane runs it)."""
+    scheduler_name: str
+    """What the pods' ``spec.schedulerName`` says."""
+    setup_seconds: float
+
+
+@contextlib.contextmanager
+def live_side(workload: Workload, scheduler: str, bins: Binaries, *, upstream_controllers: Iterable[str] = ("resourceclaim-controller",),
+              policy: str = "", keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> Iterator[LiveSide]:
+    """Fresh control plane, the workload's cluster, ``scheduler`` alone and live (a canary pod
+    bound); everything stopped on the way out. On kube-scheduler's side kube-controller-manager
+    also runs ``upstream_controllers``. ``keep_logs``: the control plane's logs copied there
+    first. An API error becomes a ``ControlPlaneError`` naming the scheduler."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler: Unsupported value: {scheduler!r}: supported values: {', '.join(SCHEDULERS)}")
     upstream = scheduler == "kube-scheduler"
     t0 = time.monotonic()
     cp = ControlPlane(
         bins,
-        controllers=(*KCM_CONTROLLERS, "resourceclaim-controller") if upstream else KCM_CONTROLLERS,
+        controllers=(*KCM_CONTROLLERS, *upstream_controllers) if upstream else KCM_CONTROLLERS,
         controller_manager_args=(f"--kube-api-qps={CLIENT_QPS}", f"--kube-api-burst={CLIENT_QPS}"),
     )
     companions: list[_Companion] = []
@@ -559,23 +576,7 @@ def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: flo
         else:
             companions = start_dra_solver(cp, policy=policy)
         _canary(client, scheduler, timeout=180)
-        setup = time.monotonic() - t0
-        if progress:
-            progress(f"{scheduler}: ready after {setup:.0f} s; creating {len(workload.pods)} pods")
-        meter = split.CpuMeter({**cp.pids(), **{_short_name(c.name): c.popen.pid for c in companions}})
-        meter.start()
-        result = drive(client, workload, scheduler, timeout=timeout, progress=progress)
-        meter.stop()
-        result.cpu, result.cpu_window = meter.seconds, meter.wall
-        result.setup_seconds = setup
-        for companion in companions:
-            if companion.metrics:
-                try:
-                    result.split = split.scheduler_split(split.scrape(companion.metrics), result.bound)
-                except (OSError, ValueError) as err:
-                    result.problems.append(f"{companion.name}: metrics not read: {err}")
-        collect(client, result)
-        return result
+        yield LiveSide(cp, client, companions, _scheduler_name(scheduler), time.monotonic() - t0)
     except HTTPError as err:
         raise ControlPlaneError(f"{scheduler}: {err}") from err
     finally:
@@ -589,3 +590,25 @@ def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: flo
                 with contextlib.suppress(OSError):
                     shutil.copy(log, keep_logs / f"{workload.name}-{scheduler}-{log.name}")
         cp.stop()
+
+
+def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: float = 600.0, policy: str = "",
+             keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> SideResult:
+    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the pods; the outcome."""
+    with live_side(workload, scheduler, bins, policy=policy, keep_logs=keep_logs, progress=progress) as side:
+        if progress:
+            progress(f"{scheduler}: ready after {side.setup_seconds:.0f} s; creating {len(workload.pods)} pods")
+        meter = split.CpuMeter({**side.cp.pids(), **{_short_name(c.name): c.popen.pid for c in side.companions}})
+        meter.start()
+        result = drive(side.client, workload, scheduler, timeout=timeout, progress=progress)
+        meter.stop()
+        result.cpu, result.cpu_window = meter.seconds, meter.wall
+        result.setup_seconds = side.setup_seconds
+        for companion in side.companions:
+            if companion.metrics:
+                try:
+                    result.split = split.scheduler_split(split.scrape(companion.metrics), result.bound)
+                except (OSError, ValueError) as err:
+                    result.problems.append(f"{companion.name}: metrics not read: {err}")
+        collect(side.client, result)
+        return result

@@ -60,6 +60,23 @@ def test_claim_created_once_even_when_recording_it_fails(env_no_solver: Env) -> 
     assert manager.metrics.claim_creates.labels(status="success", admin_access="false")._value.get() == 1
 
 
+def test_a_failed_claim_creation_is_said_on_its_owner_and_retried(env_no_solver: Env) -> None:
+    env = env_no_solver
+    env.create(b.template("tmpl"))
+    faulty = env.client("flaky", faulty=True)
+    assert isinstance(faulty, FaultyKube)
+    faulty.fail("create_claim", kube.Transient("create claim in default: etcdserver: request timed out", status=500), times=1)
+    manager = env.manager(enable=CLAIM_ONLY, kube_api=faulty)
+    env.create(b.pod("web", templates={"gpu": "tmpl"}))
+    wait_for(lambda: ob.status(env.pod("web") or {}).get("resourceClaimStatuses"), what="the claim made on the retry")
+    [event] = wait_for(lambda: env.events("FailedResourceClaimCreation"), what="the failure said on the pod")
+    assert event["involvedObject"]["name"] == "web" and event["involvedObject"]["kind"] == "Pod"
+    assert event["message"].startswith("PodResourceClaim gpu: ") and "etcdserver: request timed out" in event["message"]
+    assert len(_claims(env)) == 1
+    assert manager.metrics.claim_creates.labels(status="failure", admin_access="false")._value.get() == 1
+    assert manager.metrics.claim_creates.labels(status="success", admin_access="false")._value.get() == 1
+
+
 def test_restart_makes_no_duplicates_and_finishes_the_work(env_no_solver: Env) -> None:
     env = env_no_solver
     env.create(b.template("tmpl"))
