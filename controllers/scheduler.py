@@ -434,17 +434,22 @@ class Scheduler:
             return  # bound by us; the cache has not caught up yet
         if not self.cluster.wait_synced(0):
             raise Requeue(0.2, "caches not synced yet")
+        self._counted_attempt(key, lambda start: self._attempt(pod, start))
+
+    def _counted_attempt(self, key: str, run: Callable[[float], str]) -> None:
+        """``run(start)`` as one attempt for ``key``: in flight meanwhile, then ended and counted
+        (``_end_attempt``), unless it handed the pod to the binder ("binding"): the pod stays in
+        flight until its binding cycle ends (the cycle's own claim writes and rollback must not
+        run it again before its backoff), and the binder ends and counts the attempt."""
         start = time.perf_counter()
         result = "error"
         self.pending.begin(key)
         failed = True
         try:
-            result = self._attempt(pod, start)
+            result = run(start)
             failed = False
         finally:
-            # A pod handed to the binder stays in flight until its binding cycle ends: the
-            # cycle's own claim writes and rollback must not run it again before its backoff.
-            if result != "binding":  # the binder ends the attempt and counts it
+            if result != "binding":
                 self._end_attempt(key, result, failed=failed, started=start)
 
     def _end_attempt(self, key: str, result: str, *, failed: bool, started: float) -> None:
@@ -470,15 +475,8 @@ class Scheduler:
         assert self.gang is not None
         if not self.cluster.wait_synced(0):
             raise Requeue(0.2, "caches not synced yet")
-        start = time.perf_counter()
-        result = "error"
-        self.pending.begin(key)
-        failed = True
-        try:
-            result = self.gang.attempt(key)
-            failed = False
-        finally:
-            self._end_attempt(key, result, failed=failed, started=start)
+        gang = self.gang
+        self._counted_attempt(key, lambda _start: gang.attempt(key))
 
     def _used(self) -> dict[str, logic.Resources]:
         with self._lock:

@@ -27,6 +27,8 @@ the node and its counters for each pod; this is most of the time of a Schedule o
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TypeVar
 
 from dra_solver.model.cluster import DeviceID
 from dra_solver.model.cpsat.amounts import (
@@ -41,6 +43,9 @@ from dra_solver.model.cpsat.problem import Candidate, Choices, OptionData, Probl
 from dra_solver.model.policy import Policy
 from dra_solver.model.pools import Pool, PoolDevice
 from dra_solver.model.score import subrequest_weight
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _POLICIES = frozenset({Policy.PACK, Policy.SPREAD, Policy.FIRST_FIT})
 
@@ -152,18 +157,11 @@ def _drawn(
     device: PoolDevice, memo: dict[PoolDevice, tuple[tuple[tuple[str, str], Exact], ...]] | None
 ) -> tuple[tuple[tuple[str, str], Exact], ...]:
     """The device's exact amount per (counter set, counter), kept in ``memo`` by device object."""
-    drawn = memo.get(device) if memo is not None else None
-    if drawn is None:
-        drawn = tuple(
-            ((consumption.counter_set, name), exact(amount))
-            for consumption in device.counters
-            for name, amount in consumption.counters.items()
-        )
-        if memo is not None:
-            if len(memo) > 100_000:
-                memo.clear()
-            memo[device] = drawn
-    return drawn
+    return _kept(memo, device, 100_000, lambda: tuple(
+        ((consumption.counter_set, name), exact(amount))
+        for consumption in device.counters
+        for name, amount in consumption.counters.items()
+    ))
 
 
 def _integral_unfit(
@@ -193,17 +191,25 @@ def _pool_entry(
 ) -> tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]:
     """The pool's exact counters and its devices (``devices`` and ``other_devices``) by ID,
     kept in ``pools`` by pool object."""
-    known = pools.get(pool) if pools is not None else None
-    if known is None:
+    def entry() -> tuple[dict[tuple[str, str], Exact], dict[DeviceID, list[PoolDevice]]]:
         totals = {(set_name, name): exact(q) for set_name, counters in pool.counter_sets.items() for name, q in counters.items()}
         by_id: dict[DeviceID, list[PoolDevice]] = {}
         for device in (*pool.devices, *pool.other_devices):
             by_id.setdefault(device.id, []).append(device)
-        known = (totals, by_id)
-        if pools is not None:
-            if len(pools) > 10_000:
-                pools.clear()
-            pools[pool] = known
+        return totals, by_id
+
+    return _kept(pools, pool, 10_000, entry)
+
+
+def _kept(memo: dict[K, V] | None, key: K, limit: int, compute: Callable[[], V]) -> V:
+    """``memo[key]``, computed once; a memo grown past ``limit`` starts over (bounded memory)."""
+    known = memo.get(key) if memo is not None else None
+    if known is None:
+        known = compute()
+        if memo is not None:
+            if len(memo) > limit:
+                memo.clear()
+            memo[key] = known
     return known
 
 

@@ -16,6 +16,8 @@ API:
   gang that was not placed is deleted so neither side keeps working on it) ->
   :class:`GangSideResult` (per gang: placed, seconds, nodes, the PodGroup's message; GPUs
   idle; devices allocated twice).
+- :func:`same_state` (with :func:`static_objects`): dra-solver's answer for a gang on the
+  cluster as the API server shows it (kube-scheduler's side judges both on the same states).
 - :func:`format_comparison`: the figures of both sides as a Markdown table.
 
 Each side runs in the pod runner's :func:`runner.live_side` (control plane, cluster, scheduler,
@@ -29,7 +31,7 @@ import contextlib
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -336,20 +338,28 @@ def drive_gang(client: Client, workload: GangWorkload, gang: Gang, scheduler_nam
     return out
 
 
-def same_state(client: Client, workload: GangWorkload, gang: Gang, *, timeout: float = 30.0) -> SameState:
+def static_objects(workload: GangWorkload) -> list[model.objects.TypedObject]:
+    """The workload's objects that no scheduler changes (nodes, slices, classes, templates),
+    decoded once for every :func:`same_state` of a run."""
+    docs = [d for d in (*workload.cluster, *workload.namespaced, *workload.nodes) if d.get("kind") != "ResourceClaim"]
+    return [model.decode_object(d, source=workload.name, validate="ignore") for d in docs]
+
+
+def same_state(client: Client, workload: GangWorkload, gang: Gang, *, static: Sequence[model.objects.TypedObject],
+               timeout: float = 30.0) -> SameState:
     """dra-solver's placement of ``gang`` on the cluster as the API server shows it now (the
-    claims and bound pods the other scheduler left), through the path of ``dra-solver schedule
-    --group``: the group solve and the independent validator, nothing written."""
+    claims and bound pods the other scheduler left; ``static``: :func:`static_objects`), through
+    the path of ``dra-solver schedule --group``: the group solve and the independent validator,
+    nothing written."""
     # A list's items carry no kind; the claims in use live in their own namespace.
     live_claims = [{**c, "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim"}
                    for c in client.list_all(f"{runner.RESOURCE}/resourceclaims")]
     bound = [{**p, "apiVersion": "v1", "kind": "Pod"} for p in client.list_all("/api/v1/pods") if (p.get("spec") or {}).get("nodeName")]
-    static = [d for d in (*workload.cluster, *workload.namespaced, *workload.nodes) if d.get("kind") != "ResourceClaim"]
-    docs = [*static, *(c for c in live_claims if (c.get("status") or {}).get("allocation"))]
+    docs = [c for c in live_claims if (c.get("status") or {}).get("allocation")]
     raw: list[Obj] = []
     for obj in workload.objects(gang, "default-scheduler"):
         (raw if obj["kind"] in ("Pod", "PodGroup") else docs).append(obj)
-    typed = [model.decode_object(d, source="api", validate="ignore") for d in docs]
+    typed = [*static, *(model.decode_object(d, source="api", validate="ignore") for d in docs)]
     podgroup = next(d for d in raw if d["kind"] == "PodGroup")
     members = [d for d in raw if d["kind"] == "Pod"]
     claims = {c.ref: c for c in typed if isinstance(c, model.objects.ResourceClaim)}
@@ -397,8 +407,9 @@ def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gan
     with runner.live_side(workload.base(), scheduler, bins, upstream_controllers=upstream_controllers) as side:
         result = GangSideResult(scheduler, workload.name, [], gpus_total=workload.gpus_total, setup_seconds=side.setup_seconds)
         racks = {n["metadata"]["name"]: n["metadata"]["labels"].get(RACK_LABEL, "") for n in workload.nodes}
+        static = static_objects(workload) if upstream and same_states else []
         for gang in workload.gangs:
-            shadow = same_state(side.client, workload, gang, timeout=gang_timeout) if upstream and same_states else None
+            shadow = same_state(side.client, workload, gang, static=static, timeout=gang_timeout) if static else None
             outcome = drive_gang(side.client, workload, gang, side.scheduler_name, racks, timeout=gang_timeout)
             outcome.same_state = shadow
             result.gangs.append(outcome)
