@@ -121,6 +121,7 @@ from dra_solver.model.explain import (
     summarize,
 )
 from dra_solver.model.features import FeatureGates
+from dra_solver.model.flight_order import FlightOrder
 from dra_solver.model.group import schedule_group
 from dra_solver.model.group_request import (
     GROUP_PATHS,
@@ -250,6 +251,7 @@ __all__ = [
     "ExplainAnswer",
     "FeatureGates",
     "FieldPath",
+    "FlightOrder",
     "Format",
     "GroupExplanation",
     "GroupObjective",

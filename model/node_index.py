@@ -220,8 +220,8 @@ class NodeIndex:
         if len(self._units) > 2 * len(views) + 16:
             self._units = {}  # shapes that no longer exist
         self._free_units: dict[str, float] = {}
-        self._orders: dict[str, list[tuple[tuple[float, str], str]]] = {}
-        self._order_names: dict[str, tuple[str, ...]] = {}
+        self._orders: dict[tuple[str, bool], list[tuple[tuple[int, float, str], str]]] = {}
+        self._order_names: dict[tuple[str, bool], tuple[str, ...]] = {}
         self._free_counts: dict[str, int] = {}
         self._free_taken: dict[str, tuple[frozenset[DeviceID], int]] = {}
         # Node shapes up to names (model.node_state) carry over while a node's slices are the
@@ -374,22 +374,31 @@ class NodeIndex:
             self._free_units[node] = free
         return free
 
-    def preference_order(self, policy: str) -> list[tuple[tuple[float, str], str]]:
+    def preference_order(self, policy: str, *, full_last: bool = False) -> list[tuple[tuple[int, float, str], str]]:
         """Every node by the policy's preference (``model.node_load.node_key``) with the devices
-        in use of this snapshot; computed once per snapshot and policy."""
-        order = self._orders.get(policy)
+        in use of this snapshot; computed once per snapshot and policy. ``full_last``: nodes
+        with no free device (``no_free_device``) after all others, for claims that need one."""
+        order = self._orders.get((policy, full_last))
         if order is None:
-            order = self._orders[policy] = sorted(
-                (node_key(policy, self.free_units(n), n), n) for n in self.node_names
+            order = self._orders[(policy, full_last)] = sorted(
+                ((int(full_last and self.no_free_device(n)), *node_key(policy, self.free_units(n), n)), n)
+                for n in self.node_names
             )
         return order
 
-    def preference_names(self, policy: str) -> Sequence[str]:
+    def preference_names(self, policy: str, *, full_last: bool = False) -> Sequence[str]:
         """``preference_order`` without the keys (cached the same way)."""
-        names = self._order_names.get(policy)
+        names = self._order_names.get((policy, full_last))
         if names is None:
-            names = self._order_names[policy] = tuple(n for _, n in self.preference_order(policy))
+            order = self.preference_order(policy, full_last=full_last)
+            names = self._order_names[(policy, full_last)] = tuple(n for _, n in order)
         return names
+
+    def no_free_device(self, node: str, taken: frozenset[DeviceID] = frozenset()) -> bool:
+        """Whether no claim that needs a device of its own can fit on ``node``: it has no
+        devices, or none shareable and every exclusive one in use or in ``taken``."""
+        view = self.views.get(node)
+        return view is None or (not view.shared_devices and self.free_devices(node, taken) == 0)
 
     def free_devices(self, node: str, taken: frozenset[DeviceID]) -> int:
         """Exclusive devices of ``node``'s local slices neither in use nor in ``taken``."""

@@ -51,6 +51,7 @@ from dra_solver.model.cel import ALL, AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
+from dra_solver.model.flight_order import FlightOrder
 from dra_solver.model.node_index import NodeIndex, PoolKey
 from dra_solver.model.node_load import node_key
 from dra_solver.model.node_state import device_mapping, remap_results
@@ -134,6 +135,10 @@ class InFlight(Protocol):
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState: ...
 
+    def fingerprints(self) -> dict[PoolKey, bytes]:
+        """Every pool in ``held_pools`` -> what ``pool_keys`` gives for it."""
+        ...
+
 
 class VerdictCache(Protocol):
     def get(self, key: tuple[bytes, ...]) -> GroupVerdict | None: ...
@@ -184,7 +189,7 @@ def choose_node(
     in_flight: InFlight,
     cache: VerdictCache | None = None,
     expired: Callable[[], bool] | None = None,
-    memo: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] | None = None,
+    memo: FlightOrder | None = None,
     generation: int = 0,
     quote: Callable[[str], str] = json.dumps,
     reads: AttributeReads = ALL,
@@ -231,8 +236,11 @@ def choose_node(
         verdicts.append(NodeVerdict(name, "unschedulable", reason=f"node {quote(name)} not found in the inventory"))
     missing = set(unknown)
     known_names = [n for n in names if n not in missing] if missing else names
+    # Nodes without a free device are pruned wherever they come: visiting them last leaves the
+    # choice as it was and spares a call the full nodes a packing order puts first.
     order = visit_order(
-        index, known_names, node_policy, explicit=bool(candidates), in_flight=in_flight, memo=memo, generation=generation
+        index, known_names, node_policy, explicit=bool(candidates), in_flight=in_flight, memo=memo, generation=generation,
+        full_last=exclusive and need >= 1,
     )
     for name in order:
         if stopped or (expired is not None and expired()):
@@ -361,46 +369,41 @@ def visit_order(
     *,
     explicit: bool,
     in_flight: InFlight,
-    memo: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] | None = None,
+    memo: FlightOrder | None = None,
     generation: int = 0,
+    full_last: bool = False,
 ) -> Iterable[str]:
     """Nodes from most to least preferred by the policy (``model.node_load``): the visit
     stops at the first node with the best possible FirstAvailable score, so that node is
     also the preferred one among those. Without a node preference: name order.
+    ``full_last``: nodes with no free device (``NodeIndex.no_free_device``, in-flight devices
+    counted) after all others; only for claims that need a device of their own, which such a
+    node can never take.
 
-    The order by devices in use is computed once per snapshot (``NodeIndex``); only nodes with
-    devices in flight are re-keyed per call and merged in lazily. ``memo`` (kept by the caller
-    across calls, with the snapshot's ``generation``) remembers their free units until their
-    allocations in flight change."""
+    The order by devices in use is computed once per snapshot (``NodeIndex``); nodes with
+    devices in flight are keyed by ``memo`` (``FlightOrder``, kept by the caller across calls
+    with the snapshot's ``generation``: only nodes whose allocations in flight changed since
+    the last call are keyed again) and merged in lazily."""
     if policy not in NODE_POLICIES:
-        return names
-    flight_free = memo if memo is not None else {}
-    by_node: dict[str, list[PoolKey]] = {}
-    for pool in in_flight.held_pools():
-        owner = index.pool_node.get(pool)
-        if owner:
-            by_node.setdefault(owner, []).append(pool)
-
-    def key(name: str) -> tuple[float, str]:
-        pools = by_node.get(name)
-        if pools is None:
-            return node_key(policy, index.free_units(name), name)
-        # Re-keyed only when the node's allocations in flight changed since the last call.
-        fingerprint = (generation, in_flight.pool_keys(pools))
-        known = flight_free.get(name)
-        if known is not None and known[0] == fingerprint:
-            free = known[1]
-        else:
-            free = index.free_units(name, in_flight.state(pools))
-            flight_free[name] = (fingerprint, free)
-        return node_key(policy, free, name)
-
+        if not full_last:
+            return names
+        return sorted(names, key=lambda n: (index.no_free_device(n), n)) if explicit else index.preference_names("", full_last=True)
+    if not in_flight.held_pools():
+        if explicit:
+            return sorted(names, key=lambda n: (int(full_last and index.no_free_device(n)), *node_key(policy, index.free_units(n), n)))
+        return index.preference_names(policy, full_last=full_last)
+    moved, by_node = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last)
     if explicit:
+        flight_keys = {n: k for k, n in moved}
+
+        def key(name: str) -> tuple[int, float, str]:
+            known = flight_keys.get(name)
+            if known is not None:
+                return known
+            return (int(full_last and index.no_free_device(name)), *node_key(policy, index.free_units(name), name))
+
         return sorted(names, key=key)
-    if not by_node:
-        return index.preference_names(policy)
-    moved = sorted((key(n), n) for n in by_node if n in index.views)
-    rest = ((k, n) for k, n in index.preference_order(policy) if n not in by_node)
+    rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n not in by_node)
     return (n for _, n in heapq.merge(moved, rest))
 
 

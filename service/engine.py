@@ -268,7 +268,7 @@ class Engine:
         # Device objects are shared between nodes and carried over between snapshots
         # (service.inventory.ObjectDecoder): parse each once for every solve.
         self._devices = DeviceParseCache(self.limits.parsed_devices)
-        self._flight_free: dict[str, tuple[tuple[int, tuple[bytes, ...]], float]] = {}
+        self._flight_free = model.FlightOrder()
         self._flights = FlightDecoder()
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:

@@ -131,6 +131,12 @@ class Overlay:
     def held_pools(self) -> tuple[PoolKey, ...]:
         return tuple(sorted(set(self._store.held_pools()) | self._extra_pools))
 
+    def fingerprints(self) -> dict[PoolKey, bytes]:
+        out = self._store.fingerprints()
+        for pool in sorted(self._extra_pools):
+            out[pool] = b"+" + state_key(self.state([pool]), "")
+        return out
+
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
         wanted = set(pools)
         mine = frozenset(d for d in self._extra.devices if (d.driver, d.pool) in wanted)

@@ -84,10 +84,15 @@ class HeldNow:
     def __init__(self, version: int, pools: dict[PoolKey, tuple[AllocatedState, bytes]]) -> None:
         self.version = version
         self._pools = pools
-        self._held = tuple(pools)
+        self._held: tuple[PoolKey, ...] | None = None
 
     def held_pools(self) -> tuple[PoolKey, ...]:
+        if self._held is None:
+            self._held = tuple(sorted(self._pools))
         return self._held
+
+    def fingerprints(self) -> dict[PoolKey, bytes]:
+        return {p: entry[1] for p, entry in self._pools.items()}
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
         held = [entry[0].devices for p in pools if (entry := self._pools.get(p)) is not None]
@@ -100,7 +105,7 @@ class HeldNow:
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
         out = AllocatedState()
-        for pool in self._held if pools is None else pools:
+        for pool in self.held_pools() if pools is None else pools:
             entry = self._pools.get(pool)
             if entry is not None:
                 out = out.merge(entry[0])
@@ -136,6 +141,9 @@ class ReservationStore:
         self._by_id: dict[str, Reservation] = {}
         self._by_claim: dict[str, str] = {}
         self._by_pool: dict[PoolKey, _PoolEntry] = {}
+        self._states: dict[PoolKey, tuple[AllocatedState, bytes]] = {}
+        """What ``now()`` last saw of each pool in flight; ``_stale``: pools changed since."""
+        self._stale: set[PoolKey] = set()
         self._seen: dict[str, set[str]] = {}
         """Reservation id -> its claims already seen in an inventory snapshot."""
         self._expiry: list[tuple[float, str]] = []
@@ -203,11 +211,24 @@ class ReservationStore:
             self._expire()
             return tuple(self._pool_state(p)[1] for p in pools if p in self._by_pool)
 
-    def now(self) -> HeldNow:
-        """The allocations in flight as of this moment (one lock, per-pool states cached)."""
+    def fingerprints(self) -> dict[PoolKey, bytes]:
+        """Every pool with devices in flight -> the fingerprint of its in-flight state."""
         with self._lock:
             self._expire()
-            return HeldNow(self.version, {p: self._pool_state(p) for p in sorted(self._by_pool)})
+            return {p: self._pool_state(p)[1] for p in self._by_pool}
+
+    def now(self) -> HeldNow:
+        """The allocations in flight as of this moment (one lock; the per-pool states are kept
+        between calls and only those of pools that changed are computed again)."""
+        with self._lock:
+            self._expire()
+            for pool in self._stale:
+                if pool in self._by_pool:
+                    self._states[pool] = self._pool_state(pool)
+                else:
+                    self._states.pop(pool, None)
+            self._stale.clear()
+            return HeldNow(self.version, dict(self._states))
 
     def holders(self) -> dict[DeviceID, str]:
         """Device -> "reserved for <claims>" (explanations)."""
@@ -401,6 +422,7 @@ class ReservationStore:
             entry = self._by_pool.setdefault(pool, _PoolEntry())
             entry.ids.add(r.id)
             entry.cached = None
+            self._stale.add(pool)
         heapq.heappush(self._expiry, (r.expires_at, r.id))
 
     def _remove(self, rid: str) -> None:
@@ -423,6 +445,7 @@ class ReservationStore:
                 continue
             entry.ids.discard(rid)
             entry.cached = None
+            self._stale.add(pool)
             if not entry.ids:
                 del self._by_pool[pool]
 

@@ -80,3 +80,60 @@ def test_the_firstavailable_score_comes_before_node_preference() -> None:
     answer = _schedule(engine, claim, "pack")
     assert answer.node == "n1"
     assert answer.score == 8
+
+
+def test_nodes_without_a_free_device_are_visited_last_by_claims_that_need_one() -> None:
+    # pack prefers the fullest node; a full one can only be pruned, so it comes after the rest
+    # and a visit that finds a node first never reports it (the choice is the same).
+    engine = _engine({"n2": 2, "n3": 6, "n4": 8})
+    answer = _schedule(engine, b.SOLVER_TEST.named("one").request("gpu").obj(), reserve=True)
+    assert answer.node == "n3"
+    assert [v.node for v in answer.verdicts] == ["n3"]
+    # One more fills n3 with reservations: it then comes last as well.
+    assert _schedule(engine, b.SOLVER_TEST.named("more").request("gpu").obj(), reserve=True).node == "n3"
+    answer = _schedule(engine, b.SOLVER_TEST.named("next").request("gpu").obj())
+    assert (answer.node, [v.node for v in answer.verdicts]) == ("n2", ["n2"])
+    # Nothing fits anywhere: every node is still visited and counted.
+    answer = _schedule(engine, b.SOLVER_TEST.named("nine").request("gpu", count=9).obj())
+    assert answer.node == "" and len(answer.verdicts) == 4
+    assert answer.reason.startswith("0/4 nodes are available: 4 cannot allocate all claims")
+
+
+@pytest.mark.parametrize("policy", ["pack", "spread", "first-fit"])
+def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> None:
+    import random
+
+    from dra_solver.model import DeviceID, FlightOrder
+    from dra_solver.model.cluster import AllocatedState
+    from dra_solver.model.schedule import visit_order
+
+    engine = _engine({"n2": 3, "n4": 8})
+    store = engine.reservations
+    snap = engine.current()
+    kept = FlightOrder()
+    rng = random.Random(7)
+    held: list[str] = []
+    free = {n: [f"gpu-{g}" for g in range(8)] for n in ("n1", "n2", "n3")}
+    for g in range(3):
+        free["n2"].remove(f"gpu-{g}")
+    for step in range(80):
+        if held and rng.random() < 0.35:
+            store.release(held.pop(rng.randrange(len(held))))
+        else:
+            node = rng.choice(sorted(n for n, devs in free.items() if devs) or ["n1"])
+            if not free[node]:
+                continue
+            dev = free[node].pop(rng.randrange(len(free[node])))
+            r = store.reserve(node=node, claims=[(f"ns/c{step}", f"u{step}")], state=AllocatedState(frozenset({DeviceID(DRIVER, node, dev)})),
+                              taken=AllocatedState())
+            held.append(r.id)
+        now = store.now()
+        # now() keeps per-pool states between calls: they must be what the store holds.
+        assert now.fingerprints() == store.fingerprints() and now.state() == store.state()
+        for full_last in (False, True):
+            for explicit in (False, True):
+                names = ("n1", "n2", "n3", "n4") if explicit else snap.index.node_names
+                got = list(visit_order(snap.index, names, policy, explicit=explicit, in_flight=now, memo=kept, generation=snap.generation, full_last=full_last))
+                fresh = list(visit_order(snap.index, names, policy, explicit=explicit, in_flight=now, memo=FlightOrder(), generation=snap.generation, full_last=full_last))
+                assert got == fresh, (step, full_last, explicit)
+                assert sorted(got) == sorted(names)
