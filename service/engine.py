@@ -23,6 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from prometheus_client import Histogram
+
 from dra_solver import model
 from dra_solver.model import (
     AllocatedState,
@@ -269,6 +271,7 @@ class Engine:
         # (service.inventory.ObjectDecoder): parse each once for every solve.
         self._devices = DeviceParseCache(self.limits.parsed_devices)
         self._flight_free = model.FlightOrder()
+        self._node_phases: tuple[Histogram, ...] | None = None
         self._flights = FlightDecoder()
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:
@@ -793,12 +796,12 @@ class Engine:
         return answer, chosen.request, chosen.outcome, chosen.tag
 
     def _observe_schedule(self, stats: ScheduleStats) -> None:
-        h = self.metrics.schedule_nodes
-        h.labels(phase="candidates").observe(stats.nodes_total)
-        h.labels(phase="evaluated").observe(stats.nodes_evaluated)
-        h.labels(phase="pruned").observe(stats.nodes_pruned)
-        h.labels(phase="feasible").observe(stats.nodes_feasible)
-        h.labels(phase="solved").observe(stats.solves)
+        if self._node_phases is None:  # the labelled children, looked up once
+            h = self.metrics.schedule_nodes
+            self._node_phases = tuple(h.labels(phase=p) for p in ("candidates", "evaluated", "pruned", "feasible", "solved"))
+        values = (stats.nodes_total, stats.nodes_evaluated, stats.nodes_pruned, stats.nodes_feasible, stats.solves)
+        for child, value in zip(self._node_phases, values, strict=True):
+            child.observe(value)
 
     # --- Explain ----------------------------------------------------------------------------
 
