@@ -126,6 +126,9 @@ class BenchResult:
     peak_rss_mib: float
     solves: int
     cache_hits: int
+    floor_ms: float = 0.0
+    """An empty call's round trip (``_empty_call_ms``): one sequential client cannot exceed
+    1000 / floor_ms calls per second, whatever the service does."""
 
 
 def _rss(pid: int) -> tuple[float, float]:
@@ -168,6 +171,7 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
                 client.wait_ready(timeout=900)  # serve listens before its inventory is loaded
                 client.schedule([claims[0]], nodes=[], reserve=False)  # warm-up: builds the node index
                 startup = time.perf_counter() - started
+                floor = _empty_call_ms(client)
                 latencies: list[float] = []
                 stats = {"placed": 0, "solves": 0, "cache_hits": 0}
                 lock = threading.Lock()
@@ -213,15 +217,27 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
         shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
         pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
-        solves=stats["solves"], cache_hits=stats["cache_hits"],
+        solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor,
     )
 
 
+def _empty_call_ms(client: Client, calls: int = 300) -> float:
+    """The round trip of a call that does no work (gRPC health) from this client, median of
+    ``calls``: what one sequential caller pays per call before the service does anything."""
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        client.health()
+        times.append(time.perf_counter() - t)
+    return _percentile(times, 0.5) * 1000
+
+
 def format_results(results: Sequence[BenchResult]) -> str:
-    header = ("shape", "nodes", "pods", "placed", "threads", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves")
+    header = ("shape", "nodes", "pods", "placed", "threads", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
+              "empty call ms")
     rows = [header] + [
         (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
-         f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves))
+         f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}")
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
