@@ -1,0 +1,98 @@
+"""A large YAML inventory file parsed on two cores (``service.parse_worker``, issue 16): the
+worker process parses the file's second part while the loading thread parses the first. What
+loads, and every problem and error, must be what one parse gives; the split logic itself is
+tested in tests/decode/test_split_parse.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dra_solver.model import DEFAULT_LIMITS, InvalidInput
+from dra_solver.service import inventory, parse_worker
+from dra_solver.service.inventory import FileSource
+from tests.builders import device_class, gpu_slice, node
+
+NODES = 60
+
+
+def _text(*, broken: int | None = None) -> str:
+    docs: list[str] = [yaml.safe_dump(device_class())]
+    for i in range(NODES):
+        doc = gpu_slice(f"node-{i:03}", count=2)
+        doc["spec"]["devices"][0]["attributes"]["uuid"] = {"string": f"GPU-{i}"}
+        if i in (7, 45):  # one problem in each part
+            doc["spec"]["devices"][1]["capacty"] = {"memory": {"value": "1"}}
+        docs += [yaml.safe_dump(node(f"node-{i:03}")), yaml.safe_dump(doc)]
+    if broken is not None:
+        docs[broken] = "kind: Node\nmetadata: {name: [unclosed\n"
+    return "---\n".join(docs)
+
+
+class Spy:
+    """Counts the worker parts started and the results they gave."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.results: list[bool] = []
+        real = parse_worker.WorkerPart.result
+
+        def result(part: parse_worker.WorkerPart) -> Any:
+            got = real(part)
+            self.results.append(got is not None)
+            return got
+
+        monkeypatch.setattr(parse_worker.WorkerPart, "result", result)
+
+
+def _load(path: Path) -> tuple[list[Any], list[str]]:
+    source = FileSource(str(path))
+    snap = source.load()
+    inv = snap.inventory
+    objects = [x.to_api() for x in [*inv.classes, *inv.nodes, *inv.slices]]
+    return objects, [str(p) for p in snap.problems]
+
+
+def test_a_file_parsed_in_two_processes_loads_what_one_parse_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(_text())
+    single = _load(path)
+    assert len(single[1]) == 2, single[1]
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    assert _load(path) == single
+    assert spy.results == [True], "the worker parsed the second part"
+    assert any("node-045" in p for p in single[1]), "a problem in the second part names its object"
+
+
+def test_a_yaml_error_in_the_worker_part_is_reported_as_by_one_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(_text(broken=2 * NODES - 10))
+    with pytest.raises(InvalidInput) as single:
+        FileSource(str(path)).load()
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    with pytest.raises(InvalidInput) as split:
+        FileSource(str(path)).load()
+    assert str(split.value) == str(single.value)
+    assert f"{path}: cannot parse YAML: line " in str(single.value)
+    assert spy.results == [False], "the worker's part did not parse: the whole text was parsed here"
+
+
+def test_no_worker_means_one_parse_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(_text())
+    single = _load(path)
+    monkeypatch.setattr(parse_worker.sys, "executable", str(tmp_path / "no-such-python"))
+    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    assert _load(path) == single
+
+
+def test_a_part_given_up_early_stops_its_worker() -> None:
+    part = parse_worker.start_part("kind: Node\n" * 10, DEFAULT_LIMITS)
+    proc = part._proc
+    assert proc is not None
+    part.close()
+    assert proc.returncode is not None
