@@ -763,11 +763,6 @@ _NODE_KIND = re.compile(r'kind"?[ \t]*:[ \t]*(?:"Node"|\'Node\'|Node(?=[ \t]*(?:
 progress lines (an estimate: it starts with a literal, so the scan takes milliseconds)."""
 
 
-PARALLEL_MIN_CHARS = 16_000_000
-"""Files at least this large are parsed in two parts at once (``service.parse_worker``): the
-worker's start (about a second of imports) is then paid back."""
-
-
 def load_inventory_files(
     paths: Sequence[str],
     *,
@@ -780,7 +775,7 @@ def load_inventory_files(
     that cannot be read or parsed at all still fails the load. ``sources`` gets each object's
     file, by identity. Raw objects are decoded as they are parsed and dropped, so memory holds
     one file's text and the decoded objects, not every raw object besides (a file of
-    :data:`PARALLEL_MIN_CHARS` or more: its second part's raw objects arrive pickled, a batch
+    ``parse_worker.PARALLEL_MIN_CHARS`` or more: its second part's raw objects arrive pickled, a batch
     at a time). ``progress`` is told after every object (the caller decides how often to say
     so)."""
     dec = decoder or ObjectDecoder()
@@ -805,8 +800,7 @@ def load_inventory_files(
         def at(position: int, base: int = base) -> None:
             count.chars_done = base + position
 
-        parallel = parse_worker.start_part if len(text) >= PARALLEL_MIN_CHARS else None
-        for doc in iter_documents(text, source=path, progress=at, parallel=parallel):
+        for doc in iter_documents(text, source=path, progress=at, parallel=parse_worker.parallel_for(text)):
             try:
                 obj = dec.decode(doc, source=path)
             except (InvalidInput, InvalidInputs) as err:

@@ -17,6 +17,7 @@ alias values)``, or ``("failed",)`` when the part did not parse.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pickle
@@ -28,8 +29,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import dra_solver
-from dra_solver.model import DecodeLimits, YamlCounts, parse_yaml_part
+from dra_solver.model import DecodeLimits, StartPart, YamlCounts, parse_yaml_part
 
+PARALLEL_MIN_CHARS = 16_000_000
+"""Texts at least this large are parsed in two parts at once: the worker's start (about a
+second of imports, on the other core) is then paid back."""
 BATCH = 500
 """Documents per frame: large enough that framing costs nothing, small enough that the worker
 holds few raw documents at once."""
@@ -97,6 +101,11 @@ def start_part(text: str, limits: DecodeLimits) -> WorkerPart:
     return WorkerPart(text, limits)
 
 
+def parallel_for(text: str) -> StartPart | None:
+    """``iter_documents``' ``parallel`` for ``text``: a worker when it is large enough."""
+    return start_part if len(text) >= PARALLEL_MIN_CHARS else None
+
+
 def _send(out: IO[bytes], value: object) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     out.write(len(data).to_bytes(_LENGTH, "big"))
@@ -105,8 +114,6 @@ def _send(out: IO[bytes], value: object) -> None:
 
 def main() -> int:
     """The worker: the part's text on stdin, frames on stdout."""
-    import gc
-
     gc.disable()  # every object made is kept until its batch is sent
     out = sys.stdout.buffer
     try:

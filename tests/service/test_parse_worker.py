@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dra_solver.model import DEFAULT_LIMITS, InvalidInput
-from dra_solver.service import inventory, parse_worker
+from dra_solver.model import DEFAULT_LIMITS, InvalidInput, ValidationMode
+from dra_solver.service import files, parse_worker
 from dra_solver.service.inventory import FileSource
 from tests.builders import device_class, gpu_slice, node
 
@@ -61,7 +61,7 @@ def test_a_file_parsed_in_two_processes_loads_what_one_parse_loads(tmp_path: Pat
     single = _load(path)
     assert len(single[1]) == 2, single[1]
     spy = Spy(monkeypatch)
-    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_CHARS", 0)
     assert _load(path) == single
     assert spy.results == [True], "the worker parsed the second part"
     assert any("node-045" in p for p in single[1]), "a problem in the second part names its object"
@@ -73,7 +73,7 @@ def test_a_yaml_error_in_the_worker_part_is_reported_as_by_one_parse(tmp_path: P
     with pytest.raises(InvalidInput) as single:
         FileSource(str(path)).load()
     spy = Spy(monkeypatch)
-    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_CHARS", 0)
     with pytest.raises(InvalidInput) as split:
         FileSource(str(path)).load()
     assert str(split.value) == str(single.value)
@@ -86,7 +86,7 @@ def test_no_worker_means_one_parse_here(tmp_path: Path, monkeypatch: pytest.Monk
     path.write_text(_text())
     single = _load(path)
     monkeypatch.setattr(parse_worker.sys, "executable", str(tmp_path / "no-such-python"))
-    monkeypatch.setattr(inventory, "PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_CHARS", 0)
     assert _load(path) == single
 
 
@@ -96,3 +96,27 @@ def test_a_part_given_up_early_stops_its_worker() -> None:
     assert proc is not None
     part.close()
     assert proc.returncode is not None
+
+
+@pytest.mark.parametrize("progress", [False, True])
+def test_cli_inputs_parsed_in_two_processes_are_those_of_one_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, progress: bool) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(_text())
+    lines: list[str] = []
+    report = lines.append if progress else None
+    monkeypatch.setattr(files, "PROGRESS_MIN_CHARS", 0 if progress else 10**9)  # decoded as parsed, or parsed first
+
+    def outcome(validate: ValidationMode) -> object:
+        try:
+            return [x.to_api() for x in files.read_objects([str(path)], validate=validate, progress=report)]
+        except InvalidInput as err:
+            return str(err)
+
+    single = [outcome("ignore"), outcome("strict")]
+    assert 'unknown field "spec.devices[1].capacty"' in str(single[1])
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_CHARS", 0)
+    assert [outcome("ignore"), outcome("strict")] == single
+    # Decoded as parsed, the strict error (in the first part) ends the load before the worker's part is needed.
+    assert spy.results == ([True] if progress else [True, True])
+    assert bool(lines) == progress
