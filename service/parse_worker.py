@@ -45,14 +45,16 @@ class WorkerPart:
 
     def __init__(self, text: str, limits: DecodeLimits) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
-        # Unnamed temporary files, not pipes: a pipe moves 64 KiB at a time, and each time
-        # the thread feeding or draining it would wait for the interpreter lock, which the
-        # loading thread holds: the worker would mostly wait.
-        self._out: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed by result() or close())
+        self._out: IO[bytes] | None = None
         root = str(Path(next(iter(dra_solver.__path__))).resolve().parent)  # this very code
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         limits_arg = json.dumps({"max_depth": limits.max_depth, "max_alias_values": limits.max_alias_values})
+        # Unnamed temporary files, not pipes: a pipe moves 64 KiB at a time, and each time
+        # the thread feeding or draining it would wait for the interpreter lock, which the
+        # loading thread holds: the worker would mostly wait. The worker closes its input once
+        # read, so the two files' space is never taken at once.
         try:
+            self._out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by result() or close())
             with tempfile.TemporaryFile() as given:
                 given.write(text.encode("utf-8", "surrogatepass"))
                 given.seek(0)
@@ -65,9 +67,9 @@ class WorkerPart:
 
     def result(self) -> tuple[int, Iterator[tuple[Any, int]]] | None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.wait() != 0:
-            return None
         out = self._out
+        if proc is None or out is None or proc.wait() != 0:
+            return None
         out.seek(0)
         frames: list[bytes] = []
         while len(head := out.read(_LENGTH)) == _LENGTH:
@@ -87,7 +89,8 @@ class WorkerPart:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-        self._out.close()
+        if self._out is not None:
+            self._out.close()
 
 
 def _documents(frames: list[bytes]) -> Iterator[tuple[Any, int]]:
@@ -120,6 +123,7 @@ def main() -> int:
         settings = json.loads(sys.argv[1])
         limits = DecodeLimits(max_depth=int(settings["max_depth"]), max_alias_values=int(settings["max_alias_values"]))
         text = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
+        os.close(sys.stdin.fileno())  # its file's space is freed before the output takes some (sys.stdin.close() keeps the descriptor)
         counts = YamlCounts()
         batch: list[tuple[Any, int]] = []
         for item in parse_yaml_part(text, limits=limits, counts=counts):
