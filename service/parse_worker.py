@@ -6,7 +6,8 @@ start, ``model.yaml_split_point``) to a worker (``python -m dra_solver.service.p
 started afresh: forking a process that runs gRPC threads is not safe) and parses the first part
 meanwhile. The worker gets its text in an unnamed temporary file and writes its plain documents
 back pickled, a batch at a time, to another, unpickled here one batch at a time once the first
-part is done. Anything amiss (the worker cannot
+part is done. Only when a CPU is free (:func:`cpu_free`): on a busy machine the worker would
+take the loading thread's CPU rather than an idle one. Anything amiss (the worker cannot
 start, dies, or its part does not parse) and the caller parses the whole text itself, so the
 objects and every error are those of a single parse.
 
@@ -105,8 +106,38 @@ def start_part(text: str, limits: DecodeLimits) -> WorkerPart:
 
 
 def parallel_for(text: str) -> StartPart | None:
-    """``iter_documents``' ``parallel`` for ``text``: a worker when it is large enough."""
-    return start_part if len(text) >= PARALLEL_MIN_CHARS else None
+    """``iter_documents``' ``parallel`` for ``text``: a worker when the text is large enough and
+    a CPU is free for it (on a busy machine the worker would only take the loading thread's)."""
+    return start_part if len(text) >= PARALLEL_MIN_CHARS and cpu_free() else None
+
+
+CPU_PRESSURE_MAX = 10.0
+"""Percent of the last ten seconds in which some task waited for a CPU (the kernel's pressure
+stall information) above which no CPU counts as free."""
+
+
+def cpu_free() -> bool:
+    """Whether another CPU is free now: this process may use two (its affinity and its cgroup's
+    quota), fewer tasks are running than there are CPUs, our own among them, and tasks have
+    hardly had to wait for a CPU lately. Not the load average: it lags a minute behind."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max" and int(quota) < 2 * int(period):
+            return False
+    except (OSError, ValueError):  # no cgroup v2 quota to read
+        pass
+    try:
+        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        running = 1
+    if cpus < 2 or running > cpus - 1:
+        return False
+    try:
+        some = Path("/proc/pressure/cpu").read_text().splitlines()[0].split()
+        return float(dict(f.split("=", 1) for f in some[1:])["avg10"]) < CPU_PRESSURE_MAX
+    except (OSError, ValueError, IndexError, KeyError):  # no pressure information: the count it is
+        return True
 
 
 def _send(out: IO[bytes], value: object) -> None:

@@ -19,6 +19,12 @@ from tests.builders import device_class, gpu_slice, node
 NODES = 60
 
 
+@pytest.fixture(autouse=True)
+def _a_free_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker is used only when a CPU is free; these tests use it whatever the load."""
+    monkeypatch.setattr(parse_worker, "cpu_free", lambda: True)
+
+
 def _text(*, broken: int | None = None) -> str:
     docs: list[str] = [yaml.safe_dump(device_class())]
     for i in range(NODES):
@@ -120,3 +126,11 @@ def test_cli_inputs_parsed_in_two_processes_are_those_of_one_parse(tmp_path: Pat
     # Decoded as parsed, the strict error (in the first part) ends the load before the worker's part is needed.
     assert spy.results == ([True] if progress else [True, True])
     assert bool(lines) == progress
+
+
+def test_a_busy_machine_parses_on_one_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parse_worker, "PARALLEL_MIN_CHARS", 10)
+    assert parse_worker.parallel_for("x" * 10) is parse_worker.start_part
+    assert parse_worker.parallel_for("x" * 9) is None
+    monkeypatch.setattr(parse_worker, "cpu_free", lambda: False)
+    assert parse_worker.parallel_for("x" * 10) is None
