@@ -116,25 +116,30 @@ CPU_PRESSURE_MAX = 10.0
 stall information) above which no CPU counts as free."""
 
 
-def cpu_free() -> bool:
-    """Whether another CPU is free now: this process may use two (its affinity and its cgroup's
-    quota), fewer tasks are running than there are CPUs, our own among them, and tasks have
-    hardly had to wait for a CPU lately. Not the load average: it lags a minute behind."""
-    cpus = len(os.sched_getaffinity(0))
+_PROC = Path("/proc")
+_CGROUP = Path("/sys/fs/cgroup")
+
+
+def cpu_free(*, proc: Path = _PROC, cgroup: Path = _CGROUP, cpus: int | None = None) -> bool:
+    """Whether another CPU is free now: this process may use two (its affinity, ``cpus``, and
+    its cgroup's quota), fewer tasks are running than there are CPUs, our own among them, and
+    tasks have hardly had to wait for a CPU lately. Not the load average: it lags a minute
+    behind."""
+    usable = len(os.sched_getaffinity(0)) if cpus is None else cpus
     try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
         if quota != "max" and int(quota) < 2 * int(period):
             return False
     except (OSError, ValueError):  # no cgroup v2 quota to read
         pass
     try:
-        running = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+        running = int((proc / "loadavg").read_text().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         running = 1
-    if cpus < 2 or running > cpus - 1:
+    if usable < 2 or running > usable - 1:
         return False
     try:
-        some = Path("/proc/pressure/cpu").read_text().splitlines()[0].split()
+        some = (proc / "pressure" / "cpu").read_text().splitlines()[0].split()
         return float(dict(f.split("=", 1) for f in some[1:])["avg10"]) < CPU_PRESSURE_MAX
     except (OSError, ValueError, IndexError, KeyError):  # no pressure information: the count it is
         return True

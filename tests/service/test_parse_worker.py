@@ -17,6 +17,7 @@ from dra_solver.service.inventory import FileSource
 from tests.builders import device_class, gpu_slice, node
 
 NODES = 60
+CPU_FREE = parse_worker.cpu_free
 
 
 @pytest.fixture(autouse=True)
@@ -134,3 +135,29 @@ def test_a_busy_machine_parses_on_one_core(monkeypatch: pytest.MonkeyPatch) -> N
     assert parse_worker.parallel_for("x" * 9) is None
     monkeypatch.setattr(parse_worker, "cpu_free", lambda: False)
     assert parse_worker.parallel_for("x" * 10) is None
+
+
+@pytest.mark.parametrize(
+    ("cpus", "running", "pressure", "quota", "free"),
+    [
+        (2, 1, "0.00", None, True),  # an idle 2-core machine: only the loader runs
+        (2, 2, "0.00", None, False),  # something else holds the other core
+        (2, 1, "46.49", None, False),  # tasks have been waiting for a CPU
+        (2, 1, None, None, True),  # no pressure information
+        (8, 3, "1.00", "100000 100000", False),  # a quota of one CPU
+        (8, 3, "1.00", "max 100000", True),
+        (1, 1, "0.00", None, False),
+    ],
+)
+def test_a_cpu_is_free_only_when_nothing_else_wants_it(
+    tmp_path: Path, cpus: int, running: int, pressure: str | None, quota: str | None, free: bool
+) -> None:
+    proc, cgroup = tmp_path / "proc", tmp_path / "cgroup"
+    (proc / "pressure").mkdir(parents=True)
+    cgroup.mkdir()
+    (proc / "loadavg").write_text(f"2.49 3.71 3.85 {running}/106 28522\n")
+    if pressure is not None:
+        (proc / "pressure" / "cpu").write_text(f"some avg10={pressure} avg60=1.00 avg300=1.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    if quota is not None:
+        (cgroup / "cpu.max").write_text(quota + "\n")
+    assert CPU_FREE(proc=proc, cgroup=cgroup, cpus=cpus) is free
