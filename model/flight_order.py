@@ -18,15 +18,24 @@ from __future__ import annotations
 
 import bisect
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Protocol
 
+from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.node_index import NodeIndex, PoolKey
 from dra_solver.model.node_load import node_key
 
-if TYPE_CHECKING:
-    from dra_solver.model.schedule import InFlight
-
 OrderKey = tuple[int, float, str]
+
+
+class FlightState(Protocol):
+    """What this reads of ``model.schedule.InFlight``."""
+
+    def fingerprints(self) -> dict[PoolKey, bytes]: ...
+
+    def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]: ...
+
+    def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState: ...
 
 
 class FlightOrder:
@@ -40,7 +49,7 @@ class FlightOrder:
         self._orders: dict[tuple[str, bool], tuple[list[tuple[OrderKey, str]], dict[str, OrderKey]]] = {}
 
     def ordered(
-        self, index: NodeIndex, in_flight: InFlight, generation: int, policy: str, full_last: bool
+        self, index: NodeIndex, in_flight: FlightState, generation: int, policy: str, full_last: bool
     ) -> tuple[list[tuple[OrderKey, str]], dict[str, tuple[PoolKey, ...]]]:
         """Copies (the caller iterates them lazily while other calls update this)."""
         fingerprints = in_flight.fingerprints()
@@ -52,7 +61,7 @@ class FlightOrder:
                 known = self._orders[(policy, full_last)] = (sorted((k, n) for n, k in keys.items()), keys)
             return list(known[0]), dict(self._pools_of)
 
-    def _update(self, index: NodeIndex, in_flight: InFlight, generation: int, fingerprints: dict[PoolKey, bytes]) -> None:
+    def _update(self, index: NodeIndex, in_flight: FlightState, generation: int, fingerprints: dict[PoolKey, bytes]) -> None:
         if generation != self._generation:
             self._generation = generation
             self._fingerprints = {}
