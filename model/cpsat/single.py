@@ -128,7 +128,11 @@ def _counter_fit(
     for members in by_pool.values():
         pool = members[0].pool
         left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
-        terms = [(candidate.id, _drawn(candidate.device, memo)) for candidate in members]
+        known = memo.get if memo is not None else None
+        terms = [
+            (candidate.id, (known(candidate.device) if known is not None else None) or _drawn(candidate.device, memo))
+            for candidate in members
+        ]
         unfit = _integral_unfit(terms, left)
         if unfit is not None:
             fit.update(dict.fromkeys(unfit, False))
