@@ -78,11 +78,17 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
     options = _applies(problem, policy)
     if not options:
         return None
-    by_id: dict[DeviceID, Candidate] = {}
-    for option in options:
-        for candidate in option.candidates:
-            by_id.setdefault(candidate.id, candidate)
-    candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
+    candidates: list[Candidate]
+    if len(options) == 1:
+        # One option's candidates are distinct and in search order already (``_option``
+        # visits the problem's candidates in order).
+        candidates = options[0].candidates
+    else:
+        by_id: dict[DeviceID, Candidate] = {}
+        for option in options:
+            for candidate in option.candidates:
+                by_id.setdefault(candidate.id, candidate)
+        candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
     parsed = problem.request.device_cache
     fits = (
