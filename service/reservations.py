@@ -142,6 +142,11 @@ class ReservationStore:
         self._ids = itertools.count(1)
         self.version = 0
         """Bumped on every change; an answer solved at the current version needs no re-check."""
+        self._held_now: HeldNow | None = None
+        """The last ``now()``; the next one copies it and re-reads only the pools changed since."""
+        self._changed: set[PoolKey] = set()
+        self._pools_changed = False
+        """A pool gained its first or lost its last reservation since the last ``now()``."""
         self.on_change = on_change
         """Called with (event, count): reserved, released, expired, allocated, conflict."""
 
@@ -207,7 +212,21 @@ class ReservationStore:
         """The allocations in flight as of this moment (one lock, per-pool states cached)."""
         with self._lock:
             self._expire()
-            return HeldNow(self.version, {p: self._pool_state(p) for p in sorted(self._by_pool)})
+            last = self._held_now
+            if last is not None and last.version == self.version:
+                return last
+            if last is None or self._pools_changed:
+                pools = {p: self._pool_state(p) for p in sorted(self._by_pool)}
+            else:
+                # The same pools in the same (sorted) order: only the changed ones are read again
+                # (a Schedule with reserve changes one pool, while dozens may hold devices).
+                pools = dict(last._pools)
+                for p in self._changed:
+                    pools[p] = self._pool_state(p)
+            self._changed.clear()
+            self._pools_changed = False
+            self._held_now = HeldNow(self.version, pools)
+            return self._held_now
 
     def holders(self) -> dict[DeviceID, str]:
         """Device -> "reserved for <claims>" (explanations)."""
@@ -398,9 +417,13 @@ class ReservationStore:
         for ref, _ in r.claims:
             self._by_claim[ref] = r.id
         for pool in r.pools():
-            entry = self._by_pool.setdefault(pool, _PoolEntry())
+            entry = self._by_pool.get(pool)
+            if entry is None:
+                entry = self._by_pool[pool] = _PoolEntry()
+                self._pools_changed = True
             entry.ids.add(r.id)
             entry.cached = None
+            self._changed.add(pool)
         heapq.heappush(self._expiry, (r.expires_at, r.id))
 
     def _remove(self, rid: str) -> None:
@@ -423,8 +446,10 @@ class ReservationStore:
                 continue
             entry.ids.discard(rid)
             entry.cached = None
+            self._changed.add(pool)
             if not entry.ids:
                 del self._by_pool[pool]
+                self._pools_changed = True
 
     def _expire(self) -> None:
         now = self._clock()

@@ -114,3 +114,49 @@ def test_one_read_of_the_reservations_answers_as_the_store_did() -> None:
     store.reserve(node="node-0", claims=[("test/b", "ub")], state=AllocatedState(devices=frozenset(gpu[1:])), taken=AllocatedState())
     assert read.devices(pools) == frozenset(gpu[:1]) and store.devices(pools) == frozenset(gpu)
     assert read.pool_keys(pools) != store.pool_keys(pools) and read.version != store.version
+
+
+def test_each_read_of_the_reservations_shows_every_change_since_the_last() -> None:
+    """``now()`` re-reads only the pools changed since the previous read: after reservations
+    in held and new pools, releases and expiry, every read answers as the store does, and an
+    earlier read keeps what it showed."""
+    clock = [0.0]
+    store = ReservationStore(clock=lambda: clock[0], default_ttl=100.0, max_ttl=1000.0)
+    pools = [(b.DRIVER, f"node-{n}") for n in range(3)]
+
+    def dev(n: int, g: int) -> DeviceID:
+        return DeviceID(b.DRIVER, f"node-{n}", f"gpu-{g}")
+
+    def agrees(read: Any) -> None:
+        assert read.version == store.version
+        assert (read.held_pools(), read.devices(pools), read.pool_keys(pools), read.state(pools)) == (
+            store.held_pools(), store.devices(pools), store.pool_keys(pools), store.state(pools),
+        )
+        for p in pools:
+            assert (read.devices([p]), read.pool_keys([p])) == (store.devices([p]), store.pool_keys([p]))
+
+    def hold(name: str, *devices: DeviceID, ttl: float = 0.0) -> str:
+        state = AllocatedState(devices=frozenset(devices))
+        return store.reserve(node=devices[0].pool, claims=[(f"test/{name}", name)], state=state, taken=AllocatedState(), ttl=ttl).id
+
+    agrees(store.now())
+    hold("a", dev(0, 0))
+    first = store.now()
+    agrees(first)
+    assert store.now() is first  # nothing changed: the same read
+    hold("b", dev(0, 1))  # a pool already held
+    agrees(store.now())
+    assert first.devices(pools[:1]) == {dev(0, 0)}  # the earlier read is unchanged
+    c = hold("c", dev(1, 0))  # a new pool
+    hold("d", dev(2, 0), ttl=10.0)
+    agrees(store.now())
+    hold("e", dev(1, 1))
+    store.release(c)  # node-1 keeps e
+    agrees(store.now())
+    clock[0] = 50.0  # d expires: node-2 holds nothing any more
+    agrees(store.now())
+    assert store.now().held_pools() == tuple(pools[:2])
+    f = hold("f", dev(0, 2))
+    agrees(store.now())
+    store.release(f)  # node-0 keeps a and b
+    agrees(store.now())
