@@ -111,6 +111,8 @@ class HeldNow:
 class _PoolEntry:
     ids: set[str] = field(default_factory=set)
     cached: tuple[AllocatedState, bytes] | None = None
+    node: str = ""
+    """The node ``cached``'s fingerprint factors out (``_pool_state``)."""
 
 
 class ReservationStore:
@@ -248,6 +250,7 @@ class ReservationStore:
                 node = node or r.node
                 state = state.merge(_restrict(r.state, pool))
             entry.cached = (state, state_key(state, node))
+            entry.node = node
         return entry.cached
 
     # --- changes ---------------------------------------------------------------------------
@@ -422,7 +425,17 @@ class ReservationStore:
                 entry = self._by_pool[pool] = _PoolEntry()
                 self._pools_changed = True
             entry.ids.add(r.id)
-            entry.cached = None
+            mine = _restrict(r.state, pool)
+            if entry.cached is not None and not mine.capacity and (not r.node or not entry.node or r.node == entry.node):
+                # One more reservation in a held pool: merged into the pool's state rather than
+                # the pool rebuilt from all of them (a node filling up holds dozens). Sets are
+                # merged in any order alike; consumed capacity (sums) is left to a rebuild. The
+                # fingerprint's node is a rebuild's: the only one named.
+                state = entry.cached[0].merge(mine)
+                entry.node = entry.node or r.node
+                entry.cached = (state, state_key(state, entry.node))
+            else:
+                entry.cached = None
             self._changed.add(pool)
         heapq.heappush(self._expiry, (r.expires_at, r.id))
 

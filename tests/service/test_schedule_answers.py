@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dra_solver.model import AllocatedState, DeviceID
+from dra_solver.model import AllocatedState, DeviceID, state_key
 from dra_solver.service import engine as e
 from dra_solver.service.inventory import StaticSource, decode_documents
 from dra_solver.service.metrics import Metrics
@@ -160,3 +160,31 @@ def test_each_read_of_the_reservations_shows_every_change_since_the_last() -> No
     agrees(store.now())
     store.release(f)  # node-0 keeps a and b
     agrees(store.now())
+
+
+def test_a_pool_filled_one_reservation_at_a_time_reads_as_if_rebuilt() -> None:
+    """A reservation in a held pool is merged into the pool's kept state: the state and its
+    fingerprint are those of all the pool's reservations read afresh (more than ten, so ids
+    sort otherwise as text; one without a node, as a gang's; another node's on a shared pool)."""
+    store = ReservationStore()
+    pool = (b.DRIVER, "node-0")
+    shared = (b.DRIVER, "node-1-rack")
+
+    def expected(p: tuple[str, str]) -> tuple[AllocatedState, bytes]:
+        held = sorted((r for r in store.all() if p in r.pools()), key=lambda r: r.id)
+        state = AllocatedState(devices=frozenset(d for r in held for d in r.state.devices if (d.driver, d.pool) == p))
+        node = next((r.node for r in held if r.node), "")
+        return state, state_key(state, node)
+
+    for g in range(14):
+        dev = DeviceID(b.DRIVER, "node-0", f"gpu-{g}")
+        store.reserve(node="node-0" if g != 5 else "", claims=[(f"test/c{g}", f"u{g}")], state=AllocatedState(devices=frozenset({dev})), taken=AllocatedState())
+        if g % 4 == 0:
+            assert store.now().state([pool]) == expected(pool)[0]
+        assert (store.state([pool]), store.pool_keys([pool])) == (expected(pool)[0], (expected(pool)[1],))
+    for n, node in enumerate(("", "node-1", "node-2")):  # a shared pool reserved from several nodes
+        dev = DeviceID(b.DRIVER, "node-1-rack", f"nic-{n}")
+        store.reserve(node=node, claims=[(f"test/n{n}", f"v{n}")], state=AllocatedState(devices=frozenset({dev})), taken=AllocatedState())
+        assert (store.state([shared]), store.pool_keys([shared])) == (expected(shared)[0], (expected(shared)[1],))
+    read = store.now()
+    assert (read.state([pool]), read.pool_keys([pool, shared])) == (expected(pool)[0], (expected(pool)[1], expected(shared)[1]))
