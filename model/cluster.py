@@ -57,6 +57,12 @@ class AllocatedState:
     capacity: Mapping[DeviceID, Mapping[str, Quantity]] = field(default_factory=dict)
 
     def merge(self, other: AllocatedState) -> AllocatedState:
+        # States are immutable: merging with an empty one is the other one (a node's in-use
+        # state is merged with empty ones on every solve of a Schedule).
+        if not (other.devices or other.shared or other.capacity):
+            return self
+        if not (self.devices or self.shared or self.capacity):
+            return other
         capacity: dict[DeviceID, dict[str, Quantity]] = {k: dict(v) for k, v in self.capacity.items()}
         for dev, amounts in other.capacity.items():
             mine = capacity.setdefault(dev, {})
@@ -139,6 +145,8 @@ class Inventory:
         return cls(tuple(classes), tuple(slices), tuple(rules), tuple(nodes), tuple(claims))
 
     def allocated_state(self) -> AllocatedState:
+        if not self.claims:
+            return self.extra_allocated  # a node's reduced inventory (NodeIndex.node_inventory)
         return AllocatedState.from_claims(c for c in self.claims if c.allocated).merge(self.extra_allocated)
 
     def device_class(self, name: str) -> o.DeviceClass | None:

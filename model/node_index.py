@@ -236,6 +236,7 @@ class NodeIndex:
         self._keys: dict[AttributeReads, dict[str, tuple[bytes, bytes, bytes]]] = {}
         self._signatures: dict[str, bytes] = {}
         self._flight_signatures: dict[tuple[str, tuple[bytes, ...]], bytes] = {}
+        self._flight_keys: dict[tuple[str, AttributeReads, tuple[bytes, ...]], tuple[bytes, bytes, bytes]] = {}
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
@@ -315,14 +316,24 @@ class NodeIndex:
         in_flight: Callable[[], AllocatedState] | None = None,
     ) -> tuple[bytes, bytes, bytes]:
         """The node's state signature for claims that read ``reads``: nodes with equal keys
-        pose the same problem up to names (``model.node_state``), so they share one solve."""
+        pose the same problem up to names (``model.node_state``), so they share one solve.
+        With devices in flight the key is kept per (node, reads, in-flight fingerprint), like
+        the signature: a node that stays full is visited call after call with the same one."""
+        if in_flight is not None and flight_key:
+            memo = (node, reads, flight_key)
+            known = self._flight_keys.get(memo)
+            if known is None:
+                known = (self.node_shape(node).under(reads), self._extras.get(node, b""), self.state_signature(node, flight_key, in_flight))
+                if len(self._flight_keys) > 4 * len(self.views) + 64:
+                    self._flight_keys.clear()
+                self._flight_keys[memo] = known
+            return known
         key = (
             self.node_shape(node).under(reads),
             self._extras.get(node, b""),
             self.state_signature(node, flight_key, in_flight),
         )
-        if in_flight is None or not flight_key:
-            self._state_keys(reads)[node] = key
+        self._state_keys(reads)[node] = key
         return key
 
     def view(self, node: str) -> NodeView | None:

@@ -326,6 +326,9 @@ class DeviceParseCache:
         self.whole_capacity_fits: dict[PoolDevice, bool] = {}
         """Per device object (held), whether a request that names no capacity fits it while
         none of it is consumed (``model.cpsat.problem``)."""
+        self.candidate_lists: dict[tuple[Any, ...], tuple[tuple[Pool, ...], tuple[Any, ...], Mapping[DeviceID, Any]]] = {}
+        """Per (ConsumableCapacity gate, pool identities), the pools (held), their candidates
+        in search order and by ID (``model.cpsat.problem``)."""
         self._selector_ids: dict[tuple[Any, ...], int] = {}
         self._next_selector_id = itertools.count()
 

@@ -116,6 +116,8 @@ class HeldNow:
 class _PoolEntry:
     ids: set[str] = field(default_factory=set)
     cached: tuple[AllocatedState, bytes] | None = None
+    node: str = ""
+    """The node ``cached``'s fingerprint factors out (``_pool_state``)."""
 
 
 class ReservationStore:
@@ -141,15 +143,17 @@ class ReservationStore:
         self._by_id: dict[str, Reservation] = {}
         self._by_claim: dict[str, str] = {}
         self._by_pool: dict[PoolKey, _PoolEntry] = {}
-        self._states: dict[PoolKey, tuple[AllocatedState, bytes]] = {}
-        """What ``now()`` last saw of each pool in flight; ``_stale``: pools changed since."""
-        self._stale: set[PoolKey] = set()
         self._seen: dict[str, set[str]] = {}
         """Reservation id -> its claims already seen in an inventory snapshot."""
         self._expiry: list[tuple[float, str]] = []
         self._ids = itertools.count(1)
         self.version = 0
         """Bumped on every change; an answer solved at the current version needs no re-check."""
+        self._held_now: HeldNow | None = None
+        """The last ``now()``; the next one copies it and re-reads only the pools changed since."""
+        self._changed: set[PoolKey] = set()
+        self._pools_changed = False
+        """A pool gained its first or lost its last reservation since the last ``now()``."""
         self.on_change = on_change
         """Called with (event, count): reserved, released, expired, allocated, conflict."""
 
@@ -218,17 +222,24 @@ class ReservationStore:
             return {p: self._pool_state(p)[1] for p in self._by_pool}
 
     def now(self) -> HeldNow:
-        """The allocations in flight as of this moment (one lock; the per-pool states are kept
-        between calls and only those of pools that changed are computed again)."""
+        """The allocations in flight as of this moment (one lock, per-pool states cached)."""
         with self._lock:
             self._expire()
-            for pool in self._stale:
-                if pool in self._by_pool:
-                    self._states[pool] = self._pool_state(pool)
-                else:
-                    self._states.pop(pool, None)
-            self._stale.clear()
-            return HeldNow(self.version, dict(self._states))
+            last = self._held_now
+            if last is not None and last.version == self.version:
+                return last
+            if last is None or self._pools_changed:
+                pools = {p: self._pool_state(p) for p in sorted(self._by_pool)}
+            else:
+                # The same pools in the same (sorted) order: only the changed ones are read again
+                # (a Schedule with reserve changes one pool, while dozens may hold devices).
+                pools = dict(last._pools)
+                for p in self._changed:
+                    pools[p] = self._pool_state(p)
+            self._changed.clear()
+            self._pools_changed = False
+            self._held_now = HeldNow(self.version, pools)
+            return self._held_now
 
     def holders(self) -> dict[DeviceID, str]:
         """Device -> "reserved for <claims>" (explanations)."""
@@ -250,6 +261,7 @@ class ReservationStore:
                 node = node or r.node
                 state = state.merge(_restrict(r.state, pool))
             entry.cached = (state, state_key(state, node))
+            entry.node = node
         return entry.cached
 
     # --- changes ---------------------------------------------------------------------------
@@ -419,10 +431,23 @@ class ReservationStore:
         for ref, _ in r.claims:
             self._by_claim[ref] = r.id
         for pool in r.pools():
-            entry = self._by_pool.setdefault(pool, _PoolEntry())
+            entry = self._by_pool.get(pool)
+            if entry is None:
+                entry = self._by_pool[pool] = _PoolEntry()
+                self._pools_changed = True
             entry.ids.add(r.id)
-            entry.cached = None
-            self._stale.add(pool)
+            mine = _restrict(r.state, pool)
+            if entry.cached is not None and not mine.capacity and (not r.node or not entry.node or r.node == entry.node):
+                # One more reservation in a held pool: merged into the pool's state rather than
+                # the pool rebuilt from all of them (a node filling up holds dozens). Sets are
+                # merged in any order alike; consumed capacity (sums) is left to a rebuild. The
+                # fingerprint's node is a rebuild's: the only one named.
+                state = entry.cached[0].merge(mine)
+                entry.node = entry.node or r.node
+                entry.cached = (state, state_key(state, entry.node))
+            else:
+                entry.cached = None
+            self._changed.add(pool)
         heapq.heappush(self._expiry, (r.expires_at, r.id))
 
     def _remove(self, rid: str) -> None:
@@ -445,9 +470,10 @@ class ReservationStore:
                 continue
             entry.ids.discard(rid)
             entry.cached = None
-            self._stale.add(pool)
+            self._changed.add(pool)
             if not entry.ids:
                 del self._by_pool[pool]
+                self._pools_changed = True
 
     def _expire(self) -> None:
         now = self._clock()

@@ -62,7 +62,7 @@ from dra_solver.model.matching import (
     lookup_attribute,
     prepare_claims,
 )
-from dra_solver.model.pools import Pool, PoolDevice, gather_pools
+from dra_solver.model.pools import DeviceParseCache, Pool, PoolDevice, gather_pools
 from dra_solver.model.quantity import Quantity
 from dra_solver.model.taints import BLOCKING_EFFECTS, taint_prevents_allocation, tolerates
 
@@ -204,16 +204,7 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment, relaxed:
         matcher=matcher,
         allocated=allocated,
     )
-    candidates: list[Candidate] = []
-    by_id: dict[DeviceID, Candidate] = {}
-    for pool in pools:
-        if not pool.usable:
-            continue
-        for device in pool.devices:
-            multi = gates.consumable_capacity and device.allow_multiple_allocations
-            candidate = Candidate(len(candidates), device, pool, multi)
-            candidates.append(candidate)
-            by_id[device.id] = candidate
+    candidates, by_id = _candidates(pools, gates.consumable_capacity, request.device_cache)
     in_use = allocated.devices | {dev for dev, _ in allocated.shared} | set(allocated.capacity)
     problem = Problem(
         request, plans, pools, candidates, [], allocated, in_use_before=frozenset(in_use), relaxed=relaxed
@@ -229,13 +220,48 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment, relaxed:
     return problem
 
 
+def _candidates(
+    pools: Sequence[Pool], consumable: bool, cache: DeviceParseCache | None
+) -> tuple[list[Candidate], Mapping[DeviceID, Candidate]]:
+    """The devices of the usable pools in search order, and by ID. Candidates are frozen and
+    read nothing but their pool and device: ``cache`` keeps them by the identity of the pool
+    objects (``DeviceParseCache.gathered`` hands out the same ones for one node of one
+    snapshot) and the ConsumableCapacity gate, so a node's candidates are built once."""
+    key = (consumable, *map(id, pools))
+    known = cache.candidate_lists.get(key) if cache is not None else None
+    if known is not None and len(known[0]) == len(pools) and all(a is b for a, b in zip(known[0], pools, strict=True)):
+        return list(known[1]), known[2]
+    candidates: list[Candidate] = []
+    by_id: dict[DeviceID, Candidate] = {}
+    for pool in pools:
+        if not pool.usable:
+            continue
+        for device in pool.devices:
+            multi = consumable and device.allow_multiple_allocations
+            candidate = Candidate(len(candidates), device, pool, multi)
+            candidates.append(candidate)
+            by_id[device.id] = candidate
+    if cache is not None:
+        kept = cache.candidate_lists
+        if len(kept) >= CANDIDATE_LISTS:
+            kept.clear()
+        # The entry holds the pools, so their identities are not reused while it lives.
+        kept[key] = (tuple(pools), tuple(candidates), by_id)
+    return candidates, by_id
+
+
+CANDIDATE_LISTS = 10_000
+"""Candidate lists kept (``DeviceParseCache.candidate_lists``): one per node and gate; beyond,
+the memo starts over."""
+
+
 def _option(
     problem: Problem,
     plan: ClaimPlan,
     view: RequestView,
     *,
     matcher: Matcher,
-    by_id: dict[DeviceID, Candidate],
+    by_id: Mapping[DeviceID, Candidate],
 ) -> OptionData:
     gates = problem.request.gates
     allocated = problem.allocated
@@ -274,24 +300,31 @@ def _option(
             if not _all_within_constraints(problem, plan, view, every, constraints):
                 data.possible = False
     else:
+        # The checks of every candidate, with what they read looked up once (one pass per
+        # option over every device of the node: the bulk of preparing a one-device claim).
+        taken = frozenset() if view.admin_access else allocated.devices
+        selectable = matcher.selectable
+        consumable = gates.consumable_capacity
+        consumed = allocated.capacity
+        eligible = data.candidates
         for candidate in problem.candidates:
             device = candidate.device
             # In use is checked before selectors, so upstream never evaluates those pairs.
-            if not view.admin_access and device.id in allocated.devices:
+            if device.id in taken:
                 continue
             try:
-                if not matcher.selectable(view, device):
+                if not selectable(view, device):
                     continue
             except AllocationError as err:
                 problem.deferred_errors.append(err)
                 continue
-            if gates.consumable_capacity and not _capacity_fits(view, device, allocated.capacity.get(device.id), memo):
+            if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
                 continue
             if not usable(device):
                 continue
-            if any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
+            if constraints and any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
                 continue
-            data.candidates.append(candidate)
+            eligible.append(candidate)
         if view.count > min(len(data.candidates), ALLOCATION_RESULTS_MAX_SIZE):
             data.possible = False
     _add_consumed(problem, data)

@@ -78,11 +78,17 @@ def single_device(problem: Problem, policy: Policy) -> Choices | NothingFits | N
     options = _applies(problem, policy)
     if not options:
         return None
-    by_id: dict[DeviceID, Candidate] = {}
-    for option in options:
-        for candidate in option.candidates:
-            by_id.setdefault(candidate.id, candidate)
-    candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
+    candidates: list[Candidate]
+    if len(options) == 1:
+        # One option's candidates are distinct and in search order already (``_option``
+        # visits the problem's candidates in order).
+        candidates = options[0].candidates
+    else:
+        by_id: dict[DeviceID, Candidate] = {}
+        for option in options:
+            for candidate in option.candidates:
+                by_id.setdefault(candidate.id, candidate)
+        candidates = sorted(by_id.values(), key=lambda c: c.index)  # the model's device variables
     in_use = problem.in_use_before
     parsed = problem.request.device_cache
     fits = (
@@ -128,7 +134,11 @@ def _counter_fit(
     for members in by_pool.values():
         pool = members[0].pool
         left = counters_left(pool, in_use.__contains__) if pools is None else _left(pool, in_use, pools, memo)
-        terms = [(candidate.id, _drawn(candidate.device, memo)) for candidate in members]
+        known = memo.get if memo is not None else None
+        terms = [
+            (candidate.id, (known(candidate.device) if known is not None else None) or _drawn(candidate.device, memo))
+            for candidate in members
+        ]
         unfit = _integral_unfit(terms, left)
         if unfit is not None:
             fit.update(dict.fromkeys(unfit, False))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dra_solver.model import objects as o
+from dra_solver.model.cpsat.problem import _candidates
 from dra_solver.model.decode import decode_all
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.pools import DeviceParseCache, Pool, gather_pools
@@ -85,3 +86,54 @@ def test_pools_are_gathered_once_per_identity_of_their_inputs() -> None:
             d.capacity = {"memory": o.DeviceCapacity(value="1Gi")}
     fresh = gather_pools(tuple(changed), nodes["m1"], gates=GATES, parsed=cache)
     assert _view(fresh) == _view(gather_pools(changed, nodes["m1"], gates=GATES)) != _view(first)
+
+
+def _problem_candidates(pools: list[Pool], cache: DeviceParseCache, *, consumable: bool = False) -> list[tuple[int, Any, str, bool]]:
+    candidates, by_id = _candidates(pools, consumable, cache)
+    assert by_id == {c.id: c for c in candidates}
+    return [(c.index, c.id, c.pool.name, c.multi) for c in candidates]
+
+
+def test_candidates_are_kept_by_the_identity_of_their_pools() -> None:
+    slices, nodes = _cluster()
+    frozen = tuple(slices)
+    cache = DeviceParseCache()
+    mig = gather_pools(frozen, nodes["m1"], gates=GATES, parsed=cache)
+    gpu = gather_pools(frozen, nodes["g1"], gates=GATES, parsed=cache)
+    first, _ = _candidates(mig, False, cache)
+    again, _ = _candidates(gather_pools(frozen, nodes["m1"], gates=GATES, parsed=cache), False, cache)
+    assert all(a is b for a, b in zip(first, again, strict=True))  # built once
+    # Each node's own candidates, whatever was kept for the other one.
+    assert _problem_candidates(gpu, cache) == _problem_candidates(gpu, DeviceParseCache())
+    assert [c[1].pool for c in _problem_candidates(gpu, cache)] == ["g1"] * 8
+    assert _problem_candidates(mig, cache) == _problem_candidates(mig, DeviceParseCache())
+    # Pools gathered afresh (a new snapshot, other gates) are other objects: built again.
+    fresh = gather_pools(slices, nodes["m1"], gates=GATES)
+    rebuilt, _ = _candidates(fresh, False, cache)
+    assert all(c.pool is p for c, p in zip(rebuilt, [p for p in fresh for _ in p.devices], strict=True))
+
+
+def test_kept_candidates_follow_the_consumable_capacity_gate() -> None:
+    slices, nodes = _cluster()
+    node = nodes["g1"]
+    # A device that may be allocated more than once: shared only with the gate on.
+    shared = [s.model_copy(deep=True) for s in slices if s.spec.node_name == "g1" and s.spec.devices]
+    for d in shared[0].spec.devices or []:
+        d.allow_multiple_allocations = True
+    pools = gather_pools(tuple(shared), node, gates=GATES)
+    cache = DeviceParseCache()
+    assert {c[3] for c in _problem_candidates(pools, cache, consumable=True)} == {True}
+    assert {c[3] for c in _problem_candidates(pools, cache, consumable=False)} == {False}
+    assert {c[3] for c in _problem_candidates(pools, cache, consumable=True)} == {True}
+
+
+def test_a_kept_candidate_list_is_never_used_for_other_pools() -> None:
+    """An entry whose pool identities were reused by other objects is not handed out."""
+    slices, nodes = _cluster()
+    cache = DeviceParseCache()
+    mig = gather_pools(tuple(slices), nodes["m1"], gates=GATES)
+    gpu = gather_pools(tuple(slices), nodes["g1"], gates=GATES)
+    stale, stale_ids = _candidates(gpu, False, DeviceParseCache())
+    # As if ``mig``'s pools had been freed and their ids reused: an entry for other pools.
+    cache.candidate_lists[(False, *map(id, mig))] = (tuple(gpu), tuple(stale), stale_ids)
+    assert _problem_candidates(mig, cache) == _problem_candidates(mig, DeviceParseCache())

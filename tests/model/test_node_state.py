@@ -224,3 +224,23 @@ def test_state_keys_follow_reservations_and_inventory_changes() -> None:
 def test_read_sets_are_exact_or_everything(expression: str, expected: set[tuple[str, str]] | None) -> None:
     reads = CEL.compile(expression).reads
     assert reads == (None if expected is None else frozenset(expected))
+
+
+def test_kept_keys_with_devices_in_flight_follow_reads_and_the_fingerprint() -> None:
+    """A node's key with devices in flight is kept per (node, reads, fingerprint): another
+    read set, another fingerprint or another node is keyed afresh, never from the kept one."""
+    index = NodeIndex(_two_nodes("node-a", "node-b"))
+    held = AllocatedState(devices=frozenset({DeviceID(DRIVER, "node-a", "gpu-0")}))
+    naming = _reads(f'device.attributes["{DRIVER}"].serial == "node-a"')
+    unread = _reads(f'device.attributes["{DRIVER}"].model == "a100"')
+    busy_unread = index.state_key("node-a", unread, (b"v1",), lambda: held)
+    busy_naming = index.state_key("node-a", naming, (b"v1",), lambda: held)
+    assert busy_unread != busy_naming  # the serial (node-a's name) is read by one only
+    assert busy_unread[0] == index.state_key("node-a", unread)[0] and busy_naming[0] == index.state_key("node-a", naming)[0]
+    # Nothing in flight any more under another fingerprint: the node's own state again.
+    assert index.state_key("node-a", unread, (b"v2",), lambda: AllocatedState())[2] == index.state_key("node-a", unread)[2]
+    assert index.state_key("node-a", unread, (b"v1",), lambda: held) == busy_unread
+    # node-b with the same fingerprint bytes: its own name in the key, not node-a's.
+    held_b = AllocatedState(devices=frozenset({DeviceID(DRIVER, "node-b", "gpu-0")}))
+    assert index.state_key("node-b", naming, (b"v1",), lambda: held_b) != busy_naming
+    assert index.state_key("node-b", unread, (b"v1",), lambda: held_b) == busy_unread

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dra_solver.model import AllocatedState, DeviceID
+from dra_solver.model import AllocatedState, DeviceID, state_key
 from dra_solver.service import engine as e
 from dra_solver.service.inventory import StaticSource, decode_documents
 from dra_solver.service.metrics import Metrics
@@ -114,3 +114,77 @@ def test_one_read_of_the_reservations_answers_as_the_store_did() -> None:
     store.reserve(node="node-0", claims=[("test/b", "ub")], state=AllocatedState(devices=frozenset(gpu[1:])), taken=AllocatedState())
     assert read.devices(pools) == frozenset(gpu[:1]) and store.devices(pools) == frozenset(gpu)
     assert read.pool_keys(pools) != store.pool_keys(pools) and read.version != store.version
+
+
+def test_each_read_of_the_reservations_shows_every_change_since_the_last() -> None:
+    """``now()`` re-reads only the pools changed since the previous read: after reservations
+    in held and new pools, releases and expiry, every read answers as the store does, and an
+    earlier read keeps what it showed."""
+    clock = [0.0]
+    store = ReservationStore(clock=lambda: clock[0], default_ttl=100.0, max_ttl=1000.0)
+    pools = [(b.DRIVER, f"node-{n}") for n in range(3)]
+
+    def dev(n: int, g: int) -> DeviceID:
+        return DeviceID(b.DRIVER, f"node-{n}", f"gpu-{g}")
+
+    def agrees(read: Any) -> None:
+        assert read.version == store.version
+        assert (read.held_pools(), read.devices(pools), read.pool_keys(pools), read.state(pools)) == (
+            store.held_pools(), store.devices(pools), store.pool_keys(pools), store.state(pools),
+        )
+        for p in pools:
+            assert (read.devices([p]), read.pool_keys([p])) == (store.devices([p]), store.pool_keys([p]))
+
+    def hold(name: str, *devices: DeviceID, ttl: float = 0.0) -> str:
+        state = AllocatedState(devices=frozenset(devices))
+        return store.reserve(node=devices[0].pool, claims=[(f"test/{name}", name)], state=state, taken=AllocatedState(), ttl=ttl).id
+
+    agrees(store.now())
+    hold("a", dev(0, 0))
+    first = store.now()
+    agrees(first)
+    assert store.now() is first  # nothing changed: the same read
+    hold("b", dev(0, 1))  # a pool already held
+    agrees(store.now())
+    assert first.devices(pools[:1]) == {dev(0, 0)}  # the earlier read is unchanged
+    c = hold("c", dev(1, 0))  # a new pool
+    hold("d", dev(2, 0), ttl=10.0)
+    agrees(store.now())
+    hold("e", dev(1, 1))
+    store.release(c)  # node-1 keeps e
+    agrees(store.now())
+    clock[0] = 50.0  # d expires: node-2 holds nothing any more
+    agrees(store.now())
+    assert store.now().held_pools() == tuple(pools[:2])
+    f = hold("f", dev(0, 2))
+    agrees(store.now())
+    store.release(f)  # node-0 keeps a and b
+    agrees(store.now())
+
+
+def test_a_pool_filled_one_reservation_at_a_time_reads_as_if_rebuilt() -> None:
+    """A reservation in a held pool is merged into the pool's kept state: the state and its
+    fingerprint are those of all the pool's reservations read afresh (more than ten, so ids
+    sort otherwise as text; one without a node, as a gang's; another node's on a shared pool)."""
+    store = ReservationStore()
+    pool = (b.DRIVER, "node-0")
+    shared = (b.DRIVER, "node-1-rack")
+
+    def expected(p: tuple[str, str]) -> tuple[AllocatedState, bytes]:
+        held = sorted((r for r in store.all() if p in r.pools()), key=lambda r: r.id)
+        state = AllocatedState(devices=frozenset(d for r in held for d in r.state.devices if (d.driver, d.pool) == p))
+        node = next((r.node for r in held if r.node), "")
+        return state, state_key(state, node)
+
+    for g in range(14):
+        dev = DeviceID(b.DRIVER, "node-0", f"gpu-{g}")
+        store.reserve(node="node-0" if g != 5 else "", claims=[(f"test/c{g}", f"u{g}")], state=AllocatedState(devices=frozenset({dev})), taken=AllocatedState())
+        if g % 4 == 0:
+            assert store.now().state([pool]) == expected(pool)[0]
+        assert (store.state([pool]), store.pool_keys([pool])) == (expected(pool)[0], (expected(pool)[1],))
+    for n, node in enumerate(("", "node-1", "node-2")):  # a shared pool reserved from several nodes
+        dev = DeviceID(b.DRIVER, "node-1-rack", f"nic-{n}")
+        store.reserve(node=node, claims=[(f"test/n{n}", f"v{n}")], state=AllocatedState(devices=frozenset({dev})), taken=AllocatedState())
+        assert (store.state([shared]), store.pool_keys([shared])) == (expected(shared)[0], (expected(shared)[1],))
+    read = store.now()
+    assert (read.state([pool]), read.pool_keys([pool, shared])) == (expected(pool)[0], (expected(pool)[1], expected(shared)[1]))
