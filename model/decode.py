@@ -37,7 +37,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -130,29 +130,18 @@ def iter_documents(
     source: str = "",
     limits: DecodeLimits = DEFAULT_LIMITS,
     progress: Progress | None = None,
-    parallel: StartPart | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`parse_documents` one object at a time: YAML is read a document at a time, and each
     object of a ``List`` is released once the caller has it, so a caller that decodes and drops
     each raw object never holds the whole file's raw objects at once. Errors surface when the
-    object they are in is reached (the size and Unicode checks come first).
-
-    ``parallel``: for a large YAML text, something that parses the text's second part
-    elsewhere (another process) while this one parses the first (see :func:`yaml_split_point`);
-    the objects, their order and every error are the same as without it.
-    """
+    object they are in is reached (the size and Unicode checks come first)."""
     if len(text) > limits.max_chars:
         raise InvalidInput(
             "", (), f"input is {len(text)} characters: must be at most {limits.max_chars}", source=source
         )
     _check_unicode(text, source=source)
     count = 0
-    split = yaml_split_point(text, PARALLEL_SHARE) if parallel is not None else 0
-    if parallel is not None and split:
-        loaded = _load_split(text, split, parallel, source=source, limits=limits)
-    else:
-        loaded = _load(text, source=source, limits=limits)
-    for index, doc, position in loaded:
+    for index, doc, position in _load(text, source=source, limits=limits):
         if doc is None:
             continue
         if not isinstance(doc, dict):
@@ -171,98 +160,6 @@ def iter_documents(
             yield obj
         if progress is not None:
             progress(position)
-
-
-# --- a large YAML text parsed in two parts at once ---------------------------------------------
-
-
-@dataclass(slots=True)
-class YamlCounts:
-    """What parsing a YAML text counted that limits span documents with (filled as it goes)."""
-
-    alias_values: int = 0
-    """Values YAML aliases added (``DecodeLimits.max_alias_values`` is per input)."""
-
-
-class PartParse(Protocol):
-    """The second part of a YAML text, being parsed elsewhere (:func:`parse_yaml_part` there)."""
-
-    def result(self) -> tuple[int, Iterator[tuple[Any, int]]] | None:
-        """Once parsed: the aliases' values and each document with the characters of the part
-        read once it ends; None when the part did not parse (for any reason)."""
-
-    def close(self) -> None:
-        """Stop the work if still running, and release it."""
-
-
-StartPart = Callable[[str, DecodeLimits], PartParse]
-"""Starts parsing a part of a YAML text elsewhere and returns at once."""
-
-PARALLEL_SHARE = 0.5
-"""Where a YAML text is split (its share parsed elsewhere): the rest is parsed here, and each
-object is also decoded here as it comes (the caller's work), so this side has more to do per
-character; the other side starts a process first."""
-
-
-def yaml_split_point(text: str, share: float = PARALLEL_SHARE) -> int:
-    """The start of a document near ``share`` of ``text``, where its documents can be parsed in
-    two parts (0: none). A line ``---`` (followed by a blank or the line's end) starts a
-    document wherever it is, outside flow collections and quoted scalars, which it breaks
-    (an error either way): a block scalar's lines are indented and a plain scalar ends there.
-    JSON (a text starting with a brace or bracket) is not split."""
-    if text.lstrip()[:1] in ("{", "["):
-        return 0
-    at = int(len(text) * share)
-    while (found := text.find("\n---", at)) >= 0:
-        after = text[found + 4 : found + 5]
-        if after in ("", " ", "\t", "\r", "\n"):
-            return found + 1
-        at = found + 4
-    return 0
-
-
-def parse_yaml_part(text: str, *, limits: DecodeLimits, counts: YamlCounts) -> Iterator[tuple[Any, int]]:
-    """Each document of a part of a YAML text (see :func:`yaml_split_point`) and the characters
-    read once it ends (the other side of ``iter_documents(parallel=...)``). Raises on any
-    problem; the side that asked then parses the whole text itself, for the exact error."""
-    return _load_yaml(text, limits=limits, counts=counts)
-
-
-def _load_split(
-    text: str, split: int, parallel: StartPart, *, source: str, limits: DecodeLimits
-) -> Iterator[tuple[int, Any, int]]:
-    """:func:`_load` of a YAML text whose documents from ``split`` on are parsed elsewhere
-    meanwhile. Any problem (either part fails to parse, or their aliases add up to more than
-    allowed) and the whole text is parsed here, the documents already handed out skipped: the
-    first error is then the one a single parse meets, with its line."""
-    part = parallel(text[split:], limits)
-    done = 0
-    try:
-        counts = YamlCounts()
-        head = _load_yaml(text[:split], limits=limits, counts=counts)
-        failed = False
-        while True:
-            try:
-                doc, position = next(head)
-            except StopIteration:
-                break
-            except Exception:  # reported by the single parse below (or a split artifact)
-                failed = True
-                break
-            yield done, doc, position
-            done += 1
-        del head
-        result = None if failed else part.result()
-        if result is not None and counts.alias_values + result[0] <= limits.max_alias_values:
-            for doc, position in result[1]:
-                yield done, doc, split + position
-                done += 1
-            return
-    finally:
-        part.close()
-    for index, doc, position in _load(text, source=source, limits=limits):
-        if index >= done:
-            yield index, doc, position
 
 
 def _check_unicode(text: str, *, source: str) -> None:
@@ -497,7 +394,7 @@ class _Frame:
     merges: list[Any] | None = None
 
 
-def _load_yaml(text: str, *, limits: DecodeLimits, counts: YamlCounts | None = None) -> Iterator[tuple[Any, int]]:
+def _load_yaml(text: str, *, limits: DecodeLimits) -> Iterator[tuple[Any, int]]:
     """Each document, and the characters read once it ends.
 
     The hot loop of large inventories: dispatch on the event's class; the innermost mapping or
@@ -597,8 +494,6 @@ def _load_yaml(text: str, *, limits: DecodeLimits, counts: YamlCounts | None = N
                 anchors.clear()  # anchors do not cross documents
                 continue
             elif cls is document_end:
-                if counts is not None:
-                    counts.alias_values = alias_values
                 if done:
                     yield done.pop(), event.end_mark.index
                 else:

@@ -30,7 +30,6 @@ from dra_solver.model import (
     iter_documents,
 )
 from dra_solver.model import objects as o
-from dra_solver.service import parse_worker
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -150,9 +149,7 @@ def read_inputs(
     ``validate="ignore"``, which skips API validation).
     ``validate`` is the decoder's field strictness; ``warn`` receives ``--validate=warn``
     problems (default: stderr). ``progress`` receives a line every few seconds while a large
-    file (:data:`PROGRESS_MIN_CHARS`) is read, and one when it is done. A YAML file of
-    ``parse_worker.PARALLEL_MIN_CHARS`` or more is parsed on two cores (its objects and errors
-    are those of one parse).
+    file (:data:`PROGRESS_MIN_CHARS`) is read, and one when it is done.
     """
     inputs = Inputs()
     report = warn or warn_on_stderr
@@ -168,11 +165,6 @@ def read_inputs(
             text = read_text(path, stdin=stdin, limits=limits)
             if progress is not None and len(text) >= PROGRESS_MIN_CHARS:
                 objects = _decode_with_progress(text, shown, validate=validate, limits=limits, warnings=warnings, progress=progress)
-            elif (parallel := parse_worker.parallel_for(text)) is not None:
-                # decode_text's order: every document parsed (the first YAML error wins), then decoded.
-                docs = list(iter_documents(text, source=shown, limits=limits, parallel=parallel))
-                objects = [decode_object(doc, source=shown, validate=validate, warnings=warnings) for doc in docs]
-                del docs
             else:
                 objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
             for warning in warnings:
@@ -200,7 +192,7 @@ def _decode_with_progress(
         read = position
 
     mb = 1_000_000
-    for doc in iter_documents(text, source=source, limits=limits, progress=at, parallel=parse_worker.parallel_for(text)):
+    for doc in iter_documents(text, source=source, limits=limits, progress=at):
         objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
         now = time.monotonic()
         if now >= next_line:

@@ -62,7 +62,6 @@ from dra_solver.model import (
     without_devices,
 )
 from dra_solver.model import objects as o
-from dra_solver.service import parse_worker
 from dra_solver.service.files import expand_paths, read_text
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as ob
@@ -774,10 +773,8 @@ def load_inventory_files(
     node of its slice): a bad object costs itself (or its pool), not the inventory. A file
     that cannot be read or parsed at all still fails the load. ``sources`` gets each object's
     file, by identity. Raw objects are decoded as they are parsed and dropped, so memory holds
-    one file's text and the decoded objects, not every raw object besides (a file of
-    ``parse_worker.PARALLEL_MIN_CHARS`` or more: its second part's raw objects arrive pickled, a batch
-    at a time). ``progress`` is told after every object (the caller decides how often to say
-    so)."""
+    one file's text and the decoded objects, not every raw object besides. ``progress`` is
+    told after every object (the caller decides how often to say so)."""
     dec = decoder or ObjectDecoder()
     objects: list[o.TypedObject] = []
     problems: list[tuple[InventoryProblem, str]] = []
@@ -800,7 +797,7 @@ def load_inventory_files(
         def at(position: int, base: int = base) -> None:
             count.chars_done = base + position
 
-        for doc in iter_documents(text, source=path, progress=at, parallel=parse_worker.parallel_for(text)):
+        for doc in iter_documents(text, source=path, progress=at):
             try:
                 obj = dec.decode(doc, source=path)
             except (InvalidInput, InvalidInputs) as err:
