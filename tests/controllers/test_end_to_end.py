@@ -71,6 +71,27 @@ def test_pods_with_templates_get_claims_devices_and_nodes(env: Env) -> None:
     env.wait_solver_sees(lambda snap: len(snap.allocated_claims()) == 4)
 
 
+def test_a_pod_no_free_device_blocks_gets_the_solvers_explanation(env: Env) -> None:
+    # Free devices that no selector admits: not a count the verdict can state, so the
+    # scheduler asks the solver's Explain for the candidate node.
+    env.cluster(nodes=1, gpus=2)
+    picky = b.claim("picky", cls=b.CLASS).request("gpu", selectors=[{"cel": {"expression": "device.driver == 'nothing.example.com'"}}])
+    env.create(picky.template())
+    env.manager()
+    env.create(b.pod("p", templates={"gpu": "picky"}))
+
+    def message() -> str:
+        pod = env.pod("p") or {}
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                return str(cond["message"])
+        return ""
+
+    text = wait_for(message, what="the pod unschedulable")
+    assert text.startswith("0/1 nodes are available: 1 cannot allocate all claims."), text
+    assert "node-a: cannot allocate: " in text and "free devices" not in text, text
+
+
 def test_unschedulable_pod_explains_and_fits_once_devices_are_released(env: Env) -> None:
     env.cluster(nodes=1, gpus=2)
     env.create(b.template("one-gpu"))
@@ -95,7 +116,8 @@ def test_unschedulable_pod_explains_and_fits_once_devices_are_released(env: Env)
     [cond] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
     assert cond["reason"] == "Unschedulable"
     assert cond["message"].startswith("0/1 nodes are available: 1 "), cond["message"]
-    assert "node-a:" in cond["message"], "the solver's explanation for the candidate node is included"
+    # node-a has no free device: its verdict is the explanation (no Explain call for it).
+    assert cond["message"].endswith("node-a: cannot allocate all claims: 0 free devices, at least 1 needed"), cond["message"]
     assert env.events("FailedScheduling")
     wait_for(lambda: f"default/{waiting}" in manager.scheduler.unschedulable_pods(), what="the pod parked")
     [claim] = env.claims_of(pod)
