@@ -39,7 +39,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -66,10 +65,8 @@ from dra_solver.controllers.objects import Obj
 from dra_solver.controllers.prebind import BindingWaiter
 from dra_solver.controllers.runtime import Events, Requeue, Retry, Runner, new_queue
 from dra_solver.controllers.schedqueue import Move, PendingPods
+from dra_solver.model import is_too_few_free
 from dra_solver.service.api import kube, pb
-
-TOO_FEW_FREE = re.compile(r"cannot allocate all claims: \d+ free devices, at least \d+ needed$")
-"""The solver's verdict on a node pruned by count (``model.schedule``): nothing to explain."""
 
 
 class GroupPlacer(Protocol):
@@ -887,7 +884,7 @@ class Scheduler:
         if self.explain and filtered.candidates:
             node = filtered.candidates[0]
             why = verdicts.get(node, "")
-            if TOO_FEW_FREE.match(why):
+            if is_too_few_free(why):
                 # The node has fewer free devices than the claims need: its verdict says so.
                 # Explaining it anyway (dozens of CP-SAT solves) for every pod left over on a
                 # full cluster took most of the solver's time from the pods that fit.

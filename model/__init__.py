@@ -197,6 +197,8 @@ from dra_solver.model.schedule import (
     VerdictCache,
     choose_node,
     invalid_pools_error,
+    is_too_few_free,
+    too_few_free_reason,
 )
 from dra_solver.model.score import first_available_score
 from dra_solver.model.stats import SolveStats
@@ -327,6 +329,7 @@ __all__ = [
     "generated_name",
     "headline",
     "invalid_pools_error",
+    "is_too_few_free",
     "iter_documents",
     "node_filter",
     "node_key",
@@ -350,6 +353,7 @@ __all__ = [
     "summarize",
     "tolerates",
     "tolerates_node_taint",
+    "too_few_free_reason",
     "validate_object",
     "validate_objects",
     "warm_up",

@@ -392,10 +392,13 @@ class NodeIndex:
         order = self._orders.get((policy, full_last))
         if order is None:
             order = self._orders[(policy, full_last)] = sorted(
-                ((int(full_last and self.no_free_device(n)), *node_key(policy, self.free_units(n), n)), n)
-                for n in self.node_names
+                (self.order_key(policy, n, full_last=full_last), n) for n in self.node_names
             )
         return order
+
+    def order_key(self, policy: str, node: str, *, full_last: bool = False) -> tuple[int, float, str]:
+        """``node``'s place in ``preference_order`` (ascending: most preferred first)."""
+        return (int(full_last and self.no_free_device(node)), *node_key(policy, self.free_units(node), node))
 
     def preference_names(self, policy: str, *, full_last: bool = False) -> Sequence[str]:
         """``preference_order`` without the keys (cached the same way)."""

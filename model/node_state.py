@@ -290,12 +290,12 @@ def remap_results(
                 renamed.append(r.model_copy(update=changes) if changes else r)
             update["devices"] = result.devices.model_copy(update={"results": renamed})
         selector = result.node_selector
-        if selector is not None and any(_names(req, source_node) for term in selector.node_selector_terms for req in term.match_fields or []):
+        if selector is not None and any(_selects(req, source_node) for term in selector.node_selector_terms for req in term.match_fields or []):
             terms = []
             for term in selector.node_selector_terms:
                 fields = term.match_fields or []
-                if any(_names(req, source_node) for req in fields):
-                    renamed_fields = [req.model_copy(update={"values": [target_node]}) if _names(req, source_node) else req for req in fields]
+                if any(_selects(req, source_node) for req in fields):
+                    renamed_fields = [req.model_copy(update={"values": [target_node]}) if _selects(req, source_node) else req for req in fields]
                     term = term.model_copy(update={"match_fields": renamed_fields})
                 terms.append(term)
             update["node_selector"] = selector.model_copy(update={"node_selector_terms": terms})
@@ -303,5 +303,5 @@ def remap_results(
     return tuple(out)
 
 
-def _names(req: o.NodeSelectorRequirement, node: str) -> bool:
+def _selects(req: o.NodeSelectorRequirement, node: str) -> bool:
     return req.key == "metadata.name" and req.values == [node]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -53,7 +54,6 @@ from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeou
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.flight_order import FlightOrder
 from dra_solver.model.node_index import NodeIndex, PoolKey
-from dra_solver.model.node_load import node_key
 from dra_solver.model.node_state import device_mapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
@@ -259,7 +259,7 @@ def choose_node(
             if free < need:
                 stats.nodes_pruned += 1
                 broken = invalid_pools_error(index, name) if index.invalid_pools else None
-                reason = str(broken) if broken else f"cannot allocate all claims: {free} free devices, at least {need} needed"
+                reason = str(broken) if broken else too_few_free_reason(free, need)
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                 continue
         key: tuple[bytes, ...]
@@ -387,24 +387,29 @@ def visit_order(
     if policy not in NODE_POLICIES:
         if not full_last:
             return names
-        return sorted(names, key=lambda n: (index.no_free_device(n), n)) if explicit else index.preference_names("", full_last=True)
-    if not in_flight.held_pools():
-        if explicit:
-            return sorted(names, key=lambda n: (int(full_last and index.no_free_device(n)), *node_key(policy, index.free_units(n), n)))
-        return index.preference_names(policy, full_last=full_last)
+        policy = ""  # no preference: name order, with full nodes last
+    own_key = partial(index.order_key, policy, full_last=full_last)
+    if not policy or not in_flight.held_pools():
+        return sorted(names, key=own_key) if explicit else index.preference_names(policy, full_last=full_last)
     moved, by_node = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last)
     if explicit:
         flight_keys = {n: k for k, n in moved}
-
-        def key(name: str) -> tuple[int, float, str]:
-            known = flight_keys.get(name)
-            if known is not None:
-                return known
-            return (int(full_last and index.no_free_device(name)), *node_key(policy, index.free_units(name), name))
-
-        return sorted(names, key=key)
+        return sorted(names, key=lambda n: flight_keys.get(n) or own_key(n))
     rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n not in by_node)
     return (n for _, n in heapq.merge(moved, rest))
+
+
+def too_few_free_reason(free: int, need: int) -> str:
+    """The verdict on a node pruned because it has fewer free devices than the claims need."""
+    return f"cannot allocate all claims: {free} free devices, at least {need} needed"
+
+
+_TOO_FEW_FREE = re.compile(r"cannot allocate all claims: \d+ free devices, at least \d+ needed")
+
+
+def is_too_few_free(reason: str) -> bool:
+    """Whether a node's verdict (as a Schedule answer gives it) is ``too_few_free_reason``'s."""
+    return _TOO_FEW_FREE.fullmatch(reason) is not None
 
 
 def min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:

@@ -270,7 +270,7 @@ class Engine:
         # Device objects are shared between nodes and carried over between snapshots
         # (service.inventory.ObjectDecoder): parse each once for every solve.
         self._devices = DeviceParseCache(self.limits.parsed_devices)
-        self._flight_free = model.FlightOrder()
+        self._flight_order = model.FlightOrder()
         self._node_phases: tuple[Histogram, ...] | None = None
         self._flights = FlightDecoder()
 
@@ -772,7 +772,7 @@ class Engine:
                 in_flight=held,
                 cache=self._cache,
                 expired=expired if deadline is not None else None,
-                memo=self._flight_free,
+                memo=self._flight_order,
                 generation=snap.generation,
                 quote=shown,
                 reads=reads,

@@ -134,8 +134,11 @@ class Overlay:
     def fingerprints(self) -> dict[PoolKey, bytes]:
         out = self._store.fingerprints()
         for pool in sorted(self._extra_pools):
-            out[pool] = b"+" + state_key(self.state([pool]), "")
+            out[pool] = self._caller_pool_key(pool)
         return out
+
+    def _caller_pool_key(self, pool: PoolKey) -> bytes:
+        return b"+" + state_key(self.state([pool]), "")
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
         wanted = set(pools)
@@ -146,7 +149,7 @@ class Overlay:
         out: list[bytes] = []
         for pool in pools:
             if pool in self._extra_pools:
-                out.append(b"+" + state_key(self.state([pool]), ""))
+                out.append(self._caller_pool_key(pool))
             else:
                 out.extend(self._store.pool_keys([pool]))
         return tuple(out)

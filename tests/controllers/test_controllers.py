@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
+from dra_solver.controllers.manager import Manager
 from dra_solver.service.kubeapi import client as kube
 from tests import builders as b
 from tests.controllers.conftest import Env, FaultyKube, fast_options, wait_for
@@ -42,14 +43,21 @@ def _set_phase(env: Env, name: str, phase: str) -> None:
     env.patch("Pod", name, {"status": {"phase": phase}}, subresource="status")
 
 
+def _claims_for_web_failing(env: Env, call: str, what: str, *, times: int) -> tuple[FaultyKube, Manager]:
+    """The claim controller alone on a client whose ``call`` fails ``times`` times (etcd
+    timing out), then pod ``web`` made from template ``tmpl``."""
+    faulty = env.client("flaky", faulty=True)
+    assert isinstance(faulty, FaultyKube)
+    faulty.fail(call, kube.Transient(f"{what}: etcdserver: request timed out", status=500), times=times)
+    manager = env.manager(enable=CLAIM_ONLY, kube_api=faulty)
+    env.create(b.pod("web", templates={"gpu": "tmpl"}))
+    return faulty, manager
+
+
 def test_claim_created_once_even_when_recording_it_fails(env_no_solver: Env) -> None:
     env = env_no_solver
     env.create(b.template("tmpl", labels={"team": "ml"}))
-    faulty = env.client("flaky", faulty=True)
-    assert isinstance(faulty, FaultyKube)
-    faulty.fail("patch_pod_status", kube.Transient("patch pod default/web status: etcdserver: request timed out", status=500), times=2)
-    manager = env.manager(enable=CLAIM_ONLY, kube_api=faulty)
-    env.create(b.pod("web", templates={"gpu": "tmpl"}))
+    faulty, manager = _claims_for_web_failing(env, "patch_pod_status", "patch pod default/web status", times=2)
     wait_for(lambda: ob.status(env.pod("web") or {}).get("resourceClaimStatuses"), what="the claim recorded in the pod status")
     env.settle()
     assert faulty.calls["patch_pod_status"] == 3
@@ -63,11 +71,7 @@ def test_claim_created_once_even_when_recording_it_fails(env_no_solver: Env) -> 
 def test_a_failed_claim_creation_is_said_on_its_owner_and_retried(env_no_solver: Env) -> None:
     env = env_no_solver
     env.create(b.template("tmpl"))
-    faulty = env.client("flaky", faulty=True)
-    assert isinstance(faulty, FaultyKube)
-    faulty.fail("create_claim", kube.Transient("create claim in default: etcdserver: request timed out", status=500), times=1)
-    manager = env.manager(enable=CLAIM_ONLY, kube_api=faulty)
-    env.create(b.pod("web", templates={"gpu": "tmpl"}))
+    _, manager = _claims_for_web_failing(env, "create_claim", "create claim in default", times=1)
     wait_for(lambda: ob.status(env.pod("web") or {}).get("resourceClaimStatuses"), what="the claim made on the retry")
     [event] = wait_for(lambda: env.events("FailedResourceClaimCreation"), what="the failure said on the pod")
     assert event["involvedObject"]["name"] == "web" and event["involvedObject"]["kind"] == "Pod"

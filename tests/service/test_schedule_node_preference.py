@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dra_solver import model
 from dra_solver.service import engine as e
 from dra_solver.service.bench import device_class, gpu_node
 from dra_solver.service.inventory import StaticSource, decode_documents
@@ -96,6 +97,9 @@ def test_nodes_without_a_free_device_are_visited_last_by_claims_that_need_one() 
     # Nothing fits anywhere: every node is still visited and counted.
     answer = _schedule(engine, b.SOLVER_TEST.named("nine").request("gpu", count=9).obj())
     assert answer.node == "" and len(answer.verdicts) == 4
+    # The scheduler tells these verdicts by their words (nothing to explain on such a node).
+    assert all(model.is_too_few_free(v.reason) for v in answer.verdicts)
+    assert not model.is_too_few_free("cannot allocate all claims") and not model.is_too_few_free(answer.reason)
     assert answer.reason.startswith("0/4 nodes are available: 4 cannot allocate all claims")
 
 
