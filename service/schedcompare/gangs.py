@@ -37,6 +37,7 @@ from typing import Any
 
 from dra_solver import model
 from dra_solver.service import groups
+from dra_solver.service.engine import DeadlineExceeded
 from dra_solver.service.localcluster.cluster import node_object
 from dra_solver.service.localcluster.controlplane import (
     Binaries,
@@ -364,11 +365,18 @@ def same_state(client: Client, workload: GangWorkload, gang: Gang, *, static: Se
     members = [d for d in raw if d["kind"] == "Pod"]
     claims = {c.ref: c for c in typed if isinstance(c, model.objects.ResourceClaim)}
     templates = {t.ref: t for t in typed if isinstance(t, model.objects.ResourceClaimTemplate)}
-    t0 = time.perf_counter()
     resolved = model.resolve_group(podgroup, members, claims=claims, templates=templates, generate=True)
+    return judge_offline(resolved, typed, bound, min_count=len(gang.pods), timeout=timeout)
+
+
+def judge_offline(resolved: model.ResolvedGroup, typed: Sequence[model.objects.TypedObject], bound: Sequence[Obj], *,
+                  min_count: int, timeout: float) -> SameState:
+    """:func:`same_state`'s answer on objects already read: ``dra-solver schedule --group``'s
+    path (``groups.place_offline``); out of time is an answer too (not placed), not an error."""
+    t0 = time.perf_counter()
     try:
-        answer = groups.place_offline(resolved, typed, bound, min_count=len(gang.pods), policy="pack", gates="", timeout=timeout)
-    except model.SolveTimeout:
+        answer = groups.place_offline(resolved, typed, bound, min_count=min_count, policy="pack", gates="", timeout=timeout)
+    except (DeadlineExceeded, model.SolveTimeout):
         return SameState(False, {}, time.perf_counter() - t0, "no placement found in time")
     seconds = time.perf_counter() - t0
     outcome = answer.outcome
@@ -396,10 +404,10 @@ def _collect(client: Client, result: GangSideResult, nodes: list[Obj]) -> None:
 
 
 def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gang_timeout: float = 30.0,
-                  progress: Callable[[str], None] | None = None, same_states: bool = True) -> GangSideResult:
+                  progress: Callable[[str], None] | None = None) -> GangSideResult:
     """Fresh control plane, the workload's cluster, ``scheduler`` alone, the gangs one at a time.
 
-    ``same_states`` (kube-scheduler's side): before each gang is created, dra-solver's answer
+    On kube-scheduler's side, before each gang is created: dra-solver's answer
     for it on the state kube-scheduler's earlier choices left (:func:`same_state`), so both
     schedulers are judged on identical inputs as well as on their own streams."""
     upstream = scheduler == "kube-scheduler"
@@ -407,9 +415,9 @@ def run_gang_side(workload: GangWorkload, scheduler: str, bins: Binaries, *, gan
     with runner.live_side(workload.base(), scheduler, bins, upstream_controllers=upstream_controllers) as side:
         result = GangSideResult(scheduler, workload.name, [], gpus_total=workload.gpus_total, setup_seconds=side.setup_seconds)
         racks = {n["metadata"]["name"]: n["metadata"]["labels"].get(RACK_LABEL, "") for n in workload.nodes}
-        static = static_objects(workload) if upstream and same_states else []
+        static = static_objects(workload) if upstream else []
         for gang in workload.gangs:
-            shadow = same_state(side.client, workload, gang, static=static, timeout=gang_timeout) if static else None
+            shadow = same_state(side.client, workload, gang, static=static, timeout=gang_timeout) if upstream else None
             outcome = drive_gang(side.client, workload, gang, side.scheduler_name, racks, timeout=gang_timeout)
             outcome.same_state = shadow
             result.gangs.append(outcome)
@@ -448,20 +456,19 @@ def same_state_lines(results: list[GangSideResult]) -> list[str]:
     """The same-state figures (Markdown): on the cluster state kube-scheduler had when each gang
     arrived, the gangs kube-scheduler placed and those dra-solver places (must include every
     one kube-scheduler placed)."""
-    judged = [(r, g) for r in results for g in r.gangs if g.same_state is not None]
+    judged = [(g, g.same_state) for r in results for g in r.gangs if g.same_state is not None]
     if not judged:
         return []
-    theirs = sum(1 for _, g in judged if g.placed)
-    ours = sum(1 for _, g in judged if g.same_state is not None and g.same_state.placed)
-    only_theirs = [g for _, g in judged if g.placed and not (g.same_state and g.same_state.placed)]
-    only_ours = [g for _, g in judged if not g.placed and g.same_state and g.same_state.placed]
-    solve = sorted(g.same_state.seconds for _, g in judged if g.same_state is not None)
+    theirs = sum(1 for g, _ in judged if g.placed)
+    ours = sum(1 for _, s in judged if s.placed)
+    only_theirs = [(g, s) for g, s in judged if g.placed and not s.placed]
+    only_ours = [g for g, s in judged if s.placed and not g.placed]
+    solve = sorted(s.seconds for _, s in judged)
     lines = ["", f"Same states (kube-scheduler's cluster as each gang arrived, {len(judged)} gangs): kube-scheduler placed {theirs}, "
              f"dra-solver places {ours} (group solve p50 {solve[len(solve) // 2]:.2f} s, max {solve[-1]:.2f} s); "
              f"placed by kube-scheduler only: {len(only_theirs)}; by dra-solver only: {len(only_ours)}.", ""]
-    for g in only_theirs:
-        assert g.same_state is not None
-        lines.append(f"- {g.name} ({g.pods} pods, {g.gpus} GPUs): kube-scheduler only — dra-solver: {g.same_state.message[:300]}")
+    for g, s in only_theirs:
+        lines.append(f"- {g.name} ({g.pods} pods, {g.gpus} GPUs): kube-scheduler only — dra-solver: {s.message[:300]}")
     for g in only_ours:
         lines.append(f"- {g.name} ({g.pods} pods, {g.gpus} GPUs): dra-solver only — kube-scheduler: {g.message[:300]}")
     return lines

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import pytest
 
+from dra_solver import model
 from dra_solver.service.localcluster.controlplane import Binaries
 from dra_solver.service.schedcompare import gangs
+from tests import builders as b
+from tests import gang_builders as gb
 from tests.realkube import scheduler_binaries
 
 
@@ -76,3 +79,17 @@ def test_the_gang_stream_is_fixed_by_its_seed_and_within_the_issue_s_ranges() ->
         assert pod["spec"]["schedulerName"] == "dra-solver"
         assert {"name": "fabric", "resourceClaimName": f"{shared.name}-fabric"} in pod["spec"]["resourceClaims"]
     assert "schedulerName" not in a.objects(shared, "default-scheduler")[2]["spec"]
+
+
+def test_a_same_state_answer_out_of_time_says_so_and_does_not_fail_the_run() -> None:
+    # Offline: the judgement on objects already read (no API server needed).
+    objs = [*gb.cluster([gb.Rack("r1", nodes=[gb.Node(gpus=4), gb.Node(gpus=4)])]), b.template("one-gpu")]
+    typed = gb.decode(objs)
+    templates = {t.ref: t for t in typed if isinstance(t, model.objects.ResourceClaimTemplate)}
+    group = gb.podgroup("g", 2)
+    members = [gb.member(f"p{i}", "g", gpus_template="one-gpu") for i in range(2)]
+    resolved = model.resolve_group(group, members, claims={}, templates=templates, generate=True)
+    placed = gangs.judge_offline(resolved, typed, [], min_count=2, timeout=30.0)
+    assert placed.placed and sorted(placed.nodes) == ["p0", "p1"]
+    late = gangs.judge_offline(resolved, typed, [], min_count=2, timeout=0.0)
+    assert (late.placed, late.message) == (False, "no placement found in time")
