@@ -315,14 +315,14 @@ class DeviceParseCache:
         self._max_gathered = max(0, max_gathered)
         self._selections: dict[tuple[int, int], tuple[CelDevice, bool]] = {}
         self.counter_sizes: dict[tuple[Pool, PoolDevice], int] = {}
+        """Per (pool, device), both held (identity keys), the device's share of the counter sets
+        it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
         self.counter_terms: dict[PoolDevice, tuple[tuple[tuple[str, str], Any], ...]] = {}
+        """Per device object (held), its exact counter amounts by (counter set, counter)
+        (``model.cpsat.single``)."""
         self.pool_counters: dict[Pool, tuple[dict[tuple[str, str], Any], dict[DeviceID, list[PoolDevice]]]] = {}
         """Per pool object (held), its exact counters and its devices by ID
         (``model.cpsat.single``)."""
-        """Per device object (held), its exact counter amounts by (counter set, counter)
-        (``model.cpsat.single``)."""
-        """Per (pool, device), both held (identity keys), the device's share of the counter sets
-        it draws on (``model.cpsat.amounts.device_sizes``): pools are kept by ``gathered``."""
         self.whole_capacity_fits: dict[PoolDevice, bool] = {}
         """Per device object (held), whether a request that names no capacity fits it while
         none of it is consumed (``model.cpsat.problem``)."""

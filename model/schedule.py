@@ -258,7 +258,7 @@ def choose_node(
             free = index.free_devices(name, in_flight.devices(view.pools)) if held else index.free_devices(name, _NOTHING)
             if free < need:
                 stats.nodes_pruned += 1
-                broken = invalid_pools_error(index, name) if index.invalid_pools else None
+                broken = invalid_pools_error(index, name)
                 reason = str(broken) if broken else too_few_free_reason(free, need)
                 verdicts.append(NodeVerdict(name, "unschedulable", reason=reason))
                 continue
@@ -458,6 +458,8 @@ def summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) 
 def invalid_pools_error(index: NodeIndex, node: str) -> NodeLocalError | None:
     """Upstream's answer on a node that reaches an invalid pool when nothing else fits: an
     error for this node only (the pool's devices are never allocated)."""
+    if not index.invalid_pools:  # the usual case, asked for every pruned node
+        return None
     pools = index.invalid_pools_of(node)
     if not pools:
         return None

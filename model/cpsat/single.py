@@ -235,14 +235,7 @@ def _left(
     left = dict(totals)
     for dev_id in in_use:
         for device in by_id.get(dev_id, ()):
-            drawn = memo.get(device) if memo is not None else None
-            if drawn is None:
-                drawn = tuple(
-                    ((consumption.counter_set, name), exact(amount))
-                    for consumption in device.counters
-                    for name, amount in consumption.counters.items()
-                )
-            for slot, amount in drawn:
+            for slot, amount in _drawn(device, memo):
                 if slot in left:
                     left[slot] -= amount
     return left
