@@ -245,7 +245,7 @@ class ClaimController:
         groups: dict[str, Obj | None] | None = None
         if self.groups is not None:
             groups = {}
-            for n in {str(r.get("name") or "") for r in ob.reserved_for(claim) if r.get("resource") == "podgroups"}:
+            for n in {str(r.get("name") or "") for r in ob.reserved_for(claim) if ob.is_podgroup_ref(r)}:
                 cached = self.groups.store.get(f"{ns}/{n}")
                 if cached is not None:
                     groups[n] = cached

@@ -27,8 +27,6 @@ from typing import Any
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.objects import Obj
 
-PODGROUP_API_GROUP = "scheduling.k8s.io"
-
 GENERATE_NAME_MAX = 57
 """A generated name is at most 63 characters; the API server appends 5 random ones (+ no dash)."""
 
@@ -435,7 +433,7 @@ def groups_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[
     """Names of PodGroups in ``reservedFor`` that must be checked with the API server first,
     for the same reason as pods: dropping the reservation of a group whose pods are being
     scheduled would free devices they are about to use."""
-    return _to_look_up(claim, PODGROUP_API_GROUP, "podgroups", cached=cached, deleted=deleted)
+    return _to_look_up(claim, ob.PODGROUP_API_GROUP, "podgroups", cached=cached, deleted=deleted)
 
 
 def _to_look_up(claim: Mapping[str, Any], api_group: str, resource: str, *, cached: Mapping[str, Mapping[str, Any]],
@@ -469,7 +467,7 @@ def sync_claim(
     valid: list[Mapping[str, Any]] = []
     entries = ob.reserved_for(claim)
     for ref in entries:
-        if groups is not None and ref.get("apiGroup") == PODGROUP_API_GROUP and ref.get("resource") == "podgroups":
+        if groups is not None and ob.is_podgroup_ref(ref):
             # A PodGroup holds its shared claims for all its pods (upstream's controller drops
             # the entry only once the group is gone or replaced, never while it exists).
             reason = _group_gone(ref, groups, deleted)

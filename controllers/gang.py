@@ -28,7 +28,7 @@ from dra_solver.controllers import scheduling as logic
 from dra_solver.controllers.objects import Obj
 
 KEY_PREFIX = "podgroup:"
-API_GROUP = "scheduling.k8s.io"
+API_GROUP = ob.PODGROUP_API_GROUP
 API_VERSION = f"{API_GROUP}/v1beta1"
 CONDITION = "PodGroupInitiallyScheduled"
 """The PodGroup condition kube-scheduler v1.37 sets: True/Scheduled once the gang is placed

@@ -192,6 +192,14 @@ def reserved_for(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [r for r in status(claim).get("reservedFor") or [] if isinstance(r, Mapping)]
 
 
+PODGROUP_API_GROUP = "scheduling.k8s.io"
+
+
+def is_podgroup_ref(ref: Mapping[str, Any]) -> bool:
+    """A ``reservedFor`` entry naming a PodGroup."""
+    return ref.get("apiGroup") == PODGROUP_API_GROUP and ref.get("resource") == "podgroups"
+
+
 def is_reserved_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> bool:
     """The claim is reserved for the pod, or for the PodGroup its ``spec.schedulingGroup``
     names (a group's claim is reserved once for the PodGroup, as upstream's
@@ -201,7 +209,7 @@ def is_reserved_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any]) -> boo
     for r in reserved_for(claim):
         if r.get("uid") == uid(pod):
             return True
-        if group_name and r.get("apiGroup") == "scheduling.k8s.io" and r.get("resource") == "podgroups" and r.get("name") == group_name:
+        if group_name and is_podgroup_ref(r) and r.get("name") == group_name:
             return True
     return False
 
