@@ -289,3 +289,21 @@ def test_a_bind_failing_after_the_first_keeps_the_bound_pod_and_the_retry_binds_
     fabric = env.get("ResourceClaim", "train-fabric") or {}
     assert [r["resource"] for r in ob.reserved_for(fabric)] == ["podgroups"]
     wait_for(lambda: (_condition(env, b.NS, "train") or {}).get("status") == "True", what="PodGroupInitiallyScheduled=True")
+
+
+def test_a_failed_podgroup_claim_creation_is_said_on_the_podgroup_and_retried(env: Env) -> None:
+    ns = env.kc.namespace("gang")
+    env.create(b.claim("rack-fabric", ns=ns, cls=gb.FABRIC_CLASS).request("link").template())
+    entry = {"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}
+    api = env.client("gang-create", faulty=True)
+    assert isinstance(api, FaultyKube)
+    api.fail("create_claim", kube.Transient(f"create claim in {ns}: etcdserver: request timed out", status=500), times=1)
+    env.manager(enable=frozenset({"claim"}), kube_api=api)
+    env.create(gb.podgroup("train", 2, ns=ns, claims=[entry]))
+    recorded = wait_for(lambda: ob.status(env.get("PodGroup", "train", ns) or {}).get("resourceClaimStatuses"),
+                        what="the group's claim made on the retry")
+    [event] = wait_for(lambda: env.events("FailedResourceClaimCreation", ns), what="the failure said on the PodGroup")
+    assert (event["involvedObject"]["kind"], event["involvedObject"]["name"]) == ("PodGroup", "train")
+    assert event["message"].startswith("resourceClaims entry fabric: ") and "etcdserver: request timed out" in event["message"]
+    made = [c for c in env.objects("ResourceClaim", ns) if ob.name(c).startswith("train-fabric-")]
+    assert [ob.name(c) for c in made] == [recorded[0]["resourceClaimName"]]
