@@ -834,7 +834,7 @@ class _Checker:
         """Devices in use before this answer (exclusively, shared or with consumed capacity)."""
         if self._used_before is None:
             a = self.allocated
-            self._used_before = a.devices.union(a.capacity, (d for d, _ in a.shared))
+            self._used_before = a.ids()
         return self._used_before
 
     def _in_use_before(self, dev_id: DeviceID) -> bool:

@@ -56,6 +56,10 @@ class AllocatedState:
     shared: frozenset[tuple[DeviceID, str]] = frozenset()
     capacity: Mapping[DeviceID, Mapping[str, Quantity]] = field(default_factory=dict)
 
+    def ids(self) -> frozenset[DeviceID]:
+        """Every device with anything in use: allocated exclusively, shared, or consumed from."""
+        return self.devices.union(self.capacity, (d for d, _ in self.shared))
+
     def merge(self, other: AllocatedState) -> AllocatedState:
         # States are immutable: merging with an empty one is the other one (a node's in-use
         # state is merged with empty ones on every solve of a Schedule).

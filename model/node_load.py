@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from dra_solver.model import objects as o
-from dra_solver.model.cluster import AllocatedState, DeviceID
+from dra_solver.model.cluster import AllocatedState
 from dra_solver.model.quantity import parse_quantity
 
 Slot = tuple[str, str, str]
@@ -74,7 +74,7 @@ class NodeUnits:
         return NodeUnits(total=float(len(plain) + len(totals)), plain=frozenset(plain), draws=draws)
 
     def busy(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> float:
-        devices: set[DeviceID] = set(in_use.devices) | {d for d, _ in in_use.shared} | set(in_use.capacity)
+        devices = in_use.ids()
         used = {(d.driver, pool(d.pool), d.device) for d in devices}
         busy = float(len(used & self.plain))
         consumed: dict[Slot, dict[str, float]] = {}
@@ -90,7 +90,7 @@ class NodeUnits:
     def touched(self, in_use: AllocatedState, *, pool: Callable[[str], str] = _same) -> frozenset[Slot]:
         """The whole units with anything in use: a plain device in use, or a counter set some
         device in use draws on (a GPU with one partition taken is not idle)."""
-        devices: set[DeviceID] = set(in_use.devices) | {d for d, _ in in_use.shared} | set(in_use.capacity)
+        devices = in_use.ids()
         used = {(d.driver, pool(d.pool), d.device) for d in devices}
         out = set(used & self.plain)
         for dev in used:

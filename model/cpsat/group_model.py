@@ -150,8 +150,7 @@ class JointModel:
         self.rules: AllocationModel | None = None
         if some is not None:
             allocated = problem.index.allocated.merge(problem.request.in_flight)
-            in_use = allocated.devices | {d for d, _ in allocated.shared} | set(allocated.capacity)
-            context = Problem(some.problem.request, plans, [], [], [], allocated, in_use_before=frozenset(in_use))
+            context = Problem(some.problem.request, plans, [], [], [], allocated, in_use_before=allocated.ids())
             self.rules = AllocationModel.device_rules(self.build, context)
         self.used = {n: m.new_bool_var(f"used[{n}]") for n in self.nodes}
         for n in self.nodes:

@@ -205,9 +205,9 @@ def prepare_problem(request: AllocationRequest, *, cel: CelEnvironment, relaxed:
         allocated=allocated,
     )
     candidates, by_id = _candidates(pools, gates.consumable_capacity, request.device_cache)
-    in_use = allocated.devices | {dev for dev, _ in allocated.shared} | set(allocated.capacity)
+    in_use = allocated.ids()
     problem = Problem(
-        request, plans, pools, candidates, [], allocated, in_use_before=frozenset(in_use), relaxed=relaxed
+        request, plans, pools, candidates, [], allocated, in_use_before=in_use, relaxed=relaxed
     )
     for plan in plans:
         claim_options: list[list[OptionData]] = []
