@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 
 from dra_solver.controllers import claims as logic
 from dra_solver.controllers import objects as ob
@@ -227,33 +227,16 @@ class ClaimController:
         if claim is None:
             return
         ns = ob.namespace(claim)
-        names = {str(r.get("name") or "") for r in ob.reserved_for(claim)}
+        names = {str(r.get("name") or "") for r in ob.reserved_for(claim) if not ob.is_podgroup_ref(r)}
         owner_name, _ = ob.owning_pod(claim)
         if owner_name:
             names.add(owner_name)
-        pods: dict[str, Obj | None] = {}
-        for n in sorted(names):
-            cached = self.pods.store.get(f"{ns}/{n}")
-            if cached is not None:
-                pods[n] = cached
         deleted = self.deleted.snapshot()
-        for n in logic.pods_to_look_up(claim, cached=pods, deleted=deleted):  # type: ignore[arg-type]
-            try:
-                pods[n] = self.kube.get_pod(ns, n)
-            except kube.NotFound:
-                pods[n] = None
+        pods = _known(claim, names, self.pods.store.get, logic.pods_to_look_up, self.kube.get_pod, deleted)
         groups: dict[str, Obj | None] | None = None
         if self.groups is not None:
-            groups = {}
-            for n in {str(r.get("name") or "") for r in ob.reserved_for(claim) if ob.is_podgroup_ref(r)}:
-                cached = self.groups.store.get(f"{ns}/{n}")
-                if cached is not None:
-                    groups[n] = cached
-            for n in logic.groups_to_look_up(claim, cached=groups, deleted=deleted):  # type: ignore[arg-type]
-                try:
-                    groups[n] = self.kube.get_pod_group(ns, n)
-                except kube.NotFound:
-                    groups[n] = None
+            group_names = {str(r.get("name") or "") for r in ob.reserved_for(claim) if ob.is_podgroup_ref(r)}
+            groups = _known(claim, group_names, self.groups.store.get, logic.groups_to_look_up, self.kube.get_pod_group, deleted)
         plan = logic.sync_claim(claim, pods=pods, deleted=deleted, groups=groups)
         if plan.empty:
             return
@@ -278,3 +261,27 @@ def _claims_of_group(group: Obj) -> list[str]:
     names = {str(e.get("resourceClaimName")) for e in ob.spec(group).get("resourceClaims") or [] if e.get("resourceClaimName")}
     names |= {str(s.get("resourceClaimName")) for s in ob.status(group).get("resourceClaimStatuses") or [] if s.get("resourceClaimName")}
     return [f"{ns}/{n}" for n in sorted(names)]
+
+
+def _known(
+    claim: Obj,
+    names: Iterable[str],
+    cached: Callable[[str], Obj | None],
+    to_look_up: Callable[..., list[str]],
+    get: Callable[[str, str], Obj],
+    deleted: Set[str],
+) -> dict[str, Obj | None]:
+    """The objects ``names`` (in the claim's namespace) as the cache has them, plus those
+    ``to_look_up`` says to read from the API server (None: gone)."""
+    ns = ob.namespace(claim)
+    known: dict[str, Obj | None] = {}
+    for n in sorted(names):
+        found = cached(f"{ns}/{n}")
+        if found is not None:
+            known[n] = found
+    for n in to_look_up(claim, cached=known, deleted=deleted):
+        try:
+            known[n] = get(ns, n)
+        except kube.NotFound:
+            known[n] = None
+    return known

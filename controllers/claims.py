@@ -19,7 +19,7 @@ Functions never mutate their arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Container, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -419,7 +419,7 @@ def claim_names_of_pod(pod: Mapping[str, Any]) -> list[str]:
 # --- claims ------------------------------------------------------------------------------------
 
 
-def pods_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[str, Any]], deleted: Set[str]) -> list[str]:
+def pods_to_look_up(claim: Mapping[str, Any], *, cached: Container[str], deleted: Set[str]) -> list[str]:
     """Names of pods in ``reservedFor`` that must be checked with the API server first.
 
     A pod missing from the cache might simply not have reached it yet; dropping its
@@ -429,14 +429,14 @@ def pods_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[st
     return _to_look_up(claim, "", "pods", cached=cached, deleted=deleted)
 
 
-def groups_to_look_up(claim: Mapping[str, Any], *, cached: Mapping[str, Mapping[str, Any]], deleted: Set[str]) -> list[str]:
+def groups_to_look_up(claim: Mapping[str, Any], *, cached: Container[str], deleted: Set[str]) -> list[str]:
     """Names of PodGroups in ``reservedFor`` that must be checked with the API server first,
     for the same reason as pods: dropping the reservation of a group whose pods are being
     scheduled would free devices they are about to use."""
     return _to_look_up(claim, ob.PODGROUP_API_GROUP, "podgroups", cached=cached, deleted=deleted)
 
 
-def _to_look_up(claim: Mapping[str, Any], api_group: str, resource: str, *, cached: Mapping[str, Mapping[str, Any]],
+def _to_look_up(claim: Mapping[str, Any], api_group: str, resource: str, *, cached: Container[str],
                 deleted: Set[str]) -> list[str]:
     out: list[str] = []
     for ref in ob.reserved_for(claim):
