@@ -184,42 +184,27 @@ class ReservationStore:
             self._expire()
             return [ref for ref in refs if ref in self._by_claim]
 
+    # The reads below are ``now()``'s (one read, kept until the next change).
+
     def held_pools(self) -> tuple[PoolKey, ...]:
         """Pools with devices in flight."""
-        with self._lock:
-            self._expire()
-            return tuple(sorted(self._by_pool))
+        return self.now().held_pools()
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
         """In-flight devices, of every pool or of the given ones."""
-        with self._lock:
-            self._expire()
-            keys = list(self._by_pool) if pools is None else [p for p in pools if p in self._by_pool]
-            out = AllocatedState()
-            for pool in keys:
-                out = out.merge(self._pool_state(pool)[0])
-            return out
+        return self.now().state(pools)
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
-        """Exclusive devices held in the given pools (cheap: per-pool states are cached)."""
-        with self._lock:
-            self._expire()
-            held = [self._pool_state(p)[0].devices for p in pools if p in self._by_pool]
-            if not held:
-                return frozenset()
-            return held[0] if len(held) == 1 else frozenset().union(*held)
+        """Exclusive devices held in the given pools."""
+        return self.now().devices(pools)
 
     def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]:
         """Fingerprints of the in-flight state of each given pool that has any (grouping)."""
-        with self._lock:
-            self._expire()
-            return tuple(self._pool_state(p)[1] for p in pools if p in self._by_pool)
+        return self.now().pool_keys(pools)
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
         """Every pool with devices in flight -> the fingerprint of its in-flight state."""
-        with self._lock:
-            self._expire()
-            return {p: self._pool_state(p)[1] for p in self._by_pool}
+        return self.now().fingerprints()
 
     def now(self) -> HeldNow:
         """The allocations in flight as of this moment (one lock, per-pool states cached)."""
