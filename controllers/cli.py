@@ -139,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--solver ADDRESS is required when the scheduler is enabled")
         if bool(args.solver_cert) != bool(args.solver_key):
             raise ValueError("--solver-cert and --solver-key go together")
-        api = kube.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, user_agent=f"dra-solver-controllers/{options.identity}")
+        api = kube.api_client(kubeconfig=args.kubeconfig, in_cluster=args.in_cluster, user_agent=f"dra-solver-controllers/{options.identity}",
+                             connections=options.connections())
         kube_api = kube.Kube(api, taint_rule_version=args.device_taint_rule_version)
         client = solver_client(args) if "scheduler" in options.enable else None
         metrics = ControllerMetrics()

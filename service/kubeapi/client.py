@@ -369,6 +369,7 @@ def api_client(
     host: str | None = None,
     user_agent: str = "dra-solver-controllers",
     probe: bool = True,
+    connections: int = 96,
 ) -> Any:
     """A configured ``kubernetes.client.ApiClient``, checked to reach the server.
 
@@ -387,11 +388,9 @@ def api_client(
         _load_in_cluster(cfg)
     else:
         _load_kubeconfig(cfg, kubeconfig)
-    # Connections per host: informers hold one each for their watches, workers need the rest
-    # (the controllers run 16 scheduler workers, 16 binders, 32 claim and 2 eviction workers
-    # and four event senders by default; a pool smaller than that discards connections and
-    # handshakes again).
-    cfg.connection_pool_maxsize = 96
+    # Connections per host (``connections``): informers hold one each for their watches,
+    # workers need the rest; a pool smaller than that discards connections and handshakes again.
+    cfg.connection_pool_maxsize = connections
     api = client.ApiClient(cfg)
     api.user_agent = user_agent
     if probe:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from dra_solver.controllers import objects as ob
+from dra_solver.controllers.manager import Options
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store
@@ -167,6 +168,36 @@ def faults() -> Iterator[FaultServer]:
     server = FaultServer()
     yield server
     server.stop()
+
+
+def test_the_connection_pool_holds_every_worker_at_once(cluster: Env, caplog: pytest.LogCaptureFixture) -> None:
+    # Every worker and binder waits on its own request; a pool smaller than that discards a
+    # connection after each request beyond it, and the next request handshakes TLS again.
+    options = Options(scheduler_binders=100)
+    api = kube.api_client(kubeconfig=cluster.kc.kubeconfig, user_agent="dra-solver-controllers/pool", connections=options.connections())
+    k = kube.Kube(api)
+    at_once = options.scheduler_binders + options.scheduler_workers
+    ready = threading.Barrier(at_once)
+    errors: list[BaseException] = []
+
+    def request() -> None:
+        ready.wait()
+        try:
+            k.read("namespace default", k.core.read_namespace, "default")
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=request) for _ in range(at_once)]
+    with caplog.at_level("WARNING", logger="urllib3.connectionpool"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+    pools = api.rest_client.pool_manager.pools
+    pool = pools[next(iter(pools.keys()))]
+    assert pool.num_connections > 96, "the requests overlapped beyond the old fixed pool size"
 
 
 def test_error_mapping(faults: FaultServer) -> None:
