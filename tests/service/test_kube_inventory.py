@@ -9,6 +9,7 @@ a kube-apiserver restart costs nothing but a relist.
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -150,7 +151,7 @@ def test_a_slow_rebuild_holds_the_next_one_off_and_loses_no_event(kube_cluster: 
         kube_cluster.create(f"{RESOURCE}/namespaces/{ns}/resourceclaims", ONE_GPU.named(f"h{i}", ns=ns).obj())
         time.sleep(0.15)
     until(lambda: sum(1 for c in source.snapshot().inventory.claims if c.namespace == ns) == 12, "all 12 claims in a snapshot")
-    gaps = [b - a for a, b in zip(published, published[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(published)]
     assert gaps and min(gaps) >= 1.1, gaps
     assert source.last_publish_seconds >= 0.25
 
