@@ -2,7 +2,10 @@
 
 API:
 - ``NodeIndex(inventory, *, previous=None, invalid_pools=None, invalid_pool_nodes=None)``: built
-  once per inventory snapshot, read-only afterwards:
+  once per inventory snapshot, read-only afterwards; when only claims changed since
+  ``previous`` (the same slices, classes, taint rules and invalid pools, nodes with the same
+  names and labels), it carries ``previous``'s layout and reads again only the nodes whose
+  claims changed (``model.in_use``), keeping every per-node cache and visit order of the others:
   - ``views`` / ``view(node)``: what each node can reach (``NodeView``: its pools, the slices
     the core needs for it, a fingerprint of its device shape with its own name factored out,
     its exclusive device count);
@@ -27,6 +30,7 @@ never keys by ``id()`` beyond the lifetime of the objects it holds.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +40,7 @@ from typing import Any
 from dra_solver.model import objects as o
 from dra_solver.model.cel import AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
+from dra_solver.model.in_use import InUseByNode
 from dra_solver.model.node_load import NodeUnits, node_key
 from dra_solver.model.node_state import NodeShape, state_signature
 
@@ -94,11 +99,22 @@ class NodeIndex:
     ) -> None:
         self.inventory = inventory
         self.invalid_pools: Mapping[PoolKey, str] = invalid_pools or {}
+        self._invalid_pool_nodes: Mapping[PoolKey, str] = invalid_pool_nodes or {}
+        self._lock = threading.Lock()
+        self._holders: dict[DeviceID, str] | None = None
+        self._allocated: AllocatedState | None = None
+        if previous is not None and previous._same_layout(inventory, self.invalid_pools, self._invalid_pool_nodes):
+            self._carry(previous)
+        else:
+            self._lay_out(inventory, previous)
+
+    def _lay_out(self, inventory: Inventory, previous: NodeIndex | None) -> None:
+        invalid_pool_nodes = self._invalid_pool_nodes
         # Invalid pools a node reaches: its own (node-local) and those of no single node.
         self._invalid_local: dict[str, list[PoolKey]] = {}
         shared_invalid: list[PoolKey] = []
         for pool in sorted(self.invalid_pools):
-            owner = (invalid_pool_nodes or {}).get(pool, "")
+            owner = invalid_pool_nodes.get(pool, "")
             if owner:
                 self._invalid_local.setdefault(owner, []).append(pool)
             else:
@@ -205,16 +221,14 @@ class NodeIndex:
             for pool in view.pools:
                 if pool not in entangled:
                     self.pool_node[pool] = name
-        self._allocated = inventory.allocated_state()
-        self._inuse_by_node = _split_by_node(self._allocated, self.pool_node)
+        self._in_use = InUseByNode.of(inventory.claims, inventory.extra_allocated, self.pool_node)
+        self._inuse_by_node = self._in_use.states
         self.device_count_by_driver: dict[str, int] = {}
         for s in inventory.slices:
             self.device_count_by_driver[s.spec.driver] = self.device_count_by_driver.get(s.spec.driver, 0) + len(s.spec.devices or [])
         self._inuse_keys: dict[str, bytes] = {}
         self._local_sets: dict[str, frozenset[DeviceID]] = {}
         self.shared_inuse_key = state_key(self._shared_state(), "")
-        self._holders: dict[DeviceID, str] | None = None
-        self._lock = threading.Lock()
         # Units per node shape carry over: most snapshots change claims, not devices.
         self._units: dict[bytes, NodeUnits] = previous._units if previous is not None else {}
         if len(self._units) > 2 * len(views) + 16:
@@ -237,6 +251,68 @@ class NodeIndex:
         self._signatures: dict[str, bytes] = {}
         self._flight_signatures: dict[tuple[str, tuple[bytes, ...]], bytes] = {}
         self._flight_keys: dict[tuple[str, AttributeReads, tuple[bytes, ...]], tuple[bytes, bytes, bytes]] = {}
+
+    def _same_layout(self, inventory: Inventory, invalid_pools: Mapping[PoolKey, str], invalid_pool_nodes: Mapping[PoolKey, str]) -> bool:
+        """Whether ``inventory`` differs from this index's in claims only (and in Node objects
+        that kept their names and labels): the next index then carries this one's layout."""
+        mine = self.inventory
+        if not (_same(mine.slices, inventory.slices) and _same(mine.classes, inventory.classes) and _same(mine.taint_rules, inventory.taint_rules)):
+            return False
+        if mine.extra_allocated is not inventory.extra_allocated and not (_empty(mine.extra_allocated) and _empty(inventory.extra_allocated)):
+            return False
+        if len(mine.nodes) != len(inventory.nodes) or any(
+            a is not b and (a.name != b.name or a.metadata.labels != b.metadata.labels) for a, b in zip(mine.nodes, inventory.nodes, strict=True)
+        ):
+            return False
+        return dict(invalid_pools) == dict(self.invalid_pools) and dict(invalid_pool_nodes) == dict(self._invalid_pool_nodes)
+
+    def _carry(self, previous: NodeIndex) -> None:
+        """This index from ``previous`` of the same layout: only the nodes whose claims changed
+        are read again, and every per-node cache of the other nodes is kept."""
+        for name in _LAYOUT:
+            setattr(self, name, getattr(previous, name))
+        self._shapes = dict(previous._shapes)
+        self._device_parts = dict(previous._device_parts)
+        self._local_sets = dict(previous._local_sets)
+        if not _same(previous.inventory.nodes, self.inventory.nodes):
+            self.nodes_by_name = {n.name: n for n in self.inventory.nodes if n.name}
+        self._in_use, touched = previous._in_use.updated(self.inventory.claims)
+        self._inuse_by_node = self._in_use.states
+        self.shared_inuse_key = state_key(self._shared_state(), "") if "" in touched else previous.shared_inuse_key
+
+        def kept(cache: dict[str, Any]) -> dict[str, Any]:
+            out = dict(cache)  # one C-level copy: other threads may be filling ``cache``
+            for node in touched:
+                out.pop(node, None)
+            return out
+
+        self._inuse_keys = kept(previous._inuse_keys)
+        self._free_units = kept(previous._free_units)
+        self._free_counts = kept(previous._free_counts)
+        self._free_taken = kept(previous._free_taken)
+        self._signatures = kept(previous._signatures)
+        self._keys = {reads: kept(keys) for reads, keys in dict(previous._keys).items()}
+        self._flight_signatures = {}
+        self._flight_keys = {}
+        self._order_names = {}
+        self._orders = {}
+        for (policy, full_last), order in dict(previous._orders).items():
+            moved = self._moved(previous, order, policy, full_last, touched)
+            if moved is not None:
+                self._orders[(policy, full_last)] = moved
+
+    def _moved(
+        self, previous: NodeIndex, order: list[tuple[tuple[int, float, str], str]], policy: str, full_last: bool, touched: set[str]
+    ) -> list[tuple[tuple[int, float, str], str]] | None:
+        # A node's place depends on its own devices in use only: the touched ones move.
+        out = list(order)
+        for name in sorted(touched & self.views.keys()):
+            at = bisect.bisect_left(out, (previous.order_key(policy, name, full_last=full_last), name))
+            if at == len(out) or out[at][1] != name:
+                return None  # not where its key says: the order is built again when asked
+            del out[at]
+            bisect.insort(out, (self.order_key(policy, name, full_last=full_last), name))
+        return out
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
@@ -450,7 +526,11 @@ class NodeIndex:
 
     @property
     def allocated(self) -> AllocatedState:
-        return self._allocated
+        """Every device in use in this snapshot (merged from the nodes' states on first use)."""
+        with self._lock:
+            if self._allocated is None:
+                self._allocated = self._in_use.merged()
+            return self._allocated
 
     def in_use(self, node: str) -> AllocatedState:
         """In-use state of the devices ``node`` can reach (node-local pools + shared pools)."""
@@ -501,28 +581,20 @@ class NodeIndex:
 
 _EMPTY = AllocatedState()
 
+_LAYOUT = (
+    "_invalid_local", "_invalid_shared", "_slice_parts", "nodes_by_name", "slices_by_pool", "shared_slices", "shared_pools",
+    "global_key", "_extras", "_local_by_node", "views", "node_names", "pool_node", "device_count_by_driver", "_units",
+)
+"""What an index built from the same slices, classes, taint rules, nodes and invalid pools
+shares with its predecessor (``NodeIndex._carry``)."""
 
-def device_node(dev: DeviceID, pool_node: Mapping[PoolKey, str]) -> str:
-    """The node owning ``dev``'s pool, or "" for shared (network-attached) pools."""
-    return pool_node.get((dev.driver, dev.pool), "")
+
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
-def _split_by_node(state: AllocatedState, pool_node: Mapping[PoolKey, str]) -> dict[str, AllocatedState]:
-    devices: dict[str, set[DeviceID]] = {}
-    shared: dict[str, set[tuple[DeviceID, str]]] = {}
-    capacity: dict[str, dict[DeviceID, Mapping[str, Any]]] = {}
-    for dev in state.devices:
-        devices.setdefault(device_node(dev, pool_node), set()).add(dev)
-    for dev, share in state.shared:
-        shared.setdefault(device_node(dev, pool_node), set()).add((dev, share))
-    for dev, amounts in state.capacity.items():
-        capacity.setdefault(device_node(dev, pool_node), {})[dev] = amounts
-    out: dict[str, AllocatedState] = {}
-    for node in set(devices) | set(shared) | set(capacity):
-        out[node] = AllocatedState(
-            frozenset(devices.get(node, ())), frozenset(shared.get(node, ())), capacity.get(node, {})
-        )
-    return out
+def _empty(state: AllocatedState) -> bool:
+    return not (state.devices or state.shared or state.capacity)
 
 
 def state_key(state: AllocatedState, node: str) -> bytes:

@@ -589,6 +589,7 @@ class Snapshot:
         self.source = source
         self.ready = ready
         self._index: NodeIndex | None = None
+        self._claim_refs: tuple[dict[str, str], frozenset[str]] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -620,9 +621,28 @@ class Snapshot:
             "Namespace": len(self.namespaces or {}),
         }
 
-    def allocated_claims(self) -> dict[str, str]:
+    def allocated_claims(self) -> Mapping[str, str]:
         """``namespace/name`` -> uid of every claim the inventory shows allocated."""
-        return {c.ref: c.metadata.uid or "" for c in self.inventory.claims if c.allocated}
+        return self._claims()[0]
+
+    def claim_refs(self) -> frozenset[str]:
+        """``namespace/name`` of every claim in the inventory."""
+        return self._claims()[1]
+
+    def _claims(self) -> tuple[dict[str, str], frozenset[str]]:
+        # One pass per snapshot, read by every reservation check and in-flight Schedule after
+        # it (computing it twice in a race gives the same answer).
+        known = self._claim_refs
+        if known is None:
+            allocated: dict[str, str] = {}
+            refs: set[str] = set()
+            for c in self.inventory.claims:
+                ref = c.ref
+                refs.add(ref)
+                if c.status is not None and c.status.allocation is not None:
+                    allocated[ref] = c.metadata.uid or ""
+            known = self._claim_refs = (allocated, frozenset(refs))
+        return known
 
 
 Listener = Callable[[Snapshot], None]

@@ -381,8 +381,11 @@ class ReservationStore:
         the devices now), or whose claims were seen in an earlier snapshot and are gone
         (deleted before they were allocated). Claims never seen in the inventory (callers that
         bring their own) are held until released or expired."""
+        with self._lock:
+            if not self._by_id:
+                return 0
         allocated = snapshot.allocated_claims()
-        present = {c.ref for c in snapshot.inventory.claims}
+        present = snapshot.claim_refs()
         with self._lock:
             done: list[str] = []
             gone: list[str] = []
