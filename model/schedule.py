@@ -389,14 +389,23 @@ def visit_order(
             return names
         policy = ""  # no preference: name order, with full nodes last
     own_key = partial(index.order_key, policy, full_last=full_last)
-    if not policy or not in_flight.held_pools():
-        return sorted(names, key=own_key) if explicit else index.preference_names(policy, full_last=full_last)
-    moved, by_node = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last)
-    if explicit:
+    flying = bool(policy) and bool(in_flight.held_pools())
+    if not flying and not explicit:
+        return index.preference_names(policy, full_last=full_last)
+    moved, by_node = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last) if flying else ([], {})
+    if not explicit:
+        rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n not in by_node)
+        return (n for _, n in heapq.merge(moved, rest))
+    wanted = set(names)
+    if len(wanted) != len(names):
         flight_keys = {n: k for k, n in moved}
         return sorted(names, key=lambda n: flight_keys.get(n) or own_key(n))
-    rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n not in by_node)
-    return (n for _, n in heapq.merge(moved, rest))
+    # The caller's candidates, read off the snapshot's order (keys computed once per snapshot)
+    # rather than keyed one by one on every call; names the index does not know keyed here.
+    unknown = sorted((own_key(n), n) for n in wanted if n not in index.views)
+    mine = [(k, n) for k, n in moved if n in wanted]
+    rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n in wanted and n not in by_node)
+    return (n for _, n in heapq.merge(mine, rest, unknown))
 
 
 def too_few_free_reason(free: int, need: int) -> str:
