@@ -8,7 +8,8 @@ API:
   claims over the same pools, re-reading only claims that are not the very objects seen
   before; ``touched`` names the nodes whose state may differ;
 - ``states``: node -> ``AllocatedState`` ("" for pools no single node owns), nodes with
-  nothing in use left out; ``merged()``: all of them as one state.
+  nothing in use left out; ``merged()``: all of them as one state; ``by_ref``: the claims by
+  ``namespace/name``.
 
 Why: a scheduler writing claims changes a handful of claims between two snapshots, while
 gathering every node's state from every claim costs a pass over all of them (at 5,000 nodes and
@@ -35,7 +36,7 @@ _NOTHING: Mapping[str, AllocatedState] = {}
 class InUseByNode:
     """Every node's devices in use, and each claim's share of them."""
 
-    __slots__ = ("_by_node", "_claims", "_pool_node", "states")
+    __slots__ = ("_by_node", "_claims", "_pool_node", "by_ref", "states")
 
     def __init__(
         self,
@@ -43,11 +44,14 @@ class InUseByNode:
         by_node: dict[str, dict[int, AllocatedState]],
         states: dict[str, AllocatedState],
         pool_node: Mapping[PoolKey, str],
+        by_ref: dict[str, o.ResourceClaim],
     ) -> None:
         self._claims = claims
         self._by_node = by_node
         self.states = states
         self._pool_node = pool_node
+        self.by_ref = by_ref
+        """``namespace/name`` -> the claim (kept the same way: only changed claims are read)."""
 
     @classmethod
     def of(cls, claims: Iterable[o.ResourceClaim], extra: AllocatedState, pool_node: Mapping[PoolKey, str]) -> InUseByNode:
@@ -61,13 +65,14 @@ class InUseByNode:
         for node, state in split_by_node(extra, pool_node).items():
             by_node.setdefault(node, {})[_EXTRA] = state
         states = {node: merged(part.values()) for node, part in by_node.items()}
-        return cls(shares, by_node, states, pool_node)
+        return cls(shares, by_node, states, pool_node, {c.ref: c for c, _ in shares.values()})
 
     def updated(self, claims: Sequence[o.ResourceClaim]) -> tuple[InUseByNode, set[str]]:
         """The state for ``claims`` (the same pools and ``extra``), and the nodes it changed."""
         old = self._claims
         shares: dict[int, tuple[o.ResourceClaim, Mapping[str, AllocatedState]]] = {}
         added: list[tuple[int, Mapping[str, AllocatedState]]] = []
+        new: list[o.ResourceClaim] = []
         for claim in claims:
             known = old.get(id(claim))
             if known is not None and known[0] is claim:
@@ -75,12 +80,22 @@ class InUseByNode:
                 continue
             share = _share(claim, self._pool_node)
             shares[id(claim)] = (claim, share)
+            new.append(claim)
             if share:
                 added.append((id(claim), share))
         # The old claims are alive while ``old`` holds them, so no new claim has their id().
-        removed = [(key, share) for key, (_, share) in old.items() if share and key not in shares]
+        gone = [(key, claim, share) for key, (claim, share) in old.items() if key not in shares]
+        by_ref = self.by_ref
+        if new or gone:
+            by_ref = dict(by_ref)
+            for _, claim, _ in gone:
+                if by_ref.get(claim.ref) is claim:
+                    del by_ref[claim.ref]
+            for claim in new:
+                by_ref[claim.ref] = claim
+        removed = [(key, share) for key, _, share in gone if share]
         if not added and not removed:
-            return InUseByNode(shares, self._by_node, self.states, self._pool_node), set()
+            return InUseByNode(shares, self._by_node, self.states, self._pool_node, by_ref), set()
         by_node = dict(self._by_node)
         copied: set[str] = set()
 
@@ -103,7 +118,7 @@ class InUseByNode:
             else:
                 del by_node[node]
                 states.pop(node, None)
-        return InUseByNode(shares, by_node, states, self._pool_node), copied
+        return InUseByNode(shares, by_node, states, self._pool_node, by_ref), copied
 
     def merged(self) -> AllocatedState:
         return merged(self.states.values())

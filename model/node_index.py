@@ -17,7 +17,7 @@ API:
     the same answer);
   - ``free_devices(node, taken)``, ``units(node)``, ``free_units(node, extra)``,
     ``preference_order(policy)``: pruning by count and node preference (``model.node_load``);
-  - ``invalid_pools_of(node)``, ``holders()``, ``allocated``, ``in_use(node)``.
+  - ``invalid_pools_of(node)``, ``holders()``, ``allocated``, ``in_use(node)``, ``claims_by_ref()``.
 - ``state_key(state, node)``: the fingerprint of an in-use state, ``node``'s name factored out.
 - ``PoolKey``: ``(driver, pool name)``.
 
@@ -531,6 +531,10 @@ class NodeIndex:
             if self._allocated is None:
                 self._allocated = self._in_use.merged()
             return self._allocated
+
+    def claims_by_ref(self) -> Mapping[str, o.ResourceClaim]:
+        """The snapshot's claims by ``namespace/name`` (kept across snapshots like ``in_use``)."""
+        return self._in_use.by_ref
 
     def in_use(self, node: str) -> AllocatedState:
         """In-use state of the devices ``node`` can reach (node-local pools + shared pools)."""

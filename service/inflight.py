@@ -55,14 +55,12 @@ class CallerFlight:
         of a claim with the same uid wins), leaving out the claims named in ``excluding``."""
         if not self.claims:
             return AllocatedState()
-        shown = snap.allocated_claims()
         skip = set(excluding)
         counted: list[AllocatedState] = []
         for c in self.claims:
             if c.ref in skip:
                 continue
-            uid = shown.get(c.ref)
-            if uid is not None and (not uid or not c.uid or uid == c.uid):
+            if snap.shows_allocated(c.ref, c.uid):
                 continue  # the API server has it now
             counted.append(c.state)
         return _sum(counted)

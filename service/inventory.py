@@ -589,7 +589,6 @@ class Snapshot:
         self.source = source
         self.ready = ready
         self._index: NodeIndex | None = None
-        self._claim_refs: tuple[dict[str, str], frozenset[str]] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -621,28 +620,22 @@ class Snapshot:
             "Namespace": len(self.namespaces or {}),
         }
 
-    def allocated_claims(self) -> Mapping[str, str]:
+    def claims_by_ref(self) -> Mapping[str, o.ResourceClaim]:
+        """The inventory's claims by ``namespace/name`` (the node index keeps the map from one
+        snapshot to the next, reading only the claims that changed)."""
+        return self.index.claims_by_ref()
+
+    def shows_allocated(self, ref: str, uid: str = "") -> bool:
+        """Whether the inventory holds claim ``ref`` allocated (the claim with ``uid``, when both
+        uids are known)."""
+        claim = self.claims_by_ref().get(ref)
+        if claim is None or claim.status is None or claim.status.allocation is None:
+            return False
+        return not uid or not claim.metadata.uid or claim.metadata.uid == uid
+
+    def allocated_claims(self) -> dict[str, str]:
         """``namespace/name`` -> uid of every claim the inventory shows allocated."""
-        return self._claims()[0]
-
-    def claim_refs(self) -> frozenset[str]:
-        """``namespace/name`` of every claim in the inventory."""
-        return self._claims()[1]
-
-    def _claims(self) -> tuple[dict[str, str], frozenset[str]]:
-        # One pass per snapshot, read by every reservation check and in-flight Schedule after
-        # it (computing it twice in a race gives the same answer).
-        known = self._claim_refs
-        if known is None:
-            allocated: dict[str, str] = {}
-            refs: set[str] = set()
-            for c in self.inventory.claims:
-                ref = c.ref
-                refs.add(ref)
-                if c.status is not None and c.status.allocation is not None:
-                    allocated[ref] = c.metadata.uid or ""
-            known = self._claim_refs = (allocated, frozenset(refs))
-        return known
+        return {ref: c.metadata.uid or "" for ref, c in self.claims_by_ref().items() if c.allocated}
 
 
 Listener = Callable[[Snapshot], None]

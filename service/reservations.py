@@ -384,13 +384,12 @@ class ReservationStore:
         with self._lock:
             if not self._by_id:
                 return 0
-        allocated = snapshot.allocated_claims()
-        present = snapshot.claim_refs()
+        present = snapshot.claims_by_ref()
         with self._lock:
             done: list[str] = []
             gone: list[str] = []
             for r in self._by_id.values():
-                if r.claims and all(ref in allocated and (not uid or not allocated[ref] or allocated[ref] == uid) for ref, uid in r.claims):
+                if r.claims and all(snapshot.shows_allocated(ref, uid) for ref, uid in r.claims):
                     done.append(r.id)
                     continue
                 seen = self._seen.setdefault(r.id, set())

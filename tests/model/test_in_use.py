@@ -109,6 +109,7 @@ def _answers(index: NodeIndex) -> dict[str, Any]:
             for n in NODES
         },
         "holders": dict(index.holders()),
+        "by_ref": {ref: id(c) for ref, c in index.claims_by_ref().items()},
     }
 
 
@@ -146,8 +147,13 @@ def test_an_unchanged_claim_is_not_read_again_and_a_changed_one_touches_its_node
         "": AllocatedState(frozenset({DeviceID(DRIVER, NETWORK, "x0")})),
     }
     assert after.states["n1"] is before.states["n1"], "an untouched node keeps its state object"
+    assert after.by_ref == {"ns/a": moved, "ns/b": b}
     gone, touched = after.updated([moved])
     assert touched == {"n1", ""} and set(gone.states) == {"n2"}
+    assert gone.by_ref == {"ns/a": moved}
+    pending = _claim("a", None)
+    waiting, touched = gone.updated([pending])
+    assert touched == {"n2"} and waiting.states == {} and waiting.by_ref["ns/a"] is pending
 
 
 def test_anything_but_claims_changing_lays_the_index_out_again() -> None:
