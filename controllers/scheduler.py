@@ -1048,5 +1048,7 @@ class Scheduler:
             except kube.ApiError as err:
                 log.info("pod %s: cannot record PodScheduled=False: %s", key, err)
             self.events.emit(pod, "Pod", type_="Warning", reason="FailedScheduling", message=message)
-        log.info("pod %s: unschedulable: %s", key, message)
+        # A claim the claim controller is about to create is a wait, not news (kube-scheduler
+        # holds such pods back before any attempt and logs nothing at its default verbosity).
+        log.log(logging.INFO if record else logging.DEBUG, "pod %s: unschedulable: %s", key, message)
         self._update_gauges()

@@ -9,6 +9,7 @@ scheduling never double-allocates.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -69,6 +70,22 @@ def test_pods_with_templates_get_claims_devices_and_nodes(env: Env) -> None:
     wait_for(lambda: env.get("ResourceClaim", ob.name(victim_claim)) is None, what="the generated claim garbage-collected")
     assert len(env.allocated_devices()) == 5
     env.wait_solver_sees(lambda snap: len(snap.allocated_claims()) == 4)
+
+
+def test_a_pod_waiting_for_its_claim_to_be_created_waits_quietly(env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    # Without the claim controller the claim never comes: the scheduler tries the pod and waits,
+    # with neither a PodScheduled condition nor an INFO line per attempt (a burst of pods with
+    # templates made thousands of them before their claims existed).
+    env.cluster(nodes=1, gpus=1)
+    env.create(b.template("one-gpu"))
+    env.manager(enable=frozenset({"scheduler"}))
+    with caplog.at_level(logging.DEBUG, logger="dra_solver.controllers.scheduler"):
+        env.create(b.pod("early", templates={"gpu": "one-gpu"}))
+        wait_for(lambda: any("early: unschedulable: waiting for resourceclaim" in r.getMessage() for r in caplog.records), what="an attempt")
+    waits = [r for r in caplog.records if "early: unschedulable: waiting for resourceclaim" in r.getMessage()]
+    assert {r.levelno for r in waits} == {logging.DEBUG}
+    pod = env.pod("early")
+    assert pod is not None and not [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == "PodScheduled"]
 
 
 def test_a_pod_no_free_device_blocks_gets_the_solvers_explanation(env: Env) -> None:
