@@ -103,7 +103,9 @@ class NodeIndex:
         self._lock = threading.Lock()
         self._holders: dict[DeviceID, str] | None = None
         self._allocated: AllocatedState | None = None
-        if previous is not None and previous._same_layout(inventory, self.invalid_pools, self._invalid_pool_nodes):
+        self.carried = previous is not None and previous._same_layout(inventory, self.invalid_pools, self._invalid_pool_nodes)
+        """Whether this index was carried from ``previous`` (only claims changed) or laid out."""
+        if previous is not None and self.carried:
             self._carry(previous)
         else:
             self._lay_out(inventory, previous)

@@ -852,6 +852,8 @@ class Engine:
         """Listener: new inventory -> metrics, and reservations the API now shows allocated."""
         self.reservations.observe(snap)
         index: NodeIndex | None = snap.index if snap.ready else None
+        if index is not None:
+            self.metrics.inventory_index_duration.labels(layout="carried" if index.carried else "laid_out").observe(snap.index_seconds)
         problems: dict[str, int] = {}
         for p in snap.problems:
             problems[p.kind] = problems.get(p.kind, 0) + 1

@@ -589,6 +589,8 @@ class Snapshot:
         self.source = source
         self.ready = ready
         self._index: NodeIndex | None = None
+        self.index_seconds = 0.0
+        """How long building ``index`` took (0 until it is built)."""
         self._lock = threading.Lock()
 
     @property
@@ -600,8 +602,10 @@ class Snapshot:
                 # the cyclic GC would rescan them all several times over for nothing.
                 enabled = gc.isenabled()
                 gc.disable()
+                started = time.perf_counter()
                 try:
                     self._index = NodeIndex(self.inventory, previous=prev, invalid_pools=self.invalid_pools, invalid_pool_nodes=self._invalid_pool_nodes)
+                    self.index_seconds = time.perf_counter() - started
                     gc.freeze()  # long-lived, like the inventory itself
                 finally:
                     if enabled:

@@ -123,6 +123,13 @@ class Metrics:
             "Generation of the current inventory snapshot (increases on every change).",
             registry=r,
         )
+        self.inventory_index_duration = Histogram(
+            "dra_solver_inventory_index_duration_seconds",
+            "Time to build the node index of each new inventory snapshot, by layout: carried (only claims changed: the nodes they touch are read again) or laid_out (from scratch).",
+            ["layout"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.inventory_ready = Gauge(
             "dra_solver_inventory_ready",
             "1 once the inventory has been fully loaded (the service reports SERVING).",

@@ -201,6 +201,11 @@ def test_reservations_end_when_the_api_shows_the_allocation(kube_cluster: KubeCl
             assert len(engine.reservations) == 1
             allocate(kube_cluster.request, ns, "first", pool="n1", device=device)
             until(lambda: len(engine.reservations) == 0, "the reservation dropped once the API shows the allocation")
+            # Only a claim changed: the watched objects kept their identity, so the snapshot that
+            # shows the allocation carried the node index instead of laying it out again.
+            carried = engine.metrics.registry.get_sample_value("dra_solver_inventory_index_duration_seconds_count", {"layout": "carried"})
+            assert carried and carried >= 1
+            assert engine.current().index.in_use("n1").devices
             # The device is now held by the API's copy of the claim, not by a reservation.
             other = Client.devices(client.allocate([second], "n1"))
             assert len(other) == 1 and not other[0].endswith(f"/{device}")

@@ -149,3 +149,30 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                 else:  # first-fit: the caller's order, or name order with full nodes last
                     expected = sorted(names, key=lambda n: snap.index.order_key("", n, full_last=True)) if full_last else list(names)
                 assert got == expected, (step, full_last, explicit)
+
+
+def test_a_snapshot_in_which_only_claims_changed_is_carried_and_says_so_in_metrics() -> None:
+    from dra_solver.model import objects as o
+    from dra_solver.model.cluster import AllocatedState
+
+    engine = _engine({"n2": 2})
+    source = engine.source
+    first = engine.current()
+    engine.on_snapshot(first)
+    objects: list[o.TypedObject] = [*first.inventory.classes, *first.inventory.slices, *first.inventory.nodes]
+    released = [c.model_copy(update={"status": None}) for c in first.inventory.claims]
+    second = source.publish_objects([*objects, *released])
+    engine.on_snapshot(second)
+    assert second.index.carried and second.index.views is first.index.views
+    assert second.index.in_use("n2") == AllocatedState()
+    relabelled = [n.model_copy(update={"metadata": n.metadata.model_copy(update={"labels": {"zone": "b"}})}) if n.name == "n1" else n for n in first.inventory.nodes]
+    third = source.publish_objects([*first.inventory.classes, *first.inventory.slices, *relabelled, *released])
+    engine.on_snapshot(third)
+    assert not third.index.carried
+
+    def builds(layout: str) -> float:
+        value = engine.metrics.registry.get_sample_value("dra_solver_inventory_index_duration_seconds_count", {"layout": layout})
+        return value or 0.0
+
+    assert builds("carried") == 1
+    assert builds("laid_out") == 2
