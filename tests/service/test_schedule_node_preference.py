@@ -149,6 +149,10 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                 else:  # first-fit: the caller's order, or name order with full nodes last
                     expected = sorted(names, key=lambda n: snap.index.order_key("", n, full_last=True)) if full_last else list(names)
                 assert got == expected, (step, full_last, explicit)
+                if explicit:  # a name given twice is visited twice, in its place
+                    twice = (*names, "n1")
+                    again = list(visit_order(snap.index, twice, policy, explicit=True, in_flight=now, memo=kept, generation=snap.generation, full_last=full_last))
+                    assert sorted(again) == sorted(twice) and [n for n in again if n != "n1"] == [n for n in got if n != "n1"]
 
 
 def test_a_snapshot_in_which_only_claims_changed_is_carried_and_says_so_in_metrics() -> None:
