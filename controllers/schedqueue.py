@@ -209,3 +209,9 @@ class PendingPods:
     def recorded_events(self) -> int:
         with self._lock:
             return len(self._events)
+
+    def cluster_events(self) -> int:
+        """Cluster events seen since the queue was made (only ever grows; ``recorded_events``
+        is how many are still kept for attempts in flight)."""
+        with self._lock:
+            return self._seq

@@ -106,6 +106,8 @@ def test_events_are_kept_only_while_an_attempt_may_need_them() -> None:
     clock.now += 1
     q.end("ns/other")
     assert q.recorded_events() == 0
+    q.cluster_event("NodeAdd")
+    assert q.cluster_events() == 3, "the count of events seen never drops with those kept"
 
 
 def test_wake_flush_and_forget() -> None:

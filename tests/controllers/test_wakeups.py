@@ -55,14 +55,17 @@ def test_pods_created_before_their_claims_and_devices_are_bound_without_a_flush(
 
 class SliceDuringAttempt:
     """The solver client, except that the first Schedule call publishes a slice right after the
-    solver answered "no node fits" and returns only once the scheduler's own cache has the slice:
-    the slice's event is handled while the attempt is still in flight, deterministically."""
+    solver answered "no node fits" and returns only once the scheduler's cache has the slice and
+    its scheduling queue has recorded a cluster event since: the slice's event is handled while
+    the attempt is still in flight, deterministically (the cache is filled before the event
+    handlers run, so waiting for the cache alone let the attempt end first under load)."""
 
-    def __init__(self, client: Any, env: Env, node: str, seen: Any) -> None:
+    def __init__(self, client: Any, env: Env, node: str, seen: Any, events: Any) -> None:
         self._client = client
         self._env = env
         self._node = node
         self._seen = seen
+        self._events = events
         self._lock = threading.Lock()
         self.fired = False
         self.answers: list[str] = []
@@ -77,8 +80,9 @@ class SliceDuringAttempt:
             fire = not self.fired and not resp.node
             self.fired = self.fired or fire
         if fire:
+            before = self._events()
             self._env.create(b.gpu_slice(self._node, count=2))
-            wait_for(lambda: self._seen(f"{self._node}-gpus"), what="the scheduler's cache to see the slice")
+            wait_for(lambda: self._seen(f"{self._node}-gpus") and self._events() > before, what="the scheduler to see the slice")
         return resp
 
 
@@ -88,7 +92,8 @@ def test_a_slice_published_during_an_attempt_is_not_lost(env: Env) -> None:
     assert env.solver is not None
     manager = env.manager(start=False)
     slices = manager.scheduler.slices.store
-    hooked = SliceDuringAttempt(env.solver.client, env, "node-a", lambda name: slices.get(name) is not None)
+    hooked = SliceDuringAttempt(env.solver.client, env, "node-a", lambda name: slices.get(name) is not None,
+                                manager.scheduler.pending.cluster_events)
     manager.scheduler.solver.client = hooked
     manager.start()
     env.create(b.pod("p", templates={"gpu": "one-gpu"}))
