@@ -78,6 +78,25 @@ class AllocatedState:
             capacity=capacity,
         )
 
+    @staticmethod
+    def union(states: Iterable[AllocatedState]) -> AllocatedState:
+        """All of ``states`` as one (consumed capacity summed), built in one pass: merging them
+        pairwise would copy the growing sum once per state."""
+        parts = list(states)
+        if len(parts) == 1:
+            return parts[0]
+        devices: set[DeviceID] = set()
+        shared: set[tuple[DeviceID, str]] = set()
+        capacity: dict[DeviceID, dict[str, Quantity]] = {}
+        for state in parts:
+            devices.update(state.devices)
+            shared.update(state.shared)
+            for dev, amounts in state.capacity.items():
+                mine = capacity.setdefault(dev, {})
+                for name, amount in amounts.items():
+                    mine[name] = mine[name].add(amount) if name in mine else amount
+        return AllocatedState(frozenset(devices), frozenset(shared), capacity)
+
     def restricted_to(self, pools: Collection[tuple[str, str]]) -> AllocatedState:
         """Only what is in use in ``pools`` ((driver, pool) pairs)."""
 

@@ -64,7 +64,7 @@ class InUseByNode:
                 by_node.setdefault(node, {})[id(claim)] = state
         for node, state in split_by_node(extra, pool_node).items():
             by_node.setdefault(node, {})[_EXTRA] = state
-        states = {node: merged(part.values()) for node, part in by_node.items()}
+        states = {node: AllocatedState.union(part.values()) for node, part in by_node.items()}
         return cls(shares, by_node, states, pool_node, {c.ref: c for c, _ in shares.values()})
 
     def updated(self, claims: Sequence[o.ResourceClaim]) -> tuple[InUseByNode, set[str]]:
@@ -114,14 +114,14 @@ class InUseByNode:
         states = dict(self.states)
         for node in copied:
             if by_node[node]:
-                states[node] = merged(by_node[node].values())
+                states[node] = AllocatedState.union(by_node[node].values())
             else:
                 del by_node[node]
                 states.pop(node, None)
         return InUseByNode(shares, by_node, states, self._pool_node, by_ref), copied
 
     def merged(self) -> AllocatedState:
-        return merged(self.states.values())
+        return AllocatedState.union(self.states.values())
 
 
 def _share(claim: o.ResourceClaim, pool_node: Mapping[PoolKey, str]) -> Mapping[str, AllocatedState]:
@@ -136,24 +136,6 @@ def _share(claim: o.ResourceClaim, pool_node: Mapping[PoolKey, str]) -> Mapping[
             dev = DeviceID(r.driver, r.pool, r.device)
             return {_device_node(dev, pool_node): AllocatedState(frozenset((dev,)))}
     return split_by_node(AllocatedState.from_claims((claim,)), pool_node)
-
-
-def merged(states: Iterable[AllocatedState]) -> AllocatedState:
-    """One state holding all of ``states`` (consumed capacity summed), built in one pass."""
-    parts = list(states)
-    if len(parts) == 1:
-        return parts[0]
-    devices: set[DeviceID] = set()
-    shared: set[tuple[DeviceID, str]] = set()
-    capacity: dict[DeviceID, dict[str, Quantity]] = {}
-    for state in parts:
-        devices.update(state.devices)
-        shared.update(state.shared)
-        for dev, amounts in state.capacity.items():
-            mine = capacity.setdefault(dev, {})
-            for name, amount in amounts.items():
-                mine[name] = mine[name].add(amount) if name in mine else amount
-    return AllocatedState(frozenset(devices), frozenset(shared), capacity)
 
 
 def _device_node(dev: DeviceID, pool_node: Mapping[PoolKey, str]) -> str:

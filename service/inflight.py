@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from dra_solver.model import AllocatedState, DeviceID, PoolKey, Quantity, state_key
+from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
 from dra_solver.model import objects as o
 from dra_solver.service.inventory import Snapshot
 from dra_solver.service.reservations import ReservationStore
@@ -63,24 +63,7 @@ class CallerFlight:
             if snap.shows_allocated(c.ref, c.uid):
                 continue  # the API server has it now
             counted.append(c.state)
-        return _sum(counted)
-
-
-def _sum(states: Sequence[AllocatedState]) -> AllocatedState:
-    """The states together, in one pass (merging pairwise would copy the growing sum)."""
-    if len(states) == 1:
-        return states[0]
-    devices: set[DeviceID] = set()
-    shared: set[tuple[DeviceID, str]] = set()
-    capacity: dict[DeviceID, dict[str, Quantity]] = {}
-    for state in states:
-        devices.update(state.devices)
-        shared.update(state.shared)
-        for dev, amounts in state.capacity.items():
-            mine = capacity.setdefault(dev, {})
-            for name, amount in amounts.items():
-                mine[name] = mine[name].add(amount) if name in mine else amount
-    return AllocatedState(frozenset(devices), frozenset(shared), capacity)
+        return AllocatedState.union(counted)
 
 
 NO_FLIGHT = CallerFlight()

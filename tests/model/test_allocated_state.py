@@ -1,5 +1,6 @@
-"""``AllocatedState.merge`` and ``Inventory.allocated_state``: what is in use, whichever side is
-empty (merging with an empty state hands back the other state itself)."""
+"""``AllocatedState.merge``, ``AllocatedState.union`` and ``Inventory.allocated_state``: what is
+in use, whichever side is empty (merging with an empty state hands back the other state
+itself), and a union of many equal to merging them one by one."""
 
 from __future__ import annotations
 
@@ -49,3 +50,18 @@ def test_an_inventory_counts_its_allocated_claims_and_the_extra_state() -> None:
     with_claims = Inventory(claims=(_claim("gpu-1"),), extra_allocated=extra)
     assert with_claims.allocated_state().devices == {A, B}
     assert Inventory(claims=(_claim("gpu-2"),)).allocated_state().devices == {C}
+
+
+def test_a_union_of_states_equals_merging_them_one_by_one() -> None:
+    parts = [
+        AllocatedState(frozenset({A}), frozenset({(B, "s1")}), {C: {"memory": parse_quantity("1Gi")}}),
+        AllocatedState(frozenset({B}), capacity={C: {"memory": parse_quantity("2Gi"), "cores": parse_quantity("1")}}),
+        AllocatedState(shared=frozenset({(B, "s2")})),
+    ]
+    stepwise = AllocatedState()
+    for part in parts:
+        stepwise = stepwise.merge(part)
+    assert _view(AllocatedState.union(parts)) == _view(stepwise)
+    assert str(AllocatedState.union(parts).capacity[C]["memory"]) == "3Gi"
+    assert AllocatedState.union(parts[:1]) is parts[0], "one state is handed back as it is"
+    assert _view(AllocatedState.union([])) == _view(AllocatedState())
