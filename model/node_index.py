@@ -298,23 +298,13 @@ class NodeIndex:
         self._flight_keys = {}
         self._order_names = {}
         self._orders = {}
+        moved = touched & self.views.keys()
         for (policy, full_last), order in dict(previous._orders).items():
-            moved = self._moved(previous, order, policy, full_last, touched)
-            if moved is not None:
-                self._orders[(policy, full_last)] = moved
-
-    def _moved(
-        self, previous: NodeIndex, order: list[tuple[tuple[int, float, str], str]], policy: str, full_last: bool, touched: set[str]
-    ) -> list[tuple[tuple[int, float, str], str]] | None:
-        # A node's place depends on its own devices in use only: the touched ones move.
-        out = list(order)
-        for name in sorted(touched & self.views.keys()):
-            at = bisect.bisect_left(out, (previous.order_key(policy, name, full_last=full_last), name))
-            if at == len(out) or out[at][1] != name:
-                return None  # not where its key says: the order is built again when asked
-            del out[at]
-            bisect.insort(out, (self.order_key(policy, name, full_last=full_last), name))
-        return out
+            # A node's place depends on its own devices in use only: the touched ones move.
+            kept_order = [entry for entry in order if entry[1] not in moved]
+            for name in moved:
+                bisect.insort(kept_order, (self.order_key(policy, name, full_last=full_last), name))
+            self._orders[(policy, full_last)] = kept_order
 
     @staticmethod
     def _selector_keys(slices: Sequence[o.ResourceSlice]) -> frozenset[str]:
