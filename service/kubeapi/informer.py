@@ -316,10 +316,7 @@ class Informer:
         return item
 
     def _events(self) -> Iterator[dict[str, Any]]:
-        watch_module = kube.k8s().watch
-        # "object" keeps events as JSON; without it the client guesses a model class from the
-        # list method's annotation (which fails for some) and builds models we do not use.
-        w = watch_module.Watch(return_type="object")
+        w = kube.json_watch()
         self._watch = w
         try:
             yield from w.stream(

@@ -479,3 +479,16 @@ def test_election_config_is_checked() -> None:
         ElectionConfig("ns", "l", "me", lease_duration=1, renew_deadline=2, retry_period=0.1)
     with pytest.raises(ValueError, match="identity"):
         ElectionConfig("ns", "l", "")
+
+
+def test_watch_events_are_decoded_once_and_keep_what_the_client_resumes_from() -> None:
+    watch = kube.json_watch()
+    event = watch.unmarshal_event('{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"7"}}}', "object")
+    assert event is not None and event["raw_object"] is event["object"]  # no model, no second decode
+    assert event["object"]["metadata"]["name"] == "a" and watch.resource_version == "7"
+    bookmark = watch.unmarshal_event('{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"9"}}}', "object")
+    assert bookmark is not None and watch.resource_version == "9"
+    # The client reads an ERROR's code from raw_object (410 Gone: list again); no version taken.
+    error = watch.unmarshal_event('{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}', "object")
+    assert error is not None and error["raw_object"]["code"] == 410 and watch.resource_version == "9"
+    assert watch.unmarshal_event("  ", "object") is None and watch.unmarshal_event("{not json", "object") is None
