@@ -263,6 +263,7 @@ class Scheduler:
         self._binding = 0
         """Binding cycles queued or running (under ``_lock``)."""
         self._allocatable: dict[str, tuple[str, logic.Resources]] = {}
+        self._placements = logic.PlacementVerdicts()
         """Node name -> (resourceVersion, allocatable), parsed once per node version."""
         self._held: dict[str, set[str]] = {}
         """Reservation id -> claims (keys) we allocated under it that the API still shows allocated."""
@@ -501,7 +502,7 @@ class Scheduler:
         used = self._used()
         backed = wanted[0].resources if wanted is not None else frozenset()
         filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed,
-                                      allocatable=self._node_allocatable)
+                                      allocatable=self._node_allocatable, placements=self._placements)
         if not filtered.candidates:
             self._mark_unschedulable(pod, filtered.summary(len(nodes)))
             return "unschedulable"

@@ -253,9 +253,34 @@ NO_USE = Resources()
 """What a node with no pods counts as used."""
 
 
+class PlacementVerdicts:
+    """Placement verdicts (node unschedulable, affinity and selector, taints) kept per pod
+    placement and node, for a caller that filters many pods: pods made from one template
+    place alike, and nodes change rarely, so most nodes are not looked at again. A verdict
+    holds while the node is the same object (an informer replaces a node it sees change).
+    Owned by its caller (the scheduler); at most ``max_placements`` placements are kept."""
+
+    def __init__(self, max_placements: int = 256) -> None:
+        self.max_placements = max_placements
+        self._by_placement: dict[str, dict[str, tuple[Mapping[str, Any], str]]] = {}
+
+    def for_pod(self, pod: Mapping[str, Any]) -> dict[str, tuple[Mapping[str, Any], str]]:
+        """node name -> (the node, its verdict), for the pods that place like ``pod``."""
+        sp = ob.spec(pod)
+        required = ((sp.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        key = json.dumps([sp.get("tolerations"), sp.get("nodeSelector"), required], sort_keys=True, separators=(",", ":"))
+        verdicts = self._by_placement.get(key)
+        if verdicts is None:
+            if len(self._by_placement) >= self.max_placements:
+                self._by_placement.clear()
+            verdicts = self._by_placement[key] = {}
+        return verdicts
+
+
 class PodFit:
     """:func:`node_verdict` for one pod over many nodes: the placement side read once
-    (``nodefilter.PlacementCheck``) and the pod's requests parsed once."""
+    (``nodefilter.PlacementCheck``) and the pod's requests parsed once. ``placements``: the
+    caller's kept verdicts (:class:`PlacementVerdicts`)."""
 
     def __init__(
         self,
@@ -264,15 +289,29 @@ class PodFit:
         claim_selectors: Sequence[Mapping[str, Any]] = (),
         dra_backed: frozenset[str] = frozenset(),
         need: Resources | None = None,
+        placements: PlacementVerdicts | None = None,
     ) -> None:
         self.check = nodefilter.PlacementCheck(pod, claim_selectors)
         self.dra_backed = dra_backed
         self.need = pod_requests(pod) if need is None else need
+        self._kept = placements.for_pod(pod) if placements is not None else None
 
-    def verdict(self, node: Mapping[str, Any], used: Resources = NO_USE, have: Resources | None = None) -> str:
-        """Why the pod cannot go to ``node`` ("" when it can); ``have``: the node's
-        allocatable when the caller keeps it parsed."""
+    def _placement(self, node: Mapping[str, Any], name: str | None) -> str:
+        kept = self._kept
+        if kept is None:
+            return self.check.placement(node)
+        name = ob.name(node) if name is None else name
+        hit = kept.get(name)
+        if hit is not None and hit[0] is node:
+            return hit[1]
         why = self.check.placement(node)
+        kept[name] = (node, why)
+        return why
+
+    def verdict(self, node: Mapping[str, Any], used: Resources = NO_USE, have: Resources | None = None, *, name: str | None = None) -> str:
+        """Why the pod cannot go to ``node`` ("" when it can); ``have``: the node's
+        allocatable when the caller keeps it parsed; ``name``: the node's, when known."""
+        why = self._placement(node, name)
         if why:
             return why
         need = self.need
@@ -316,17 +355,19 @@ def filter_nodes(
     claims: Sequence[PodClaim] = (),
     dra_backed: frozenset[str] = frozenset(),
     allocatable: Callable[[Mapping[str, Any]], Resources] | None = None,
+    placements: PlacementVerdicts | None = None,
 ) -> NodeFilter:
     """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
-    ``allocatable``: a node's allocatable resources, when the caller keeps them parsed."""
+    ``allocatable``: a node's allocatable resources, when the caller keeps them parsed;
+    ``placements``: placement verdicts the caller keeps across pods."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
-    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed)
+    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed, placements=placements)
     parse = allocatable or node_allocatable
     candidates: list[str] = []
     reasons: dict[str, str] = {}
     named = sorted(((ob.name(node), node) for node in nodes), key=lambda item: item[0])
     for name, node in named:
-        why = fit.verdict(node, used.get(name, NO_USE), parse(node))
+        why = fit.verdict(node, used.get(name, NO_USE), parse(node), name=name)
         if why:
             reasons[name] = why
         else:

@@ -111,6 +111,32 @@ def test_filter_nodes_and_summary() -> None:
     assert s.nodes_summary(0, []) == "0/0 nodes are available."
 
 
+def test_placement_verdicts_kept_across_pods_follow_node_changes_and_pod_placement() -> None:
+    kept = s.PlacementVerdicts()
+    tainted = {"key": "k", "effect": "NoSchedule"}
+    nodes = [b.node("a"), b.node("b", taints=[tainted]), b.node("c", labels={"zone": "z1"})]
+    pods = [b.pod(f"p{i}") for i in range(3)]
+    tolerant = b.pod("t")
+    tolerant["spec"]["tolerations"] = [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]
+    picky = b.pod("z")
+    picky["spec"]["nodeSelector"] = {"zone": "z1"}
+
+    def both(pod: dict[str, Any], nodes: list[dict[str, Any]]) -> tuple[str, ...]:
+        fresh = s.filter_nodes(pod, nodes, used={})
+        got = s.filter_nodes(pod, nodes, used={}, placements=kept)
+        assert got == fresh
+        return got.candidates
+
+    assert [both(p, nodes) for p in pods] == [("a", "c")] * 3
+    assert both(tolerant, nodes) == ("a", "b", "c")  # a placement of its own, not the plain pods'
+    assert both(picky, nodes) == ("c",)
+    # A node that changes is a new object (as the informer stores it): judged again.
+    nodes[1] = b.node("b")
+    nodes[0] = b.node("a", taints=[tainted])
+    nodes[2] = b.node("c", unschedulable=True)
+    assert [both(p, nodes) for p in (*pods, tolerant, picky)] == [("b",), ("b",), ("b",), ("a", "b"), ()]
+
+
 def test_used_resources_and_least_allocated() -> None:
     pods = [
         b.pod("p1", node="a", cpu="4"), b.pod("p2", node="a", cpu="1"), b.pod("p3", node="b", cpu="1"),
