@@ -273,6 +273,8 @@ def _json_depth_exceeds(text: str, limit: int) -> bool:
     in C (:func:`_json_brackets`); each pass then drops the innermost pairs (one level), so a
     document of depth d costs d passes over its brackets, and at most ``limit`` passes are made
     whatever the input."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # no deeper than the number of opening brackets, strings' included
     brackets = _json_brackets(text)
     removed = 0  # levels dropped so far; they never enclose what is left
     while removed <= limit:
