@@ -70,6 +70,17 @@ def test_nesting_up_to_the_limit_is_fine() -> None:
     assert parse_documents(f"a: {value}") == [{"a": json.loads(value)}]
 
 
+@pytest.mark.parametrize("depth", [100, 101])
+def test_json_exactly_at_and_one_past_the_limit(depth: int) -> None:
+    """No more opening brackets than the limit cannot nest deeper: the count decides alone;
+    one more and the brackets are measured."""
+    text = '{"kind": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+    if depth <= 100:
+        assert parse_documents(text) == [json.loads(text)]
+    else:
+        assert _error(text) == "in: cannot parse JSON: nesting is deeper than 100 levels"
+
+
 def test_the_alias_bomb_is_refused_while_parsing_not_after_expanding() -> None:
     assert len(ALIAS_BOMB) < 500
     # Refused at the line where the expansion passes the limit (9^6 > 100,000): nothing after
