@@ -42,7 +42,7 @@ import heapq
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal, Protocol
 
@@ -171,12 +171,13 @@ answer might have improved with more time): only these are reused on other nodes
 def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[DeviceID]) -> AllocationOutcome:
     """``known`` written for ``request`` (its claims, its node whose own devices are
     ``layout``): devices by position, share IDs and the node selector renamed
-    (``model.node_state.remap_results``); score and solver statistics are the source's."""
+    (``model.node_state.remap_results``); score and solver statistics are the source's,
+    marked ``reused``."""
     mapping = device_mapping(known.layout, layout)
     results = remap_results(
         known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name
     )
-    return AllocationOutcome(True, results, known.outcome.score, known.outcome.stats)
+    return AllocationOutcome(True, results, known.outcome.score, replace(known.outcome.stats, reused=True))
 
 
 def choose_node(

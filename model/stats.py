@@ -30,3 +30,6 @@ class SolveStats:
     gap: float | None = None
     policy: str = ""
     parameters: Mapping[str, str] = field(default_factory=dict)
+    reused: bool = False
+    """Not solved for this answer: mapped from an earlier solve of a node in the same state,
+    whose figures the others are."""

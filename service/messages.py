@@ -65,6 +65,7 @@ def stats(s: SolveStats | None) -> pb.SolverStats:
         steps=s.steps,
         policy=s.policy,
         parameters={str(k): str(v) for k, v in s.parameters.items()},
+        reused=s.reused,
     )
     if s.objective is not None:
         out.objective = float(s.objective)

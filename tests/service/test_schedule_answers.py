@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dra_solver.model import AllocatedState, DeviceID, state_key
+from dra_solver.model import AllocatedState, DeviceID, SolveStats, state_key
 from dra_solver.service import engine as e
+from dra_solver.service import messages
 from dra_solver.service.inventory import StaticSource, decode_documents
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.reservations import ReservationStore
@@ -78,6 +79,10 @@ def test_a_reservation_changes_the_state_an_answer_is_reused_for() -> None:
     # node-1 is in the state node-0 was in: the answer is node-0's, renamed, without a solve.
     second = engine.schedule([_claim(1)], nodes=["node-1"], reserve=True, ttl=600)
     assert _placed(second) == ("node-1", ["gpu-0"]) and second.stats.solves == 0
+    # Said on the answer: its solver figures are node-0's solve, not one this call made.
+    assert first.solve_stats is not None and not first.solve_stats.reused
+    assert second.solve_stats is not None and second.solve_stats.reused
+    assert second.solve_stats.wall_seconds == first.solve_stats.wall_seconds
     # node-0 now holds a reservation: not the state of the first answer (gpu-0 again would be
     # withheld by the validator).
     third = engine.schedule([_claim(2)], nodes=["node-0"], reserve=True, ttl=600)
@@ -188,3 +193,8 @@ def test_a_pool_filled_one_reservation_at_a_time_reads_as_if_rebuilt() -> None:
         assert (store.state([shared]), store.pool_keys([shared])) == (expected(shared)[0], (expected(shared)[1],))
     read = store.now()
     assert (read.state([pool]), read.pool_keys([pool, shared])) == (expected(pool)[0], (expected(pool)[1], expected(shared)[1]))
+
+
+def test_a_reused_answer_says_so_on_the_wire() -> None:
+    assert messages.stats(SolveStats("cpsat", "OPTIMAL", 0.002, reused=True)).reused
+    assert not messages.stats(SolveStats("cpsat", "OPTIMAL", 0.002)).reused

@@ -72,7 +72,7 @@ class ClaimAllocation(_message.Message):
     def __init__(self, claim: _Optional[str] = ..., uid: _Optional[str] = ..., status: _Optional[_Union[ClaimStatus, str]] = ..., allocation: _Optional[bytes] = ...) -> None: ...
 
 class SolverStats(_message.Message):
-    __slots__ = ("allocator", "status", "wall_seconds", "variables", "constraints", "steps", "objective", "best_bound", "gap", "policy", "parameters")
+    __slots__ = ("allocator", "status", "wall_seconds", "variables", "constraints", "steps", "objective", "best_bound", "gap", "policy", "parameters", "reused")
     class ParametersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class SolverStats(_message.Message):
     GAP_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    REUSED_FIELD_NUMBER: _ClassVar[int]
     allocator: str
     status: str
     wall_seconds: float
@@ -102,7 +103,8 @@ class SolverStats(_message.Message):
     gap: float
     policy: str
     parameters: _containers.ScalarMap[str, str]
-    def __init__(self, allocator: _Optional[str] = ..., status: _Optional[str] = ..., wall_seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., steps: _Optional[int] = ..., objective: _Optional[float] = ..., best_bound: _Optional[float] = ..., gap: _Optional[float] = ..., policy: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    reused: bool
+    def __init__(self, allocator: _Optional[str] = ..., status: _Optional[str] = ..., wall_seconds: _Optional[float] = ..., variables: _Optional[int] = ..., constraints: _Optional[int] = ..., steps: _Optional[int] = ..., objective: _Optional[float] = ..., best_bound: _Optional[float] = ..., gap: _Optional[float] = ..., policy: _Optional[str] = ..., parameters: _Optional[_Mapping[str, str]] = ..., reused: _Optional[bool] = ...) -> None: ...
 
 class AllocateResponse(_message.Message):
     __slots__ = ("allocated", "claims", "score", "reason", "stats", "node", "reservation", "inventory_generation")
