@@ -198,3 +198,31 @@ def test_a_pool_filled_one_reservation_at_a_time_reads_as_if_rebuilt() -> None:
 def test_a_reused_answer_says_so_on_the_wire() -> None:
     assert messages.stats(SolveStats("cpsat", "OPTIMAL", 0.002, reused=True)).reused
     assert not messages.stats(SolveStats("cpsat", "OPTIMAL", 0.002)).reused
+
+
+def test_an_answer_is_not_reused_when_a_reservation_lands_during_the_call() -> None:
+    """Another caller's reservation between the visit and the chosen node's request: the state
+    the answer was keyed on may be gone, so the node is solved (a race; the hook makes it
+    happen at that point every time)."""
+    engine = _engine(_cluster(3))
+    engine.schedule([_claim(0)], nodes=["node-0"], reserve=True, ttl=600)
+    request_for = engine._node_request
+    landed: list[e.ScheduleAnswer] = []
+    raced_once: list[bool] = []
+
+    def racing(*args: Any, **kwargs: Any) -> Any:
+        if not raced_once:
+            raced_once.append(True)
+            landed.append(engine.schedule([_claim(9)], nodes=["node-2"], reserve=True, ttl=600))
+        return request_for(*args, **kwargs)
+
+    engine._node_request = racing  # type: ignore[method-assign]
+    raced = engine.schedule([_claim(1)], nodes=["node-1"], reserve=True, ttl=600)
+    assert landed and _placed(landed[0]) == ("node-2", ["gpu-0"])
+    assert _placed(raced) == ("node-1", ["gpu-0"])
+    assert raced.solve_stats is not None and not raced.solve_stats.reused
+    # Without the race the same call is answered from node-0's solve.
+    engine._node_request = request_for  # type: ignore[method-assign]
+    engine.unreserve("", ["test/pod-1"])
+    calm = engine.schedule([_claim(1)], nodes=["node-1"], reserve=True, ttl=600)
+    assert _placed(calm) == ("node-1", ["gpu-0"]) and calm.solve_stats is not None and calm.solve_stats.reused
