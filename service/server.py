@@ -114,12 +114,14 @@ def _bad_request(err: InvalidInput | InvalidInputs) -> Any:
     return status
 
 
-def caller_identity(context: grpc.ServicerContext) -> str:
+def caller_identity(context: grpc.ServicerContext, *, tls: bool = True) -> str:
     """Who is calling, for per-caller limits: the client certificate's common name under mTLS,
-    else the peer's address without its port (one host = one caller)."""
+    else the peer's address without its port (one host = one caller). ``tls`` False: the
+    server has no TLS, so no certificate to read (the auth context is a measurable share of a
+    whole-GPU Schedule's time)."""
     names: list[bytes] = []
     try:
-        found: Any = context.auth_context().get("x509_common_name")
+        found: Any = context.auth_context().get("x509_common_name") if tls else None
         names = list(found or [])
     except Exception:  # no auth context outside TLS on some transports
         names = []
@@ -141,9 +143,11 @@ def allocator_label(rpc: str, allocator: str) -> str:
 
 
 class AllocationServicer(pb_grpc.AllocationServiceServicer):
-    def __init__(self, engine: e.Engine) -> None:
+    def __init__(self, engine: e.Engine, *, tls: bool = True) -> None:
         self.engine = engine
         self.metrics = engine.metrics
+        self.tls = tls
+        """Whether callers connect over TLS (and may present a certificate naming them)."""
         self._active = 0
         self._active_lock = threading.Lock()
 
@@ -158,7 +162,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         def run(deadline: float | None) -> tuple[pb.AllocateResponse, str]:
             a = self.engine.allocate(
                 list(request.claims), request.node, objects=list(request.objects), opts=messages.solve_options(request.options),
-                reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
+                reserve=request.reserve, ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context, tls=self.tls),
                 flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.allocate_response(a, now=self.engine.clock()), "allocated" if a.allocated else "unsatisfiable"
@@ -170,7 +174,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             a = self.engine.schedule(
                 list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
                 ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
-                caller=caller_identity(context), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
+                caller=caller_identity(context, tls=self.tls), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
             return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
 
@@ -179,7 +183,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
         def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
             flight = self.engine.decode_flight(list(request.in_flight), request.in_flight_complete)
-            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context), flight=flight)
+            r = self.engine.reserve(list(request.claims), request.node, ttl=request.ttl_seconds, pod=request.pod, caller=caller_identity(context, tls=self.tls), flight=flight)
             return pb.ReserveResponse(reservation=messages.reservation(r, now=self.engine.clock())), "reserved"
 
         return self._handle("Reserve", "", context, run)
@@ -206,7 +210,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             spec = groups.decode_group(self.engine, request, opts=opts, max_pods=self.engine.limits.max_group_pods)
             a = groups.schedule_group(
                 self.engine, spec, objects=list(request.objects), opts=opts, reserve=request.reserve,
-                ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context),
+                ttl=request.reservation_ttl_seconds, deadline=deadline, caller=caller_identity(context, tls=self.tls),
             )
             return messages.group_response(a, now=self.engine.clock()), "allocated" if a.outcome.placed else "unsatisfiable"
 
@@ -332,7 +336,7 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
         options=options,
         maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
     )
-    servicer = AllocationServicer(deps.engine)
+    servicer = AllocationServicer(deps.engine, tls=deps.credentials is not None)
     handlers = servicer.handlers()
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)  # type: ignore[attr-defined]

@@ -23,6 +23,9 @@ class Pki:
     client_key: Path
     rogue_cert: Path
     rogue_key: Path
+    other_cert: Path
+    """A second client of the CA, with a common name of its own."""
+    other_key: Path
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -71,7 +74,7 @@ def _write(path: Path, cert: x509.Certificate | None = None, key: ec.EllipticCur
 def make_pki(directory: Path) -> Pki:
     ca_key, rogue_ca_key = _key(), _key()
     ca = _cert("dra-solver test CA", ca_key, "dra-solver test CA", ca_key, ca=True)
-    server_key, client_key, rogue_key = _key(), _key(), _key()
+    server_key, client_key, rogue_key, other_key = _key(), _key(), _key(), _key()
     return Pki(
         ca=_write(directory / "ca.pem", ca),
         server_cert=_write(directory / "server.pem", _cert("localhost", server_key, "dra-solver test CA", ca_key, server=True)),
@@ -80,4 +83,6 @@ def make_pki(directory: Path) -> Pki:
         client_key=_write(directory / "client-key.pem", key=client_key),
         rogue_cert=_write(directory / "rogue.pem", _cert("rogue", rogue_key, "rogue CA", rogue_ca_key, client=True)),
         rogue_key=_write(directory / "rogue-key.pem", key=rogue_key),
+        other_cert=_write(directory / "other.pem", _cert("batch-scheduler", other_key, "dra-solver test CA", ca_key, client=True)),
+        other_key=_write(directory / "other-key.pem", key=other_key),
     )
