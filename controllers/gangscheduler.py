@@ -44,9 +44,10 @@ from dra_solver.controllers.runtime import Retry
 from dra_solver.controllers.scheduler import (
     PERMANENT_CODES,
     AttemptFailed,
+    PlacedPod,
     Scheduler,
     SolverError,
-    _Written,
+    Written,
 )
 from dra_solver.service.api import Client, kube, pb
 
@@ -54,7 +55,8 @@ log = logging.getLogger(__name__)
 
 
 class GangScheduler:
-    """The group attempts of a :class:`Scheduler` (its queue, workers, lock and assume cache)."""
+    """The group attempts of a :class:`Scheduler`: its queue and workers, and its shared
+    attempt steps (assume, write, bind, undo), which keep the lock and assume cache."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.s = scheduler
@@ -87,7 +89,7 @@ class GangScheduler:
             self.s.queue.add(k)
             # A basic policy hands the pods back to the per-pod path (and a gang takes them).
             for pod in self.s.pods.store.by_index(POD_GROUP_INDEX, ob.key(pg)):
-                if self.s._pending(pod):
+                if self.s.is_pending(pod):
                     self.s.queue.add(ob.key(pod))
 
     # --- one attempt --------------------------------------------------------------------------
@@ -121,7 +123,7 @@ class GangScheduler:
                 return self._unschedulable(pg, g.pending, f'PodGroup claim "{ob.split_key(k)[1]}" ' + ("not found" if claim is None else "is being deleted"), key)
             shared_objs.append(dict(claim))
         nodes = {ob.name(n): n for n in self.s.nodes.store.objects()}
-        used = self.s._used()
+        used = self.s.used_resources()
         allowed = gang.domain_nodes(nodes.values(), gang.topology_key(pg), g.bound)
         group_pods: list[pb.GroupPod] = []
         gathered_by_pod: dict[str, logic.Gathered] = {}
@@ -140,24 +142,19 @@ class GangScheduler:
                 ob.key(pod), [c.claim for c in gathered.to_allocate], shared_claims=sorted(set(entries.values())),
                 nodes=candidates, cpu_millis=gang.cpu_millis(requests), memory_bytes=gang.memory_bytes(requests),
             ))
-        request = pb.ScheduleGroupRequest(
-            pod_group=ob.key(pg), pods=group_pods, shared_claims=[json.dumps(c, separators=(",", ":")).encode() for c in shared_objs], min_count=g.quorum,
-            topology_key=gang.topology_key(pg),
-            nodes=[pb.NodeRoom(node=r.node, cpu_millis=r.cpu_millis, memory_bytes=r.memory_bytes, pods=r.pods)
-                   for r in gang.rooms(nodes.values(), used)],
-            options=pb.SolveOptions(policy=self.s.solver.policy, feature_gates=self.s.solver.feature_gates, validate="ignore"),
-            reserve=True, reservation_ttl_seconds=self.s.solver.reservation_ttl,
-        )
         try:
-            resp = self.s.solver._timed("ScheduleGroup", lambda: self.s.solver.client.schedule_group(request, timeout=self.s.solver.timeout))
+            resp = self.s.solver.schedule_group(
+                pod_group=ob.key(pg), pods=group_pods, shared_claims=[json.dumps(c, separators=(",", ":")).encode() for c in shared_objs],
+                min_count=g.quorum, topology_key=gang.topology_key(pg),
+                rooms=[pb.NodeRoom(node=r.node, cpu_millis=r.cpu_millis, memory_bytes=r.memory_bytes, pods=r.pods)
+                       for r in gang.rooms(nodes.values(), used)],
+            )
         except SolverError as err:
             if err.code in PERMANENT_CODES:
                 self._set_condition(pg, gang.SCHEDULER_ERROR, f"the solver rejected the group: {err.message}")
                 self._park(key)
                 return "unschedulable"
-            if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
-                self.s._reservation_may_expire()
-            raise kube.Transient(f"podgroup {ob.key(pg)}: solver: {err}") from err
+            raise self.s.solver_retry(err, f"podgroup {ob.key(pg)}") from err
         if not resp.placed:
             summary = resp.explanation.summary or resp.reason or "the group does not fit"
             return self._unschedulable(pg, g.pending, summary, key, by_solver=True)
@@ -175,96 +172,56 @@ class GangScheduler:
         everything: dict[str, Obj] = dict(shared_alloc)
         for _, _, allocs in placed:
             everything.update(allocs)
+        pod_keys = [ob.key(pod) for pod, _, _ in placed]
         try:
-            self._assume(key, placed, everything, gathered_by_pod, nodes)
+            self.s.assume(key, [PlacedPod(pod, node, gathered_by_pod[ob.key(pod)]) for pod, node, _ in placed], everything, nodes)
         except AttemptFailed as err:
-            self.s._unreserve(reservation)
+            self.s.release_reservation(reservation)
             raise Retry(f"podgroup {ob.key(pg)}: {err}") from err
-        written: list[_Written] = []
-        shared_written: list[_Written] = []
+        written: list[Written] = []
+        shared_written: list[Written] = []
         bound: set[str] = set()
         try:
-            reference = gang.podgroup_reference(pg)
-            for claim in shared_objs:
-                record = _Written(ob.key(claim))
-                shared_written.append(record)
-                # An allocated group claim keeps its allocation: only the reservation is written.
-                allocation = None if ob.allocation(claim) is not None else self.s._stamped(shared_alloc).get(ob.key(claim))
-                self.s._write_claim(pg, claim, allocation, record, reference=reference)
+            # An allocated group claim keeps its allocation: only the reservation is written
+            # (even when it is there already: the write checks the claim is still allocated).
+            fresh = {ob.key(c) for c in shared_objs if ob.allocation(c) is None}
+            self.s.write_claims(pg, [logic.PodClaim(ob.key(c), c, reserved=False) for c in shared_objs],
+                                {k: a for k, a in shared_alloc.items() if k in fresh}, shared_written,
+                                reference=gang.podgroup_reference(pg))
             for pod, _node, allocs in placed:
-                self.s._write_claims(pod, gathered_by_pod[ob.key(pod)].claims, self.s._stamped(allocs), written)
+                self.s.write_claims(pod, gathered_by_pod[ob.key(pod)].claims, allocs, written)
             for pod, _node, _ in placed:
                 current = self.s.kube.get_pod(ob.namespace(pod), ob.name(pod))
                 if ob.uid(current) != ob.uid(pod) or ob.deleting(current) or ob.pod_node(current):
                     raise AttemptFailed(f"pod {ob.key(pod)} changed during the attempt")
             for pod, node, _ in placed:
-                self.s._bind(pod, node)
+                self.s.bind(pod, node)
                 bound.add(ob.key(pod))
         except Exception as err:
             if bound:
                 # Binds cannot be undone: keep what is bound (the other pods' claims stay
                 # allocated for them) and place the rest in the next attempt.
                 log.info("podgroup %s: a bind failed after the first: %s; retrying the rest", ob.key(pg), err)
-                self.s._hold(reservation, everything)
-                self._forget(key, placed, keep=bound)
+                self.s.hold_reservation(reservation, everything)
+                self.s.forget(key, pods=[k for k in pod_keys if k not in bound])
                 raise Retry(f"podgroup {ob.key(pg)}: {err}") from err
-            self.s.metrics.rollbacks.inc()
-            for pod, _node, _ in reversed(placed):
-                self.s._rollback(pod, [r for r in written if r.key in gathered_keys(gathered_by_pod[ob.key(pod)])])
-            self.s._rollback(pg, shared_written)
-            self.s._unreserve(reservation)
-            self._forget(key, placed)
+            self.s.undo(key, reservation, [
+                *((pod, [r for r in written if r.key in gathered_keys(gathered_by_pod[ob.key(pod)])]) for pod, _, _ in reversed(placed)),
+                (pg, shared_written),
+            ], pods=pod_keys)
             log.info("podgroup %s: attempt rolled back: %s", ob.key(pg), err)
             if isinstance(err, kube.NotFound):
                 return "error"
             raise
-        with self.s._lock:
-            self.s._drop_inflight(key)
+        self.s.forget(key)
         self.s.pending.scheduled(key)
-        self.s._hold(reservation, everything)
+        self.s.hold_reservation(reservation, everything)
         for pod, node, _ in placed:
             self.s.metrics.bindings.inc()
             self.s.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {ob.key(pod)} to {node}")
         self._set_condition(pg, gang.SCHEDULED, "")
         log.info("podgroup %s: %d pods bound%s", ob.key(pg), len(placed), f" in {resp.domain.key}={resp.domain.value}" if resp.domain.key else "")
         return "scheduled"
-
-    def _assume(self, key: str, placed: Sequence[tuple[Obj, str, dict[str, Obj]]], everything: Mapping[str, Obj],
-                gathered_by_pod: Mapping[str, logic.Gathered], nodes: Mapping[str, Obj]) -> None:
-        """Last checks against our own view now (other workers may have assumed pods since the
-        solve), then count every pod on its node, atomically with respect to them."""
-        used = self.s._used()
-        with self.s._lock:
-            others: list[Obj] = list(self.s.cluster.view("claims").values())
-            for holder, allocations in self.s._inflight.items():
-                if holder == key:
-                    continue
-                for ck, alloc in allocations.items():
-                    ns, n = ob.split_key(ck)
-                    others.append({"metadata": {"namespace": ns, "name": n}, "status": {"allocation": alloc}})
-            conflicts = logic.device_conflicts(everything, others)
-            if conflicts:
-                raise AttemptFailed("; ".join(conflicts))
-            taken = dict(used)
-            for pod, node, _ in placed:
-                gathered = gathered_by_pod[ob.key(pod)]
-                selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in gathered.allocated]
-                why = logic.node_verdict(pod, nodes.get(node) or {}, used=taken.get(node, logic.Resources()),
-                                         claim_selectors=[s for s in selectors if s])
-                if why:
-                    raise AttemptFailed(f"node {node} no longer fits pod {ob.key(pod)}: {why}")
-                taken[node] = taken.get(node, logic.Resources()).plus(logic.pod_requests(pod))
-            for pod, node, _ in placed:
-                self.s._assumed[ob.key(pod)] = (ob.uid(pod), node, logic.pod_requests(pod))
-            self.s._add_inflight(key, everything)
-
-    def _forget(self, key: str, placed: Sequence[tuple[Obj, str, dict[str, Obj]]], *, keep: set[str] | None = None) -> None:
-        """Drop the attempt's in-flight allocations and assumed pods (``keep``: pods bound)."""
-        with self.s._lock:
-            self.s._drop_inflight(key)
-            for pod, _, _ in placed:
-                if keep is None or ob.key(pod) not in keep:
-                    self.s._assumed.pop(ob.key(pod), None)
 
     # --- outcome ------------------------------------------------------------------------------
 

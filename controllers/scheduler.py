@@ -108,6 +108,19 @@ class Placement:
     allocation is in ``allocations`` under the claim's temporary key)."""
 
 
+@dataclass(frozen=True, slots=True)
+class PlacedPod:
+    """A pod on the node an attempt chose, as :meth:`Scheduler.assume` checks and counts it."""
+
+    pod: Obj
+    node: str
+    gathered: logic.Gathered
+    """The pod's claims (those allocated before bring their node selectors)."""
+    dra_backed: frozenset[str] = frozenset()
+    """The extended resources DRA serves for the pod on ``node`` (not counted against the
+    node's allocatable)."""
+
+
 class Solver:
     """The calls the scheduler makes to the solver service, timed and with errors mapped."""
 
@@ -161,6 +174,20 @@ class Solver:
             allocations[ob.key(claim)] = json.loads(answer.allocation)
         return Placement(resp.node, allocations, resp.reservation.id, verdicts=verdicts)
 
+    def schedule_group(self, *, pod_group: str, pods: Sequence[pb.GroupPod], shared_claims: Sequence[bytes], min_count: int,
+                       topology_key: str, rooms: Sequence[pb.NodeRoom]) -> pb.ScheduleGroupResponse:
+        """``ScheduleGroup`` for a gang, reserving what it answers, with the same policy, gates
+        and reservation TTL as :meth:`schedule`."""
+        request = pb.ScheduleGroupRequest(
+            pod_group=pod_group, pods=pods, shared_claims=shared_claims, min_count=min_count, topology_key=topology_key,
+            nodes=rooms,
+            options=pb.SolveOptions(policy=self.policy, feature_gates=self.feature_gates, validate="ignore"),
+            reserve=True, reservation_ttl_seconds=self.reservation_ttl,
+        )
+        response: pb.ScheduleGroupResponse = self._timed(
+            "ScheduleGroup", lambda: self.client.schedule_group(request, timeout=self.timeout))
+        return response
+
     def unreserve(self, reservation: str) -> None:
         if not reservation:
             return
@@ -180,7 +207,10 @@ class AttemptFailed(Retry):
 
 
 @dataclass
-class _Written:
+class Written:
+    """What one attempt wrote on one claim, so that :meth:`Scheduler.undo` takes back exactly
+    that and nothing another attempt or consumer did."""
+
     key: str
     allocated: bool = False
     """We wrote the allocation (so a rollback clears it)."""
@@ -303,7 +333,8 @@ class Scheduler:
 
     # --- events -------------------------------------------------------------------------------
 
-    def _pending(self, pod: Obj | None) -> bool:
+    def is_pending(self, pod: Obj | None) -> bool:
+        """The pod waits for us to schedule it (see :func:`controllers.scheduling.is_pending`)."""
         return pod is not None and logic.is_pending(pod, self.scheduler_name)
 
     def _work_key(self, pod: Obj) -> str:
@@ -323,7 +354,7 @@ class Scheduler:
         # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
         if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
             self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
-        if not self._pending(new):
+        if not self.is_pending(new):
             self.pending.scheduled(k)
         elif logic.scheduling_inputs_changed(old, new):  # type: ignore[arg-type]
             assert new is not None
@@ -342,7 +373,7 @@ class Scheduler:
         event = "ResourceClaimAdd" if old is None else "ResourceClaimDelete" if new is None else "ResourceClaimUpdate"
         self.prebind.claims_changed()  # a binding condition may have changed
         for pod in self.pods.store.by_index(POD_CLAIMS_INDEX, ob.key(claim)):
-            work = self._work_key(pod) if self._pending(pod) else ""
+            work = self._work_key(pod) if self.is_pending(pod) else ""
             if work and self.pending.pod_event(work, event):
                 self.queue.add_unless_backing_off(work)
         freed = old is not None and ob.allocation(old) is not None and (new is None or ob.allocation(new) is None)
@@ -367,14 +398,6 @@ class Scheduler:
     def _release(self, reservation: str) -> None:
         self.solver.unreserve(reservation)
         self._cluster_changed("ReservationReleased")  # the devices are free for the service now too
-
-    def _hold(self, reservation: str, claims: Iterable[str]) -> None:
-        with self._lock:
-            keys = set(claims)
-            if reservation and keys:
-                self._held[reservation] = keys
-                for k in keys:
-                    self._held_by_claim[k] = reservation
 
     def _release_held(self, claim_key: str) -> None:
         """The API shows the claim deallocated or gone: once every claim of its reservation is,
@@ -425,7 +448,7 @@ class Scheduler:
             self._sync_group(key)
             return
         pod = self.pods.store.get(key)
-        if not self._pending(pod):
+        if not self.is_pending(pod):
             return
         assert pod is not None
         if self._work_key(pod) != key:
@@ -480,7 +503,9 @@ class Scheduler:
         gang = self.gang
         self._counted_attempt(key, lambda _start: gang.attempt(key))
 
-    def _used(self) -> dict[str, logic.Resources]:
+    def used_resources(self) -> dict[str, logic.Resources]:
+        """Node -> what its pods take: the bound ones the cache shows, plus the pods we assumed
+        there that it does not show bound yet (a fresh dict, the caller's to change)."""
         with self._lock:
             used = self._usage.used()
             assumed = list(self._assumed.items())
@@ -499,7 +524,7 @@ class Scheduler:
             return "waiting"
         wanted = self._extended_requests(pod)
         nodes = {ob.name(n): n for n in self.nodes.store.objects()}
-        used = self._used()
+        used = self.used_resources()
         backed = wanted[0].resources if wanted is not None else frozenset()
         filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed,
                                       allocatable=self._node_allocatable, placements=self._placements)
@@ -509,11 +534,10 @@ class Scheduler:
         placement = self._place(pod, gathered, filtered, nodes, used, wanted)
         if placement is None:
             return "unschedulable"
-        node = placement.node
         try:
-            self._assume(pod, placement, nodes.get(node) or {}, gathered, dra_backed=backed)
+            self.assume(key, [PlacedPod(pod, placement.node, gathered, dra_backed=backed)], placement.allocations, nodes)
         except AttemptFailed as err:
-            self._unreserve(placement.reservation)
+            self.release_reservation(placement.reservation)
             raise Retry(f"pod {key}: {err}") from err
         binder = self._binder
         if binder is None:
@@ -527,7 +551,8 @@ class Scheduler:
             with self._lock:
                 self._to_bind.pop(key, None)
                 self._binding -= 1
-            self._forget_assumed(pod, placement)
+            self.forget(key, pods=[key])
+            self.release_reservation(placement.reservation)
             raise Requeue(0.0, "stopping") from None
         return "binding"
 
@@ -559,7 +584,7 @@ class Scheduler:
         """PreBind and Bind: write the claims, wait for binding conditions, bind; roll back on
         failure (re-raised for a retry with backoff, unless the pod or a claim is gone)."""
         node = placement.node
-        written: list[_Written] = []
+        written: list[Written] = []
         claims = list(gathered.claims)
         allocations = dict(placement.allocations)
         try:
@@ -567,13 +592,13 @@ class Scheduler:
                 created = self._create_extended(pod, placement.extended, written)
                 allocations[ob.key(created)] = allocations.pop(placement.extended.key)
                 claims.append(logic.PodClaim(ob.key(created), created, False))
-            self._write_claims(pod, claims, self._stamped(allocations), written)
+            self.write_claims(pod, claims, allocations, written)
             if placement.extended is not None:
                 self._record_extended(pod, ob.key(created), placement.extended)
             if self._must_wait(claims):
                 self._wait_for_binding(pod, node, placement, written, allocations, [c.key for c in claims])
                 return "waiting"
-            self._bind(pod, node)
+            self.bind(pod, node)
         except Exception as err:
             return self._abort(pod, node, placement, written, err)
         self._bound(pod, node, placement, allocations)
@@ -589,9 +614,7 @@ class Scheduler:
             dropped = list(self._to_bind.items())
             self._to_bind.clear()
         for key, placement in dropped:
-            with self._lock:
-                self._assumed.pop(key, None)
-                self._drop_inflight(key)
+            self.forget(key, pods=[key])
             self.solver.unreserve(placement.reservation)
             self.pending.end(key)
             log.info("pod %s: binding cycle dropped on stop", key)
@@ -604,13 +627,6 @@ class Scheduler:
         with self._lock:
             return self._binding
 
-    def _forget_assumed(self, pod: Obj, placement: Placement) -> None:
-        key = ob.key(pod)
-        with self._lock:
-            self._assumed.pop(key, None)
-            self._drop_inflight(key)
-        self._unreserve(placement.reservation)
-
     def _bound(self, pod: Obj, node: str, placement: Placement, allocations: Mapping[str, Obj]) -> None:
         key = ob.key(pod)
         now = self.clock()
@@ -621,41 +637,20 @@ class Scheduler:
                 if written is not None and ob.allocation(written):
                     self._lingering[ck] = (written, now)
         self.pending.scheduled(key)
-        self._hold(placement.reservation, allocations)
+        self.hold_reservation(placement.reservation, allocations)
         self.metrics.bindings.inc()
         self.events.emit(pod, "Pod", type_="Normal", reason="Scheduled", message=f"Successfully assigned {key} to {node}")
         log.info("pod %s: bound to %s", key, node)
 
-    def _abort(self, pod: Obj, node: str, placement: Placement, written: Sequence[_Written], err: Exception) -> str:
+    def _abort(self, pod: Obj, node: str, placement: Placement, written: Sequence[Written], err: Exception) -> str:
         """Undo an attempt after the solver answered: claims written, the service's
         reservation, the assumed pod. Re-raises ``err`` (retry with backoff) unless the pod
         or a claim is gone."""
-        self._undo(pod, placement, written)
+        self.undo(ob.key(pod), placement.reservation, [(pod, written)], pods=[ob.key(pod)])
         log.info("pod %s: attempt on node %s rolled back: %s", ob.key(pod), node, err)
         if isinstance(err, kube.NotFound):
             return "error"  # the pod or a claim is gone; its event decides what comes next
         raise err
-
-    def _undo(self, pod: Obj, placement: Placement, written: Sequence[_Written]) -> None:
-        key = ob.key(pod)
-        self.metrics.rollbacks.inc()
-        self._rollback(pod, written)
-        self._unreserve(placement.reservation)
-        with self._lock:
-            self._assumed.pop(key, None)
-            self._drop_inflight(key)
-
-    def _add_inflight(self, key: str, allocations: Mapping[str, Obj]) -> None:
-        """Under ``_lock``: ``key``'s allocations (a pod's, or a PodGroup's) are in flight."""
-        self._drop_inflight(key)
-        self._inflight[key] = dict(allocations)
-        self._inflight_devices.add(key, allocations)
-
-    def _drop_inflight(self, key: str) -> None:
-        """Under ``_lock``: the pod's allocations are no longer in flight."""
-        allocations = self._inflight.pop(key, None)
-        if allocations:
-            self._inflight_devices.remove(allocations)
 
     # --- extended resources backed by DRA ----------------------------------------------------
 
@@ -675,10 +670,10 @@ class Scheduler:
             raise Retry(f"pod {ob.key(pod)}: deleted the extended-resource claim {ob.key(stale)} an earlier attempt left")
         return index, requests
 
-    def _create_extended(self, pod: Obj, special: extended.ExtendedClaim, written: list[_Written]) -> Obj:
+    def _create_extended(self, pod: Obj, special: extended.ExtendedClaim, written: list[Written]) -> Obj:
         created = self.kube.create_claim(ob.namespace(pod), extended.claim_to_create(pod, special))
         self.claims.store.assume(created)
-        written.append(_Written(ob.key(created), finalizer=True, created=True))
+        written.append(Written(ob.key(created), finalizer=True, created=True))
         log.info("pod %s: created extended-resource claim %s", ob.key(pod), ob.key(created))
         return created
 
@@ -721,7 +716,7 @@ class Scheduler:
                 return True
         return False
 
-    def _wait_for_binding(self, pod: Obj, node: str, placement: Placement, written: list[_Written],
+    def _wait_for_binding(self, pod: Obj, node: str, placement: Placement, written: list[Written],
                           allocations: Mapping[str, Obj], claim_keys: Sequence[str]) -> None:
         """PreBind's wait, off the worker: the waiter binds the pod once every binding
         condition is True, or rolls the attempt back (the allocation cleared) and retries."""
@@ -733,7 +728,7 @@ class Scheduler:
         def done(state: bc.BindingState) -> None:
             if state.kind == bc.READY:
                 try:
-                    self._bind(pod, node)
+                    self.bind(pod, node)
                 except Exception as err:
                     # The devices are ready; only the binding failed: keep the allocations (the
                     # next attempt finds them ready at once), as upstream's Unreserve does;
@@ -748,23 +743,23 @@ class Scheduler:
 
         self.prebind.add(key, claim_keys, done)
 
-    def _binding_failed(self, pod: Obj, placement: Placement, written: list[_Written], claim_keys: Sequence[str], why: str) -> None:
+    def _binding_failed(self, pod: Obj, placement: Placement, written: list[Written], claim_keys: Sequence[str], why: str) -> None:
         """Roll the attempt back and try again. Upstream deallocates a claim whose binding
         failed or timed out (PostFilter) before trying again; so do we for the claims in
         ``claim_keys`` with binding conditions that no other consumer holds, whoever
         allocated them."""
         latest = {r.key: r for r in written}
-        extra: list[_Written] = []
+        extra: list[Written] = []
         for k in claim_keys:
             claim = self.claims.store.get(k)
             if claim is None or not bc.has_binding_conditions(claim):
                 continue
             record = latest.get(k)
             if record is None:
-                record = latest[k] = _Written(k)
+                record = latest[k] = Written(k)
                 extra.append(record)
             record.allocated = record.reserved = True
-        self._undo(pod, placement, [*written, *extra])
+        self.undo(ob.key(pod), placement.reservation, [(pod, [*written, *extra])], pods=[ob.key(pod)])
         message = f"running PreBind plugin \"DynamicResources\": {why}"
         self.events.emit(pod, "Pod", type_="Warning", reason="FailedScheduling", message=message)
         log.info("pod %s: %s; trying again", ob.key(pod), why)
@@ -806,9 +801,7 @@ class Scheduler:
                 if err.code in PERMANENT_CODES:
                     self._mark_unschedulable(pod, f"the solver rejected the claims: {err.message}", by_solver=True)
                     return None
-                if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
-                    self._reservation_may_expire()
-                raise kube.Transient(f"pod {key}: solver: {err}") from err
+                raise self.solver_retry(err, f"pod {key}") from err
             if placement.node:
                 return replace(placement, extended=special)
             verdicts.update(placement.verdicts or {})
@@ -859,20 +852,6 @@ class Scheduler:
         self._encodings[key] = (source, data)
         return data
 
-    def _reservation_may_expire(self) -> None:
-        """A Schedule call ended without an answer, so the solver may hold a reservation we
-        never learned the id of: its devices come free when it expires, with no API event to
-        say so. Count its expiry as a cluster change."""
-        timer = threading.Timer(self.solver.reservation_ttl + 0.5, self._cluster_changed, args=("ReservationExpired",))
-        timer.daemon = True
-        timer.start()
-
-    def _unreserve(self, reservation: str) -> None:
-        """Give back what a failed attempt held: other pods may have been refused those devices."""
-        if reservation:
-            self.solver.unreserve(reservation)
-            self._cluster_changed("ReservationReleased")
-
     def _explain(self, claims: Sequence[Obj], filtered: logic.NodeFilter, placement: Placement, *, total: int) -> str:
         """The scheduler-style summary over all nodes, plus the solver's explanation for the
         first candidate node (the smallest set of reasons that blocks the claims there)."""
@@ -899,16 +878,59 @@ class Scheduler:
                 message += f" {node}: {summary}"
         return message
 
-    def _assume(self, pod: Obj, placement: Placement, node: Obj, gathered: logic.Gathered, *,
-                dra_backed: frozenset[str] = frozenset()) -> None:
-        """Last checks against our own view, then count the pod on the node (atomically with
-        respect to the other workers)."""
-        key = ob.key(pod)
-        used = self._used()
+    # --- the steps every attempt shares -------------------------------------------------------
+    # The per-pod path and GangScheduler (all of a PodGroup's pods in one attempt) both go
+    # through these, so the lock, the assumed pods, the allocations in flight and the
+    # reservations held are kept in this class alone. An attempt runs under a key (the pod's,
+    # or the PodGroup's): ``assume`` after the solver answered (on AttemptFailed nothing is
+    # assumed: ``release_reservation``), then ``write_claims`` and ``bind``, then ``forget``
+    # and ``hold_reservation`` once bound, or ``undo`` when a step before the first bind fails.
+    # ``is_pending`` and ``used_resources`` are what the attempts read; ``solver_retry`` turns
+    # a solver error that may pass into a retry.
+
+    def solver_retry(self, err: SolverError, subject: str) -> kube.Transient:
+        """The error to raise (a retry with backoff) for a solver call that failed in a way
+        that may pass; ``subject`` names the pod or PodGroup. A call that ended without an
+        answer may have left a reservation behind (:meth:`_reservation_may_expire`)."""
+        if err.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED"):
+            self._reservation_may_expire()
+        return kube.Transient(f"{subject}: solver: {err}")
+
+    def _reservation_may_expire(self) -> None:
+        """A Schedule call ended without an answer, so the solver may hold a reservation we
+        never learned the id of: its devices come free when it expires, with no API event to
+        say so. Count its expiry as a cluster change."""
+        timer = threading.Timer(self.solver.reservation_ttl + 0.5, self._cluster_changed, args=("ReservationExpired",))
+        timer.daemon = True
+        timer.start()
+
+    def release_reservation(self, reservation: str) -> None:
+        """Give back what a failed attempt held: other pods may have been refused those devices."""
+        if reservation:
+            self.solver.unreserve(reservation)
+            self._cluster_changed("ReservationReleased")
+
+    def hold_reservation(self, reservation: str, claims: Iterable[str]) -> None:
+        """``reservation`` held the devices of ``claims`` (keys), now written: it is released
+        once the API shows them all freed (:meth:`_release_held`), if the service has not
+        dropped it before."""
+        with self._lock:
+            keys = set(claims)
+            if reservation and keys:
+                self._held[reservation] = keys
+                for k in keys:
+                    self._held_by_claim[k] = reservation
+
+    def assume(self, key: str, placed: Sequence[PlacedPod], allocations: Mapping[str, Obj], nodes: Mapping[str, Obj]) -> None:
+        """Last checks against our own view, then count each pod on its node and
+        ``allocations`` (claim key -> allocation, all the attempt allocates) as in flight under
+        ``key``, atomically with respect to the other workers. Raises :class:`AttemptFailed`,
+        with nothing assumed, when a device got taken or a node no longer fits its pods."""
+        used = self.used_resources()
         claims = self.claims.store
         with self._lock:
             # Our own view: claims the cache shows allocated (indexed by device) and the
-            # allocations other workers have in flight. O(devices asked for), not O(claims).
+            # allocations other attempts have in flight. O(devices asked for), not O(claims).
             def holders(device: str) -> list[str]:
                 out = [ob.key(c) for c in claims.by_index(CLAIM_DEVICE_INDEX, device)]
                 inflight = self._inflight_devices.holder(device)
@@ -916,29 +938,60 @@ class Scheduler:
                     out.append(inflight[1])
                 return out
 
-            conflicts = logic.conflicts_with(placement.allocations, holders)
+            conflicts = logic.conflicts_with(allocations, holders)
             if conflicts:
                 raise AttemptFailed("; ".join(conflicts))
-            selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in gathered.allocated]
-            why = logic.node_verdict(
-                pod, node, used=used.get(placement.node, logic.Resources()), claim_selectors=[s for s in selectors if s],
-                dra_backed=dra_backed,
-            )
-            if why:
-                raise AttemptFailed(f"node {placement.node} no longer fits: {why}")
-            self._assumed[key] = (ob.uid(pod), placement.node, logic.pod_requests(pod))
-            self._add_inflight(key, placement.allocations)
+            for p in placed:  # each pod against the node with the attempt's pods before it
+                selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in p.gathered.allocated]
+                why = logic.node_verdict(
+                    p.pod, nodes.get(p.node) or {}, used=used.get(p.node, logic.Resources()),
+                    claim_selectors=[s for s in selectors if s], dra_backed=p.dra_backed,
+                )
+                if why:
+                    whose = "" if ob.key(p.pod) == key else f" pod {ob.key(p.pod)}"  # a group's attempt names the pod
+                    raise AttemptFailed(f"node {p.node} no longer fits{whose}: {why}")
+                used[p.node] = used.get(p.node, logic.Resources()).plus(logic.pod_requests(p.pod))
+            for p in placed:
+                self._assumed[ob.key(p.pod)] = (ob.uid(p.pod), p.node, logic.pod_requests(p.pod))
+            self._add_inflight(key, allocations)
 
-    def _write_claims(self, pod: Obj, claims: Sequence[logic.PodClaim], allocations: Mapping[str, Obj], written: list[_Written]) -> None:
+    def forget(self, key: str, *, pods: Iterable[str] = ()) -> None:
+        """``key``'s attempt has nothing in flight any more (its claims are written, or it gave
+        up), and the ``pods`` named (keys) are no longer assumed: they were not bound."""
+        with self._lock:
+            self._drop_inflight(key)
+            for k in pods:
+                self._assumed.pop(k, None)
+
+    def _add_inflight(self, key: str, allocations: Mapping[str, Obj]) -> None:
+        """Under ``_lock``: ``key``'s allocations (a pod's, or a PodGroup's) are in flight."""
+        self._drop_inflight(key)
+        self._inflight[key] = dict(allocations)
+        self._inflight_devices.add(key, allocations)
+
+    def _drop_inflight(self, key: str) -> None:
+        """Under ``_lock``: ``key``'s allocations are no longer in flight."""
+        allocations = self._inflight.pop(key, None)
+        if allocations:
+            self._inflight_devices.remove(allocations)
+
+    def write_claims(self, consumer: Obj, claims: Sequence[logic.PodClaim], allocations: Mapping[str, Obj],
+                     written: list[Written], *, reference: Obj | None = None) -> None:
+        """PreBind's claim writes for ``consumer`` (a pod; or a PodGroup, ``reference`` being
+        its ``reservedFor`` entry): each claim gets its allocation from ``allocations`` (claim
+        key -> allocation, stamped here) if it has one, and the consumer's reservation; a claim
+        reserved for the consumer already with nothing to allocate is left alone. Each write
+        is recorded in ``written`` before it is tried, for :meth:`undo`."""
+        stamped = self._stamped(allocations)
         for pc in claims:
-            allocation = allocations.get(pc.key)
+            allocation = stamped.get(pc.key)
             if pc.reserved and allocation is None:
                 continue
-            record = _Written(pc.key)
+            record = Written(pc.key)
             written.append(record)
-            self._write_claim(pod, pc.claim, allocation, record)
+            self._write_claim(consumer, pc.claim, allocation, record, reference=reference)
 
-    def _write_claim(self, pod: Obj, claim: Obj, allocation: Obj | None, record: _Written, *, reference: Obj | None = None) -> None:
+    def _write_claim(self, pod: Obj, claim: Obj, allocation: Obj | None, record: Written, *, reference: Obj | None = None) -> None:
         ns, name = ob.namespace(claim), ob.name(claim)
         for _ in range(self.conflict_retries + 1):
             step = logic.write_step(claim, pod, allocation, reference=reference)
@@ -971,7 +1024,8 @@ class Scheduler:
         finally:
             self.metrics.api_write_latency.labels(operation=operation).observe(time.perf_counter() - start)
 
-    def _bind(self, pod: Obj, node: str) -> None:
+    def bind(self, pod: Obj, node: str) -> None:
+        """Bind the pod to ``node`` (``pods/binding``): the last step, the one no undo takes back."""
         ns, name = ob.namespace(pod), ob.name(pod)
         try:
             self._write("bind", self.kube.bind_pod, ns, name, logic.binding(pod, node))
@@ -987,7 +1041,17 @@ class Scheduler:
                 return  # the binding got through; its answer did not
             raise
 
-    def _rollback(self, pod: Obj, written: Sequence[_Written]) -> None:
+    def undo(self, key: str, reservation: str, writes: Sequence[tuple[Obj, Sequence[Written]]], *, pods: Iterable[str]) -> None:
+        """Roll back ``key``'s attempt after the solver answered: each consumer's claim writes
+        (consumers in the order given, each one's last write first), the service's
+        reservation, then the assumed ``pods`` and the allocations in flight."""
+        self.metrics.rollbacks.inc()
+        for consumer, written in writes:
+            self._rollback(consumer, written)
+        self.release_reservation(reservation)
+        self.forget(key, pods=pods)
+
+    def _rollback(self, pod: Obj, written: Sequence[Written]) -> None:
         doomed = {r.key for r in written if r.created}
         for record in reversed(written):
             ns, name = ob.split_key(record.key)
@@ -1026,6 +1090,8 @@ class Scheduler:
                 except kube.ApiError as err:
                     log.warning("rollback of claim %s failed: %s", record.key, err)
                     break
+
+    # --- outcome ------------------------------------------------------------------------------
 
     def _mark_unschedulable(self, pod: Obj, message: str, *, by_solver: bool = False, record: bool = True) -> None:
         """Record why the pod does not fit (``record``: as a PodScheduled condition and an
