@@ -203,7 +203,7 @@ class GangScheduler:
                 # allocated for them) and place the rest in the next attempt.
                 log.info("podgroup %s: a bind failed after the first: %s; retrying the rest", ob.key(pg), err)
                 self.s.hold_reservation(reservation, everything)
-                self.s.forget(key, pods=[k for k in pod_keys if k not in bound])
+                self.s.settle(key, everything, unbound=[k for k in pod_keys if k not in bound])
                 raise Retry(f"podgroup {ob.key(pg)}: {err}") from err
             self.s.undo(key, reservation, [
                 *((pod, [r for r in written if r.key in gathered_keys(gathered_by_pod[ob.key(pod)])]) for pod, _, _ in reversed(placed)),
@@ -213,7 +213,7 @@ class GangScheduler:
             if isinstance(err, kube.NotFound):
                 return "error"
             raise
-        self.s.forget(key)
+        self.s.settle(key, everything)
         self.s.pending.scheduled(key)
         self.s.hold_reservation(reservation, everything)
         for pod, node, _ in placed:

@@ -526,7 +526,7 @@ class Scheduler:
         nodes = {ob.name(n): n for n in self.nodes.store.objects()}
         used = self.used_resources()
         backed = wanted[0].resources if wanted is not None else frozenset()
-        filtered = logic.filter_nodes(pod, nodes.values(), used=used, claims=gathered.claims, dra_backed=backed,
+        filtered = logic.filter_nodes(pod, nodes, used=used, claims=gathered.claims, dra_backed=backed,
                                       allocatable=self._node_allocatable, placements=self._placements)
         if not filtered.candidates:
             self._mark_unschedulable(pod, filtered.summary(len(nodes)))
@@ -629,13 +629,7 @@ class Scheduler:
 
     def _bound(self, pod: Obj, node: str, placement: Placement, allocations: Mapping[str, Obj]) -> None:
         key = ob.key(pod)
-        now = self.clock()
-        with self._lock:
-            self._drop_inflight(key)
-            for ck in allocations:
-                written = self.claims.store.get(ck)
-                if written is not None and ob.allocation(written):
-                    self._lingering[ck] = (written, now)
+        self.settle(key, allocations)
         self.pending.scheduled(key)
         self.hold_reservation(placement.reservation, allocations)
         self.metrics.bindings.inc()
@@ -954,6 +948,21 @@ class Scheduler:
             for p in placed:
                 self._assumed[ob.key(p.pod)] = (ob.uid(p.pod), p.node, logic.pod_requests(p.pod))
             self._add_inflight(key, allocations)
+
+    def settle(self, key: str, allocations: Mapping[str, Obj], *, unbound: Iterable[str] = ()) -> None:
+        """``key``'s claims are written (the API holds their allocations): nothing of it is in
+        flight any more, but each claim written lingers among the in-flight claims sent to
+        solver replicas until every replica's watch has surely shown it (or it is freed). The
+        ``unbound`` pods (keys) are no longer assumed."""
+        now = self.clock()
+        with self._lock:
+            self._drop_inflight(key)
+            for ck in allocations:
+                written = self.claims.store.get(ck)
+                if written is not None and ob.allocation(written):
+                    self._lingering[ck] = (written, now)
+            for k in unbound:
+                self._assumed.pop(k, None)
 
     def forget(self, key: str, *, pods: Iterable[str] = ()) -> None:
         """``key``'s attempt has nothing in flight any more (its claims are written, or it gave

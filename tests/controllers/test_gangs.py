@@ -10,10 +10,12 @@ whole through ``ScheduleGroup``, or not at all.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 from dra_solver.controllers import objects as ob
+from dra_solver.controllers.scheduler import Scheduler
 from dra_solver.service.kubeapi import client as kube
 from tests import builders as b
 from tests import gang_builders as gb
@@ -67,7 +69,7 @@ def test_gang_waits_for_min_count_then_is_placed_whole_in_one_rack(env: Env) -> 
     # r1 has 4 nodes but only two with 8 free GPUs; r2 has three: a gang of 3 x 8 GPUs fits r2 only.
     _racks(env, [gb.Rack("r1", [gb.Node(busy=0), gb.Node(busy=0), gb.Node(busy=2), gb.Node(busy=4)], fabric=2),
                  gb.Rack("r2", [gb.Node(), gb.Node(), gb.Node()], fabric=2)], ns)
-    env.manager()
+    manager = env.manager()
     first = _gang(env, ns, "train", 2, min_count=3)
     env.settle()
     wait_for(lambda: all(env.claims_of(env.pod(p, ns) or {}) for p in first), what="the pods' own claims")
@@ -80,6 +82,13 @@ def test_gang_waits_for_min_count_then_is_placed_whole_in_one_rack(env: Env) -> 
     wait_for(lambda: len(env.bound_pods(ns)) == 3, timeout=30, what="the gang to be bound")
     bound = env.bound_pods(ns)
     assert set(bound) == {*first, *last}
+    # The group's claims, written, go with every Schedule to solver replicas for a while (a
+    # replica whose watch lags must not hand their devices out again), as a pod's do.
+    scheduler = manager.controllers["scheduler"]
+    assert isinstance(scheduler, Scheduler)
+    sent = {json.loads(c)["metadata"]["name"] for c in scheduler._in_flight_claims()}
+    written = {ob.name(c) for p in bound for c in env.claims_of(env.pod(p, ns) or {})}
+    assert len(written) == 4 and written <= sent, (written, sent)
     assert {n.split("-")[0] for n in bound.values()} == {"r2"}
     assert len(set(bound.values())) == 3
 

@@ -8,6 +8,7 @@ as the scheduler's own writes are (``Store.assume``), and no request leaves the 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -85,3 +86,21 @@ def test_a_device_in_flight_for_another_attempt_or_allocated_in_the_cache_is_ref
     sched.forget(GROUP)  # written: no longer in flight
     sched.assume("default/q", [_on(_pod("q"), "node-b")], _gpu("mine", "gpu-0"), NODES)
     assert _cpu(sched, "node-b") == 1
+
+
+def test_settled_claims_linger_in_flight_and_unbound_pods_are_let_go(sched: Scheduler) -> None:
+    """Written claims are sent to solver replicas until their watches have surely shown them;
+    a pod whose bind failed is no longer counted on its node."""
+    allocations = {**_gpu("p0-gpu", "gpu-0"), **_gpu("p1-gpu", "gpu-1")}
+    sched.assume(GROUP, [_on(_pod("p0"), "node-a"), _on(_pod("p1"), "node-b")], allocations, NODES)
+    for key, allocation in allocations.items():  # as the claim writes leave the cache
+        claim = b.ONE_GPU.named(ob.split_key(key)[1]).rv("2").obj()
+        claim["status"] = {"allocation": allocation}
+        sched.claims.store.assume(claim)
+    sched.settle(GROUP, allocations, unbound=["default/p1"])
+    assert (_cpu(sched, "node-a"), _cpu(sched, "node-b")) == (1, 0)
+    sent = [json.loads(c) for c in sched._in_flight_claims()]
+    assert [(ob.name(c), ob.allocation(c)) for c in sent] == [("p0-gpu", allocations["default/p0-gpu"]), ("p1-gpu", allocations["default/p1-gpu"])]
+    later = sched.clock() + 3600
+    sched.clock = lambda: later  # long after: every replica's watch has shown them
+    assert sched._in_flight_claims() == []
