@@ -349,7 +349,7 @@ def node_verdict(
 
 def filter_nodes(
     pod: Mapping[str, Any],
-    nodes: Iterable[Mapping[str, Any]],
+    nodes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]],
     *,
     used: Mapping[str, Resources],
     claims: Sequence[PodClaim] = (),
@@ -358,14 +358,14 @@ def filter_nodes(
     placements: PlacementVerdicts | None = None,
 ) -> NodeFilter:
     """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
-    ``allocatable``: a node's allocatable resources, when the caller keeps them parsed;
+    ``nodes``: the nodes, or the nodes by name; ``allocatable``: a node's allocatable resources, when the caller keeps them parsed;
     ``placements``: placement verdicts the caller keeps across pods."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
     fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed, placements=placements)
     parse = allocatable or node_allocatable
     candidates: list[str] = []
     reasons: dict[str, str] = {}
-    named = sorted(((ob.name(node), node) for node in nodes), key=lambda item: item[0])
+    named = sorted(nodes.items() if isinstance(nodes, Mapping) else ((ob.name(node), node) for node in nodes), key=lambda item: item[0])
     for name, node in named:
         why = fit.verdict(node, used.get(name, NO_USE), parse(node), name=name)
         if why:

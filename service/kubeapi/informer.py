@@ -49,6 +49,9 @@ class Store:
         self._index: dict[str, dict[str, set[str]]] = {}
         self._indexed: dict[str, dict[str, list[str]]] = {}
         self._tombstones: OrderedDict[str, int] = OrderedDict()
+        self._version = 0
+        """Counts changes: what :meth:`objects` last listed holds while it is unchanged."""
+        self._listed: tuple[int, list[Obj]] = (-1, [])
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         with self._lock:
@@ -100,14 +103,20 @@ class Store:
             return item
 
     def objects(self) -> list[Obj]:
+        """Every object, by key (a new list; listed again only after a change: a scheduler
+        lists the nodes on every attempt)."""
         with self._lock:
+            version, listed = self._listed
+            if version == self._version:
+                return list(listed)
             keys = sorted(set(self._items) | set(self._assumed))
             out = []
             for k in keys:
                 item = self.get(k)
                 if item is not None:
                     out.append(item)
-            return out
+            self._listed = (self._version, out)
+            return list(out)
 
     def keys(self) -> list[str]:
         with self._lock:
@@ -127,16 +136,19 @@ class Store:
                 return  # already seen deleted: do not bring it back
             if ob.rv_int(obj) > ob.rv_int(self._items.get(k)):
                 self._assumed[k] = obj
+                self._version += 1
                 self._reindex(k)
 
     def forget_assumed(self, key: str) -> None:
         with self._lock:
-            self._assumed.pop(key, None)
+            if self._assumed.pop(key, None) is not None:
+                self._version += 1
             self._reindex(key)
 
     def _apply(self, event: str, obj: Obj) -> tuple[Obj | None, Obj | None]:
         k = ob.key(obj)
         with self._lock:
+            self._version += 1
             # Handlers see the change from the previous version the API server sent, as
             # client-go's do: comparing with our own assumed write instead would hide what
             # others changed before it (a claim freed, a pod's claim statuses) and lose wakeups.

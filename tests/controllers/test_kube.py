@@ -339,6 +339,32 @@ def test_store_keeps_own_writes_until_the_watch_catches_up() -> None:
     assert store.by_index("ns", "default") == []
 
 
+def test_store_listing_follows_every_change_and_is_the_callers_own() -> None:
+    store = Store()
+
+    def node(name: str, rv: int, **labels: str) -> dict[str, Any]:
+        return {"kind": "Node", "metadata": {"name": name, "resourceVersion": str(rv), "labels": labels}}
+
+    def listed() -> list[tuple[str, str]]:
+        return [(ob.name(o), ob.resource_version(o)) for o in store.objects()]
+
+    store._apply("ADDED", node("b", 1))
+    store._apply("ADDED", node("a", 2))
+    assert listed() == [("a", "2"), ("b", "1")]
+    store.objects().clear()  # a caller's list: the next listing is whole
+    assert listed() == [("a", "2"), ("b", "1")]
+    store.assume(node("a", 5, x="y"))
+    assert listed() == [("a", "5"), ("b", "1")]
+    store.forget_assumed("a")
+    assert listed() == [("a", "2"), ("b", "1")]
+    store._apply("MODIFIED", node("b", 6))
+    assert listed() == [("a", "2"), ("b", "6")]
+    store._apply("DELETED", node("a", 7))
+    assert listed() == [("b", "6")]
+    store._replace([node("c", 8)])
+    assert listed() == [("c", "8")]
+
+
 # --- work queue --------------------------------------------------------------------------------
 
 
