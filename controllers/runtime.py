@@ -281,12 +281,9 @@ class Runner:
 
 
 def new_queue(name: str, metrics: ControllerMetrics | None, *, base: float = 0.005, cap: float = 1000.0) -> WorkQueue[str]:
-    def depth(n: int) -> None:
-        if metrics is not None:
-            metrics.queue_depth.labels(name=name).set(n)
-
-    def waited(seconds: float) -> None:
-        if metrics is not None:
-            metrics.queue_duration.labels(name=name).observe(seconds)
-
-    return WorkQueue(name, backoff=ExponentialBackoff(base=base, cap=cap), on_depth=depth, on_wait=waited)
+    backoff: ExponentialBackoff[str] = ExponentialBackoff(base=base, cap=cap)
+    if metrics is None:
+        return WorkQueue(name, backoff=backoff)
+    # The queue's own series, looked up once (every add and every hand-out reports).
+    depth, waited = metrics.queue_depth.labels(name=name), metrics.queue_duration.labels(name=name)
+    return WorkQueue(name, backoff=backoff, on_depth=depth.set, on_wait=waited.observe)

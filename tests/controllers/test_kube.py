@@ -20,6 +20,8 @@ import pytest
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers.manager import Options
+from dra_solver.controllers.metrics import ControllerMetrics
+from dra_solver.controllers.runtime import new_queue
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store
@@ -366,6 +368,22 @@ def test_store_listing_follows_every_change_and_is_the_callers_own() -> None:
 
 
 # --- work queue --------------------------------------------------------------------------------
+
+
+def test_a_queue_reports_its_depth_and_waits_under_its_name() -> None:
+    metrics = ControllerMetrics()
+    queue, other = new_queue("claims", metrics), new_queue("pods", metrics)
+    queue.add("ns/a")
+    queue.add("ns/b")
+    other.add("ns/c")
+
+    def sample(metric: str, name: str) -> float | None:
+        return metrics.registry.get_sample_value(metric, {"name": name})
+
+    assert (sample("workqueue_depth", "claims"), sample("workqueue_depth", "pods")) == (2, 1)
+    assert queue.get(timeout=1) == "ns/a"
+    assert sample("workqueue_queue_duration_seconds_count", "claims") == 1
+    assert sample("workqueue_queue_duration_seconds_count", "pods") == 0  # its series exists from the start
 
 
 def test_queue_dedupes_and_never_hands_out_a_key_twice() -> None:
