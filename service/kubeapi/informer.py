@@ -34,11 +34,23 @@ Handler = Callable[[Obj | None, Obj | None], None]
 IndexFunc = Callable[[Obj], list[str]]
 
 
+def without_managed_fields(obj: Obj) -> Obj:
+    """``obj`` with ``metadata.managedFields`` dropped (in place), as client-go's
+    ``TransformStripManagedFields`` does for a cache: often half of an object's metadata, read
+    by none of our components, and an update that omits it leaves the server's unchanged
+    (Server-Side Apply keeps managedFields that a write does not set)."""
+    m = obj.get("metadata")
+    if type(m) is dict:
+        m.pop("managedFields", None)
+    return obj
+
+
 class Store:
     """Objects by key, plus objects we wrote that the watch has not delivered yet.
 
     Indexes (name -> function from object to index values) are kept for the effective copy
-    of each object, assumed or not, like client-go's indexers.
+    of each object, assumed or not, like client-go's indexers. Objects are kept without their
+    managed fields (:func:`without_managed_fields`): what is written back from here sends none.
     """
 
     def __init__(self) -> None:
@@ -135,7 +147,7 @@ class Store:
             if ob.rv_int(obj) <= self._tombstones.get(k, 0):
                 return  # already seen deleted: do not bring it back
             if ob.rv_int(obj) > ob.rv_int(self._items.get(k)):
-                self._assumed[k] = obj
+                self._assumed[k] = without_managed_fields(obj)
                 self._version += 1
                 self._reindex(k)
 
@@ -146,6 +158,7 @@ class Store:
             self._reindex(key)
 
     def _apply(self, event: str, obj: Obj) -> tuple[Obj | None, Obj | None]:
+        without_managed_fields(obj)
         k = ob.key(obj)
         with self._lock:
             self._version += 1

@@ -9,6 +9,7 @@ test_resilience.py.)"""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 import uuid
@@ -24,7 +25,7 @@ from dra_solver.controllers.metrics import ControllerMetrics
 from dra_solver.controllers.runtime import new_queue
 from dra_solver.controllers.workqueue import ExponentialBackoff, WorkQueue
 from dra_solver.service.kubeapi import client as kube
-from dra_solver.service.kubeapi.informer import Informer, Store
+from dra_solver.service.kubeapi.informer import Informer, Store, without_managed_fields
 from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 from tests import builders as b
 from tests.controllers.conftest import Env, wait_for
@@ -62,6 +63,21 @@ def test_create_with_generate_name_get_update_and_conflict(cluster: Env) -> None
         k.create_claim("default", b.ONE_GPU.named(name).obj())
     with pytest.raises(kube.Invalid, match="count"):
         k.create_claim("default", b.claim("bad", cls=b.CLASS, driver=b.DRIVER).request("gpu", count=-1).obj())
+
+
+def test_an_update_without_managed_fields_leaves_the_servers_unchanged(cluster: Env) -> None:
+    """What the store keeps (no managed fields) is written back as it is: the server keeps the
+    field ownership it had and records the update."""
+    k = _kube(cluster)
+    created = k.create_claim("default", b.ONE_GPU.named("owned").obj())
+    before = [e["manager"] for e in ob.meta(created).get("managedFields") or []]
+    assert before
+    bare = without_managed_fields(copy.deepcopy(created))
+    bare["metadata"]["labels"] = {"team": "a"}
+    k.update_claim(bare)
+    after = ob.meta(k.get_claim("default", "owned")).get("managedFields") or []
+    assert [e["manager"] for e in after][: len(before)] == before
+    assert any("f:labels" in (e.get("fieldsV1") or {}).get("f:metadata", {}) for e in after)
 
 
 def test_status_subresource_semantics(cluster: Env) -> None:
@@ -536,3 +552,15 @@ def test_watch_events_are_decoded_once_and_keep_what_the_client_resumes_from() -
     error = watch.unmarshal_event('{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired","message":"too old"}}', "object")
     assert error is not None and error["raw_object"]["code"] == 410 and watch.resource_version == "9"
     assert watch.unmarshal_event("  ", "object") is None and watch.unmarshal_event("{not json", "object") is None
+
+
+def test_the_store_keeps_objects_without_their_managed_fields() -> None:
+    store = Store()
+    fields = [{"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:metadata": {}}}]
+    seen = {"kind": "Node", "metadata": {"name": "a", "resourceVersion": "1", "managedFields": fields}}
+    mine = {"kind": "Node", "metadata": {"name": "a", "resourceVersion": "2", "managedFields": fields}}
+    store._apply("ADDED", seen)
+    assert "managedFields" not in (store.get("a") or {})["metadata"]
+    store.assume(mine)
+    got = store.get("a") or {}
+    assert ob.resource_version(got) == "2" and "managedFields" not in got["metadata"]
