@@ -332,3 +332,15 @@ def test_binding_carries_uid() -> None:
         "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": "default", "uid": "pod-uid"},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
     }
+
+
+def test_deep_copy_shares_nothing_and_copies_values_marshal_cannot() -> None:
+    claim = copy.deepcopy(OWNED)
+    copied = ob.deep_copy(claim)
+    assert copied == claim
+    copied["metadata"]["ownerReferences"][0]["name"] = "other"
+    copied["spec"]["devices"]["requests"].append({"name": "more"})
+    assert claim == OWNED
+    odd = {"amount": Fraction(1, 3), "nested": [{"a": 1}]}
+    again = ob.deep_copy(odd)
+    assert again == odd and again["nested"][0] is not odd["nested"][0]
