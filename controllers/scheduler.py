@@ -157,7 +157,7 @@ class Solver:
             "Schedule",
             lambda: self.client.schedule(list(claims), list(candidates), policy=self.policy, reserve=True,
                                          ttl=self.reservation_ttl, pod=pod, timeout=self.timeout,
-                                         feature_gates=self.feature_gates,
+                                         feature_gates=self.feature_gates, chosen_verdict_only=True,
                                          validate="ignore", **extra),  # the API server validated these claims
         )
         verdicts = {v.node: v.reason for v in resp.nodes if v.verdict == pb.VERDICT_UNSCHEDULABLE}

@@ -138,10 +138,12 @@ class Client:
         validate: str = "",
         in_flight: Sequence[ObjectLike] | None = None,
         in_flight_complete: bool | None = None,
+        chosen_verdict_only: bool = False,
     ) -> pb.ScheduleResponse:
         """``in_flight``: every allocated claim this caller has in flight (docs/replicas.md);
         given (even empty), no replica keeps a reservation for the call, unless
-        ``in_flight_complete`` is False (then the replica also holds what ``reserve`` asks)."""
+        ``in_flight_complete`` is False (then the replica also holds what ``reserve`` asks).
+        ``chosen_verdict_only``: a placed answer lists only the chosen node's verdict."""
         request = pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
@@ -152,6 +154,7 @@ class Client:
             pod=pod,
             in_flight=[encode(c) for c in in_flight or ()],
             in_flight_complete=in_flight is not None if in_flight_complete is None else in_flight_complete,
+            chosen_verdict_only=chosen_verdict_only,
         )
         response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
         return response

@@ -123,13 +123,14 @@ _VERDICTS = {
 }
 
 
-def schedule_response(a: e.ScheduleAnswer, *, now: float) -> pb.ScheduleResponse:
+def schedule_response(a: e.ScheduleAnswer, *, now: float, chosen_verdict_only: bool = False) -> pb.ScheduleResponse:
     s = a.stats
+    verdicts = [v for v in a.verdicts if v.node == a.node] if chosen_verdict_only and a.node else a.verdicts
     return pb.ScheduleResponse(
         node=a.node,
         claims=claims(a.claims),
         score=a.score,
-        nodes=[pb.NodeVerdict(node=v.node, verdict=_VERDICTS[v.verdict], score=v.score, reason=v.reason) for v in a.verdicts],
+        nodes=[pb.NodeVerdict(node=v.node, verdict=_VERDICTS[v.verdict], score=v.score, reason=v.reason) for v in verdicts],
         schedule_stats=pb.ScheduleStats(
             nodes_total=s.nodes_total,
             nodes_evaluated=s.nodes_evaluated,

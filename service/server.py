@@ -176,7 +176,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
                 ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
                 caller=caller_identity(context, tls=self.tls), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
             )
-            return messages.schedule_response(a, now=self.engine.clock()), "allocated" if a.node else "unsatisfiable"
+            response = messages.schedule_response(a, now=self.engine.clock(), chosen_verdict_only=request.chosen_verdict_only)
+            return response, "allocated" if a.node else "unsatisfiable"
 
         return self._handle("Schedule", request.options.allocator, context, run)
 

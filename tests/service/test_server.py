@@ -128,6 +128,19 @@ def test_schedule_nowhere_summarizes_like_the_scheduler(running: Running) -> Non
     assert all(v.verdict == pb.VERDICT_UNSCHEDULABLE for v in s.nodes)
 
 
+def test_schedule_can_answer_with_the_chosen_nodes_verdict_only(running: Running) -> None:
+    claim = workload()["train"]
+    full = running.client.schedule([claim], feasible_nodes_wanted=3)
+    short = running.client.schedule([claim], feasible_nodes_wanted=3, chosen_verdict_only=True)
+    assert short.node == full.node and short.claims == full.claims and len(full.nodes) == 3
+    assert [(v.node, v.verdict) for v in short.nodes] == [(full.node, pb.VERDICT_FEASIBLE)]
+    assert short.schedule_stats.nodes_evaluated == full.schedule_stats.nodes_evaluated == 3  # still counted
+    # Placed nowhere: every verdict, as the explanation needs them.
+    nowhere = running.client.schedule([workload()["big-training"]], chosen_verdict_only=True)
+    assert nowhere.node == "" and len(nowhere.nodes) == 3
+    assert all(v.verdict == pb.VERDICT_UNSCHEDULABLE and v.reason for v in nowhere.nodes)
+
+
 # --- Reserve / Unreserve ----------------------------------------------------------------------
 
 

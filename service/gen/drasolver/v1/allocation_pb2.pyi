@@ -127,7 +127,7 @@ class AllocateResponse(_message.Message):
     def __init__(self, allocated: _Optional[bool] = ..., claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., reason: _Optional[str] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., node: _Optional[str] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ("claims", "nodes", "options", "reserve", "reservation_ttl_seconds", "feasible_nodes_wanted", "pod", "in_flight", "in_flight_complete")
+    __slots__ = ("claims", "nodes", "options", "reserve", "reservation_ttl_seconds", "feasible_nodes_wanted", "pod", "in_flight", "in_flight_complete", "chosen_verdict_only")
     CLAIMS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class ScheduleRequest(_message.Message):
     POD_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     IN_FLIGHT_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    CHOSEN_VERDICT_ONLY_FIELD_NUMBER: _ClassVar[int]
     claims: _containers.RepeatedScalarFieldContainer[bytes]
     nodes: _containers.RepeatedScalarFieldContainer[str]
     options: SolveOptions
@@ -146,7 +147,8 @@ class ScheduleRequest(_message.Message):
     pod: str
     in_flight: _containers.RepeatedScalarFieldContainer[bytes]
     in_flight_complete: bool
-    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., nodes: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., feasible_nodes_wanted: _Optional[int] = ..., pod: _Optional[str] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ...) -> None: ...
+    chosen_verdict_only: bool
+    def __init__(self, claims: _Optional[_Iterable[bytes]] = ..., nodes: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[SolveOptions, _Mapping]] = ..., reserve: _Optional[bool] = ..., reservation_ttl_seconds: _Optional[float] = ..., feasible_nodes_wanted: _Optional[int] = ..., pod: _Optional[str] = ..., in_flight: _Optional[_Iterable[bytes]] = ..., in_flight_complete: _Optional[bool] = ..., chosen_verdict_only: _Optional[bool] = ...) -> None: ...
 
 class NodeVerdict(_message.Message):
     __slots__ = ("node", "verdict", "score", "reason")
