@@ -7,7 +7,8 @@ the pods (default scheduler name); kube-controller-manager also runs upstream's
 processes and schedule pods with ``schedulerName: dra-solver``.
 
 Both sides get the same client rate limits (high, as scheduler_perf sets them: the
-comparison is of schedulers, not of client-side throttling). No kubelet runs: a pod counts as
+comparison is of schedulers, not of client-side throttling), and both record their Events
+(``Scheduled``, ``FailedScheduling``), as each does by default. No kubelet runs: a pod counts as
 bound once ``spec.nodeName`` is set.
 """
 
@@ -271,7 +272,7 @@ def start_dra_solver(cp: ControlPlane, *, policy: str = "", timeout: float = 120
         started.append(solver)
         grpc_addr = solver.wait_line("grpc=", timeout).split()[0].split("=", 1)[1]
         args = [*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}", f"--solver={grpc_addr}",
-                "--metrics-port=0", "--no-events"]
+                "--metrics-port=0"]  # Events on: kube-scheduler records its own
         if policy:
             args.append(f"--policy={policy}")
         ctl = _Companion("dra-solver controllers", args, cp.dir / "controllers.log", env)
