@@ -186,7 +186,8 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
                         t = time.perf_counter()
                         for _attempt in range(20):
                             try:
-                                answer = client.schedule([claim], reserve=True, ttl=3600)
+                                # As the dra-solver scheduler asks: the chosen node's verdict only.
+                                answer = client.schedule([claim], reserve=True, ttl=3600, chosen_verdict_only=True)
                                 break
                             except grpc.RpcError as err:
                                 # Concurrent callers raced for the same devices: solve again.
