@@ -122,7 +122,7 @@ class GangScheduler:
             if claim is None or ob.deleting(claim):
                 return self._unschedulable(pg, g.pending, f'PodGroup claim "{ob.split_key(k)[1]}" ' + ("not found" if claim is None else "is being deleted"), key)
             shared_objs.append(dict(claim))
-        nodes = {ob.name(n): n for n in self.s.nodes.store.objects()}
+        nodes = self.s.nodes.store.by_key()  # a Node's key is its name
         used = self.s.used_resources()
         allowed = gang.domain_nodes(nodes.values(), gang.topology_key(pg), g.bound)
         group_pods: list[pb.GroupPod] = []

@@ -523,7 +523,7 @@ class Scheduler:
             self._mark_unschedulable(pod, gathered.wait, record=not gathered.being_created)
             return "waiting"
         wanted = self._extended_requests(pod)
-        nodes = {ob.name(n): n for n in self.nodes.store.objects()}
+        nodes = self.nodes.store.by_key()  # a Node's key is its name
         used = self.used_resources()
         backed = wanted[0].resources if wanted is not None else frozenset()
         filtered = logic.filter_nodes(pod, nodes, used=used, claims=gathered.claims, dra_backed=backed,

@@ -64,6 +64,7 @@ class Store:
         self._version = 0
         """Counts changes: what :meth:`objects` last listed holds while it is unchanged."""
         self._listed: tuple[int, list[Obj]] = (-1, [])
+        self._mapped: tuple[int, dict[str, Obj]] = (-1, {})
 
     def add_index(self, name: str, func: IndexFunc) -> None:
         with self._lock:
@@ -129,6 +130,15 @@ class Store:
                     out.append(item)
             self._listed = (self._version, out)
             return list(out)
+
+    def by_key(self) -> dict[str, Obj]:
+        """Every object by key, in key order (a new dict; built again only after a change)."""
+        with self._lock:
+            version, mapped = self._mapped
+            if version != self._version:
+                mapped = {ob.key(o): o for o in self.objects()}
+                self._mapped = (self._version, mapped)
+            return dict(mapped)
 
     def keys(self) -> list[str]:
         with self._lock:

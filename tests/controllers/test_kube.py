@@ -369,6 +369,8 @@ def test_store_listing_follows_every_change_and_is_the_callers_own() -> None:
     store._apply("ADDED", node("b", 1))
     store._apply("ADDED", node("a", 2))
     assert listed() == [("a", "2"), ("b", "1")]
+    store.by_key().clear()  # also the caller's own
+    assert [(k, ob.resource_version(o)) for k, o in store.by_key().items()] == [("a", "2"), ("b", "1")]
     store.objects().clear()  # a caller's list: the next listing is whole
     assert listed() == [("a", "2"), ("b", "1")]
     store.assume(node("a", 5, x="y"))
@@ -381,6 +383,7 @@ def test_store_listing_follows_every_change_and_is_the_callers_own() -> None:
     assert listed() == [("b", "6")]
     store._replace([node("c", 8)])
     assert listed() == [("c", "8")]
+    assert list(store.by_key()) == ["c"]
 
 
 # --- work queue --------------------------------------------------------------------------------
