@@ -357,9 +357,10 @@ def filter_nodes(
     allocatable: Callable[[Mapping[str, Any]], Resources] | None = None,
     placements: PlacementVerdicts | None = None,
 ) -> NodeFilter:
-    """Candidate nodes for ``pod`` (everything but devices, which the solver decides);
-    ``nodes``: the nodes, or the nodes by name; ``allocatable``: a node's allocatable resources, when the caller keeps them parsed;
-    ``placements``: placement verdicts the caller keeps across pods."""
+    """Candidate nodes for ``pod`` (everything but devices, which the solver decides).
+    ``nodes``: the nodes, or the nodes by name; ``allocatable``: a node's allocatable
+    resources, when the caller keeps them parsed; ``placements``: placement verdicts the
+    caller keeps across pods."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
     fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed, placements=placements)
     parse = allocatable or node_allocatable

@@ -25,6 +25,7 @@ server, from its audit log (tests/deploy/test_rbac_as_shipped.py).
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import logging
@@ -51,7 +52,28 @@ def k8s() -> Any:
     return kubernetes
 
 
-_JSON_WATCH: list[type] = []
+@functools.cache
+def _json_watch_class() -> type:
+    base = k8s().watch.Watch
+
+    class JsonWatch(base):  # type: ignore[misc, valid-type]
+        def unmarshal_event(self, data: str, return_type: Any) -> Obj | None:
+            if not data or data.isspace():
+                return None
+            try:
+                event: Obj = json.loads(data)
+            except json.JSONDecodeError:
+                return None
+            obj = event.get("object")
+            event["raw_object"] = obj
+            if event.get("type") != "ERROR" and isinstance(obj, dict):
+                # Where the client resumes from, as its own decoder records it.
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self.resource_version = rv
+            return event
+
+    return JsonWatch
 
 
 def json_watch() -> Any:
@@ -59,31 +81,10 @@ def json_watch() -> Any:
 
     The client's own decodes each event, encodes the object again and decodes that once more
     to build a model, which even ``return_type="object"`` does not skip: a share of every
-    watch-heavy process's time (the controllers, ``serve`` on an API server)."""
-    if not _JSON_WATCH:
-        base = k8s().watch.Watch
-
-        class JsonWatch(base):  # type: ignore[misc, valid-type]
-            def unmarshal_event(self, data: str, return_type: Any) -> Obj | None:
-                if not data or data.isspace():
-                    return None
-                try:
-                    event: Obj = json.loads(data)
-                except json.JSONDecodeError:
-                    return None
-                obj = event.get("object")
-                event["raw_object"] = obj
-                if event.get("type") != "ERROR" and isinstance(obj, dict):
-                    # Where the client resumes from, as its own decoder records it.
-                    rv = (obj.get("metadata") or {}).get("resourceVersion")
-                    if rv:
-                        self.resource_version = rv
-                return event
-
-        _JSON_WATCH.append(JsonWatch)
-    # A return type given: the client would otherwise guess a model class from the list
-    # method's annotation (which fails for some), though no model is built here.
-    return _JSON_WATCH[0](return_type="object")
+    watch-heavy process's time (the controllers, ``serve`` on an API server). A return type is
+    still given: the client would otherwise guess a model class from the list method's
+    annotation (which fails for some), though no model is built here."""
+    return _json_watch_class()(return_type="object")
 
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
