@@ -550,15 +550,6 @@ def conflicts_with(new: Mapping[str, Mapping[str, Any]], holders: Callable[[str]
     return out
 
 
-def device_conflicts(new: Mapping[str, Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[str]:
-    """:func:`conflicts_with` against every claim in ``claims``."""
-    held: dict[str, list[str]] = {}
-    for claim in claims:
-        for device in claim_devices(claim):
-            held.setdefault(device, []).append(ob.key(claim))
-    return conflicts_with(new, lambda device: held.get(device, ()))
-
-
 class DeviceHolders:
     """Device -> (pod, claim) for allocations in flight (written by no one yet), kept with
     them so the last check before assuming a pod costs what the pod asks for, not what the

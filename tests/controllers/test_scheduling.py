@@ -244,6 +244,15 @@ def test_rollback_status(claim: dict[str, Any], clear: bool, reserved: list[str]
     assert ("allocation" in got) == allocated
 
 
+def device_conflicts(new: dict[str, Any], claims: list[dict[str, Any]]) -> list[str]:
+    """The reference: ``conflicts_with`` against a full scan of ``claims``."""
+    held: dict[str, list[str]] = {}
+    for claim in claims:
+        for device in s.claim_devices(claim):
+            held.setdefault(device, []).append(ob.key(claim))
+    return s.conflicts_with(new, lambda device: held.get(device, ()))
+
+
 def test_device_conflicts() -> None:
     held = b.ONE_GPU.named("held").allocated("gpu-0", node="node-a").obj()
     admin = {**b.ONE_GPU.named("admin").obj(), "status": {"allocation": {"devices": {"results": [
@@ -255,12 +264,12 @@ def test_device_conflicts() -> None:
         "default/c": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-2"}]}},
         "default/d": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-3", "shareID": "s1"}]}},
     }
-    got = s.device_conflicts(new, [held, admin, b.ONE_GPU.named("d").allocated("gpu-3", node="node-a").obj()])
+    got = device_conflicts(new, [held, admin, b.ONE_GPU.named("d").allocated("gpu-3", node="node-a").obj()])
     assert got == [
         "device gpu.example.com/node-a/gpu-0 of claim default/a is already allocated to claim default/held",
         "device gpu.example.com/node-a/gpu-2 of claim default/c is already allocated to claim default/b",
     ]
-    assert s.device_conflicts({"default/held": ALLOC}, [held]) == []
+    assert device_conflicts({"default/held": ALLOC}, [held]) == []
 
 
 def test_devices_in_flight_answer_as_the_claims_would() -> None:
@@ -280,13 +289,13 @@ def test_devices_in_flight_answer_as_the_claims_would() -> None:
     new = {"default/n": {"devices": {"results": [{"driver": b.DRIVER, "pool": "node-a", "device": "gpu-0"},
                                                  {"driver": b.DRIVER, "pool": "node-a", "device": "gpu-1"}]}}}
     flying_claim = {**b.ONE_GPU.named("f").obj(), "status": {"allocation": flying["default/f"]}}
-    assert s.conflicts_with(new, lookup) == s.device_conflicts(new, [held, flying_claim]) == [
+    assert s.conflicts_with(new, lookup) == device_conflicts(new, [held, flying_claim]) == [
         "device gpu.example.com/node-a/gpu-0 of claim default/n is already allocated to claim default/held",
         "device gpu.example.com/node-a/gpu-1 of claim default/n is already allocated to claim default/f",
     ]
     holders.remove(flying)
     assert holders.holder("gpu.example.com/node-a/gpu-1") is None
-    assert s.conflicts_with(new, lookup) == s.device_conflicts(new, [held])
+    assert s.conflicts_with(new, lookup) == device_conflicts(new, [held])
 
 
 def test_unschedulable_patch_only_when_changed() -> None:
