@@ -91,6 +91,10 @@ def test_leader_killed_standby_takes_over_within_the_lease_and_nothing_is_done_t
         for n in before:
             env.create(b.pod(n, templates={"gpu": "one-gpu"}))
         wait_for(lambda: env.bound(*before), timeout=30, what="pods bound by the leader")
+        # Its Scheduled events too: they are sent in the background, and a leader killed first
+        # loses them (as kube-scheduler would); the check below is that none comes twice.
+        wait_for(lambda: {e["involvedObject"]["name"] for e in env.events("Scheduled")} >= set(before), timeout=30,
+                 what="the leader's Scheduled events")
         assert _lease_holder(env, lease) == "one"
         assert procs["two"].poll() is None, "the standby keeps running"
 
