@@ -293,8 +293,9 @@ class Scheduler:
         self._binding = 0
         """Binding cycles queued or running (under ``_lock``)."""
         self._allocatable: dict[str, tuple[str, logic.Resources]] = {}
-        self._placements = logic.PlacementVerdicts()
         """Node name -> (resourceVersion, allocatable), parsed once per node version."""
+        self._placements = logic.PlacementVerdicts()
+        """The node filter's placement verdicts, kept across pods (per placement and node)."""
         self._held: dict[str, set[str]] = {}
         """Reservation id -> claims (keys) we allocated under it that the API still shows allocated."""
         self._held_by_claim: dict[str, str] = {}
@@ -877,7 +878,7 @@ class Scheduler:
     # through these, so the lock, the assumed pods, the allocations in flight and the
     # reservations held are kept in this class alone. An attempt runs under a key (the pod's,
     # or the PodGroup's): ``assume`` after the solver answered (on AttemptFailed nothing is
-    # assumed: ``release_reservation``), then ``write_claims`` and ``bind``, then ``forget``
+    # assumed: ``release_reservation``), then ``write_claims`` and ``bind``, then ``settle``
     # and ``hold_reservation`` once bound, or ``undo`` when a step before the first bind fails.
     # ``is_pending`` and ``used_resources`` are what the attempts read; ``solver_retry`` turns
     # a solver error that may pass into a retry.
@@ -956,13 +957,11 @@ class Scheduler:
         ``unbound`` pods (keys) are no longer assumed."""
         now = self.clock()
         with self._lock:
-            self._drop_inflight(key)
             for ck in allocations:
                 written = self.claims.store.get(ck)
                 if written is not None and ob.allocation(written):
                     self._lingering[ck] = (written, now)
-            for k in unbound:
-                self._assumed.pop(k, None)
+        self.forget(key, pods=unbound)
 
     def forget(self, key: str, *, pods: Iterable[str] = ()) -> None:
         """``key``'s attempt has nothing in flight any more (its claims are written, or it gave
