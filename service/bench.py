@@ -3,8 +3,10 @@
 Generates a cluster (``gpu``: 8 GPUs per node; ``mig``: 8 GPUs per node, each published whole
 and as MIG-like partitions sharing counters), writes it as JSON files, starts
 ``dra-solver serve`` on it in a subprocess, and schedules one-claim pods one after another
-(or from several client threads) with ``reserve=True``, as a scheduler would. Reports pods/s,
-p50/p99 latency seen by the client, and the service's RSS (current and peak).
+(or from several client threads) with ``reserve=True``, as a scheduler would; ``batch`` > 1 sends
+that many pods per ``ScheduleBatch`` call instead. Reports pods/s, p50/p99 latency of a call
+seen by the client (a batch's pods all wait for the whole call), and the service's RSS
+(current and peak).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import grpc
 
 from dra_solver.service.client import Client
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
 DRIVER = "gpu.example.com"
 PROFILES = (("1g.10gb", 1, 10, 7), ("2g.20gb", 2, 20, 3), ("3g.40gb", 3, 40, 2), ("4g.40gb", 4, 40, 1))
@@ -127,6 +130,8 @@ class BenchResult:
     solves: int
     cache_hits: int
     floor_ms: float = 0.0
+    batch: int = 1
+    """Pods per call: 1 = one Schedule call per pod, more = ScheduleBatch calls."""
     """An empty call's round trip (``_empty_call_ms``): one sequential client cannot exceed
     1000 / floor_ms calls per second, whatever the service does."""
 
@@ -150,7 +155,9 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir: Path | None = None, seed: int = 1) -> BenchResult:
+def run_one(
+    *, nodes: int, shape: str, pods: int, concurrency: int = 1, batch: int = 1, workdir: Path | None = None, seed: int = 1
+) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
         root = Path(__file__).resolve().parents[1]
@@ -182,23 +189,16 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
                         with lock:
                             if not queue:
                                 return
-                            claim = queue.pop()
+                            taken = [queue.pop() for _ in range(min(batch, len(queue)))]
                         t = time.perf_counter()
-                        for _attempt in range(20):
-                            try:
-                                # As the dra-solver scheduler asks: the chosen node's verdict only.
-                                answer = client.schedule([claim], reserve=True, ttl=3600, chosen_verdict_only=True)
-                                break
-                            except grpc.RpcError as err:
-                                # Concurrent callers raced for the same devices: solve again.
-                                if err.code() != grpc.StatusCode.ABORTED:
-                                    raise
+                        answers = _schedule_all(client, taken, batched=batch > 1)
                         dt = time.perf_counter() - t
                         with lock:
                             latencies.append(dt)
-                            stats["placed"] += 1 if answer.node else 0
-                            stats["solves"] += answer.schedule_stats.solves
-                            stats["cache_hits"] += answer.schedule_stats.cache_hits
+                            for answer in answers:
+                                stats["placed"] += 1 if answer.node else 0
+                                stats["solves"] += answer.schedule_stats.solves
+                                stats["cache_hits"] += answer.schedule_stats.cache_hits
 
                 t0 = time.perf_counter()
                 threads = [threading.Thread(target=worker) for _ in range(concurrency)]
@@ -218,8 +218,40 @@ def run_one(*, nodes: int, shape: str, pods: int, concurrency: int = 1, workdir:
         shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
         pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
-        solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor,
+        solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor, batch=batch,
     )
+
+
+_ABORTED = grpc.StatusCode.ABORTED.value[0]
+
+
+def _schedule_all(client: Client, claims: list[dict[str, Any]], *, batched: bool, attempts: int = 20) -> list[pb.ScheduleResponse]:
+    """Schedule and reserve each claim's pod, as the dra-solver scheduler asks (the chosen
+    node's verdict only): one call per pod, or one ScheduleBatch call for all of them. A pod
+    whose devices a concurrent caller took first (ABORTED) is asked again."""
+    pending, out = claims, []
+    for _ in range(attempts):
+        if not batched:
+            try:
+                out.append(client.schedule([pending[0]], reserve=True, ttl=3600, chosen_verdict_only=True))
+                return out
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.ABORTED:
+                    raise
+                continue
+        requests = [client.schedule_request([c], reserve=True, ttl=3600, chosen_verdict_only=True) for c in pending]
+        again = []
+        for claim, result in zip(pending, client.schedule_batch(requests), strict=True):
+            if result.status.code == _ABORTED:
+                again.append(claim)
+            elif result.status.code:
+                raise RuntimeError(f"ScheduleBatch item failed: {result.status.message}")
+            else:
+                out.append(result.response)
+        pending = again
+        if not pending:
+            return out
+    raise RuntimeError(f"{len(pending)} pods still conflicted with concurrent callers after {attempts} attempts")
 
 
 def _empty_call_ms(client: Client, calls: int = 300) -> float:
@@ -234,10 +266,10 @@ def _empty_call_ms(client: Client, calls: int = 300) -> float:
 
 
 def format_results(results: Sequence[BenchResult]) -> str:
-    header = ("shape", "nodes", "pods", "placed", "threads", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
+    header = ("shape", "nodes", "pods", "placed", "threads", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
               "empty call ms")
     rows = [header] + [
-        (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
+        (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
          f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}")
         for r in results
     ]

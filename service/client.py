@@ -144,7 +144,33 @@ class Client:
         given (even empty), no replica keeps a reservation for the call, unless
         ``in_flight_complete`` is False (then the replica also holds what ``reserve`` asks).
         ``chosen_verdict_only``: a placed answer lists only the chosen node's verdict."""
-        request = pb.ScheduleRequest(
+        request = self.schedule_request(
+            claims, nodes, allocator=allocator, policy=policy, feature_gates=feature_gates, reserve=reserve, ttl=ttl,
+            feasible_nodes_wanted=feasible_nodes_wanted, pod=pod, validate=validate, in_flight=in_flight,
+            in_flight_complete=in_flight_complete, chosen_verdict_only=chosen_verdict_only,
+        )
+        response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
+        return response
+
+    def schedule_request(
+        self,
+        claims: Sequence[ObjectLike],
+        nodes: Iterable[str] = (),
+        *,
+        allocator: str = "",
+        policy: str = "",
+        feature_gates: str = "",
+        reserve: bool = False,
+        ttl: float = 0.0,
+        feasible_nodes_wanted: int = 0,
+        pod: str = "",
+        validate: str = "",
+        in_flight: Sequence[ObjectLike] | None = None,
+        in_flight_complete: bool | None = None,
+        chosen_verdict_only: bool = False,
+    ) -> pb.ScheduleRequest:
+        """The request :meth:`schedule` sends, for :meth:`schedule_batch`."""
+        return pb.ScheduleRequest(
             claims=[encode(c) for c in claims],
             nodes=list(nodes),
             options=self._options(allocator, policy, feature_gates, validate),
@@ -156,8 +182,12 @@ class Client:
             in_flight_complete=in_flight is not None if in_flight_complete is None else in_flight_complete,
             chosen_verdict_only=chosen_verdict_only,
         )
-        response: pb.ScheduleResponse = self.stub.Schedule(request, timeout=self._timeout(timeout))
-        return response
+
+    def schedule_batch(self, requests: Sequence[pb.ScheduleRequest], *, timeout: float | None = None) -> list[pb.ScheduleBatchResult]:
+        """Several Schedule requests in one call (docs/grpc-api.md#batches), answered in order;
+        one result per request, each with its own status (``status.code`` 0 = answered)."""
+        response: pb.ScheduleBatchResponse = self.stub.ScheduleBatch(pb.ScheduleBatchRequest(requests=list(requests)), timeout=self._timeout(timeout))
+        return list(response.results)
 
     def reserve(
         self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None,

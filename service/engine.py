@@ -121,9 +121,11 @@ class Limits:
     deadline_margin: float = 0.02
     """Seconds kept back from the caller's deadline for verification and encoding."""
     reserve_retries: int = 8
+    """Re-solves after a concurrent caller took the chosen devices first."""
     max_group_pods: int = 1024
     """Pods per ScheduleGroup call (RESOURCE_EXHAUSTED beyond)."""
-    """Re-solves after a concurrent caller took the chosen devices first."""
+    max_batch_items: int = 1024
+    """Schedule requests per ScheduleBatch call (RESOURCE_EXHAUSTED beyond)."""
     cache_entries: int = 8192
     """Schedule verdicts kept (by content), least recently used forgotten first."""
     answer_entries: int = 4096
@@ -869,6 +871,16 @@ class Engine:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def placed_flight(answer: ScheduleAnswer, flight: CallerFlight) -> CallerFlight:
+    """``flight`` with the allocations a placed answer chose added: what a stateless caller
+    sends as in flight on its next call (ScheduleBatch does it for the batch's later items)."""
+    placed = [
+        flight_claim(c.claim.model_copy(update={"status": o.ResourceClaimStatus(allocation=c.result)}))
+        for c in answer.claims if c.result is not None
+    ]
+    return CallerFlight((*flight.claims, *placed), flight.complete) if placed else flight
 
 
 def _with_results(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> list[o.ResourceClaim]:

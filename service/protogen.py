@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from google.rpc import status_pb2
+
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "proto"
 GEN_PACKAGE = "dra_solver.service.gen"
@@ -26,6 +28,11 @@ _IMPORT = re.compile(r"^from drasolver\.", re.MULTILINE)
 
 def proto_files() -> list[Path]:
     return sorted(PROTO_ROOT.glob("drasolver/**/*.proto"))
+
+
+def _googleapis_root() -> Path:
+    """Where googleapis-common-protos installed ``google/rpc/status.proto`` (imported by ours)."""
+    return Path(status_pb2.__file__).resolve().parents[2]
 
 
 def generate(out: Path) -> list[Path]:
@@ -39,6 +46,7 @@ def generate(out: Path) -> list[Path]:
         "-m",
         "grpc_tools.protoc",
         f"-I{PROTO_ROOT}",
+        f"-I{_googleapis_root()}",
         f"--python_out={out}",
         f"--pyi_out={out}",
         f"--grpc_python_out={out}",

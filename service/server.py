@@ -35,6 +35,7 @@ from dra_solver.service import engine as e
 from dra_solver.service import groups, messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
+from dra_solver.service.inflight import NO_FLIGHT, CallerFlight
 from dra_solver.service.inventory import Snapshot
 from dra_solver.service.metrics import SOLVING_RPCS, MetricsServer
 from dra_solver.service.quoting import clip
@@ -75,12 +76,6 @@ MAX_DETAILS = 1536
 well under that."""
 
 
-def _abort_invalid(context: grpc.ServicerContext, err: InvalidInput | InvalidInputs) -> None:
-    """INVALID_ARGUMENT with a google.rpc.BadRequest detail naming each field (the message
-    names them too, for clients that do not read details)."""
-    context.abort_with_status(rpc_status.to_status(_bad_request(err)))
-
-
 def _status_message(err: InvalidInput | InvalidInputs) -> str:
     errors = err.errors if isinstance(err, InvalidInputs) else [err]
     shown = "\n".join(clip(str(x), MAX_VIOLATION_DESCRIPTION) for x in errors[:MAX_VIOLATIONS])
@@ -112,6 +107,46 @@ def _bad_request(err: InvalidInput | InvalidInputs) -> Any:
     status = status_pb2.Status(code=code_pb2.INVALID_ARGUMENT, message=_status_message(err))
     status.details.add().Pack(detail)
     return status
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """How a call (or a ScheduleBatch item) that raised ends: its code, the ``outcome`` metric
+    label and the status sent (message clipped; a BadRequest detail for INVALID_ARGUMENT)."""
+
+    code: grpc.StatusCode
+    outcome: str
+    status: Any  # google.rpc.Status
+
+
+def failure(rpc: str, err: Exception) -> Failure:
+    """The one place mapping the engine's exceptions to status codes (docs/limits-and-errors.md)."""
+    def ended(code: grpc.StatusCode, outcome: str, message: str) -> Failure:
+        return Failure(code, outcome, status_pb2.Status(code=code.value[0], message=clip_bytes(message, MAX_STATUS_MESSAGE)))
+
+    if isinstance(err, (InvalidInput, InvalidInputs)):
+        return Failure(grpc.StatusCode.INVALID_ARGUMENT, "invalid", _bad_request(err))
+    if isinstance(err, UnicodeError):
+        # Only text a caller sent can hold lone surrogates (JSON "\ud800"): it cannot be
+        # encoded into an answer.
+        return ended(grpc.StatusCode.INVALID_ARGUMENT, "invalid", f"a string in the request is not valid Unicode text: {err}")
+    if isinstance(err, e.NotFound):
+        return ended(grpc.StatusCode.NOT_FOUND, "invalid", str(err))
+    if isinstance(err, AllocationError):
+        return ended(grpc.StatusCode.FAILED_PRECONDITION, "error", str(err))
+    if isinstance(err, ReservationConflict):
+        return ended(grpc.StatusCode.ABORTED, "conflict", str(err))
+    if isinstance(err, (e.DeadlineExceeded, SolveTimeout)):
+        return ended(grpc.StatusCode.DEADLINE_EXCEEDED, "timeout", str(err) or "the deadline passed before an answer was found")
+    if isinstance(err, e.NotReady):
+        return ended(grpc.StatusCode.UNAVAILABLE, "error", str(err))
+    if isinstance(err, (e.LimitExceeded, ReservationLimit)):
+        return ended(grpc.StatusCode.RESOURCE_EXHAUSTED, "limited", str(err))
+    if isinstance(err, e.CheckFailed):
+        log.error("%s: answer withheld: %s", rpc, clip_bytes(str(err), MAX_STATUS_MESSAGE))
+        return ended(grpc.StatusCode.INTERNAL, "error", f"internal error: the answer failed validation and was withheld: {err}")
+    log.exception("%s failed", rpc)
+    return ended(grpc.StatusCode.INTERNAL, "error", f"internal error: {type(err).__name__}: {err}")
 
 
 def caller_identity(context: grpc.ServicerContext, *, tls: bool = True) -> str:
@@ -217,6 +252,56 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
         return self._handle("ScheduleGroup", request.options.allocator, context, run)
 
+    def ScheduleBatch(self, request: pb.ScheduleBatchRequest, context: grpc.ServicerContext) -> pb.ScheduleBatchResponse:
+        def run(deadline: float | None) -> tuple[pb.ScheduleBatchResponse, str]:
+            limit = self.engine.limits.max_batch_items
+            if len(request.requests) > limit:
+                raise e.LimitExceeded(f"requests: Too many: {len(request.requests)}: must have at most {limit} items")
+            caller = caller_identity(context, tls=self.tls)
+            earlier = NO_FLIGHT  # what the batch's items placed with reserve, for stateless items
+            results = []
+            for item in request.requests:
+                if not context.is_active():
+                    break  # the caller is gone: nobody would read the rest
+                result, earlier = self._batch_item(item, deadline, caller, earlier)
+                results.append(result)
+            return pb.ScheduleBatchResponse(results=results), "answered"
+
+        return self._handle("ScheduleBatch", "", context, run)
+
+    def _batch_item(
+        self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: CallerFlight
+    ) -> tuple[pb.ScheduleBatchResult, CallerFlight]:
+        """One item of a batch, answered as its own Schedule call would be; its metrics are an
+        allocation question's (``rpc="ScheduleBatch"``)."""
+        start = time.perf_counter()
+        outcome = "error"
+        warnings: list[str] = []
+        token = e.decode_warnings.set(warnings)
+        try:
+            flight = self.engine.decode_flight(list(item.in_flight), item.in_flight_complete)
+            if flight.stateless and earlier.claims:
+                flight = CallerFlight((*flight.claims, *earlier.claims), True)
+            a = self.engine.schedule(
+                list(item.claims), list(item.nodes), opts=messages.solve_options(item.options), reserve=item.reserve,
+                ttl=item.reservation_ttl_seconds, wanted=item.feasible_nodes_wanted, pod=item.pod, deadline=deadline,
+                caller=caller, flight=flight,
+            )
+            response = messages.schedule_response(a, now=self.engine.clock(), chosen_verdict_only=item.chosen_verdict_only)
+            outcome = "allocated" if a.node else "unsatisfiable"
+            if a.node and item.reserve and flight.stateless:
+                earlier = e.placed_flight(a, earlier)
+            return pb.ScheduleBatchResult(status=status_pb2.Status(code=code_pb2.OK), response=response, warnings=warnings), earlier
+        except Exception as err:
+            failed = failure("ScheduleBatch", err)
+            outcome = failed.outcome
+            return pb.ScheduleBatchResult(status=failed.status, warnings=warnings), earlier
+        finally:
+            e.decode_warnings.reset(token)
+            self.metrics.allocation_duration.labels(
+                rpc="ScheduleBatch", allocator=allocator_label("Schedule", item.options.allocator), outcome=outcome
+            ).observe(time.perf_counter() - start)
+
     def GetInventory(self, request: pb.GetInventoryRequest, context: grpc.ServicerContext) -> pb.GetInventoryResponse:
         def run(deadline: float | None) -> tuple[pb.GetInventoryResponse, str]:
             return messages.inventory_response(self.engine.inventory_status()), "ok"
@@ -234,6 +319,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             "Explain": (pb.ExplainRequest, self.Explain),
             "GetInventory": (pb.GetInventoryRequest, self.GetInventory),
             "ScheduleGroup": (pb.ScheduleGroupRequest, self.ScheduleGroup),
+            "ScheduleBatch": (pb.ScheduleBatchRequest, self.ScheduleBatch),
         }
         return {
             rpc: grpc.unary_unary_rpc_method_handler(self._wire(rpc, request_type, method), request_deserializer=None, response_serializer=None)
@@ -264,48 +350,18 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         warnings: list[str] = []
         warnings_token = e.decode_warnings.set(warnings)
         try:
-            remaining = context.time_remaining()
-            deadline = None if remaining is None or remaining > 1e9 else self.engine.clock() + remaining
-            response, outcome = run(deadline)
+            response, outcome = run(self._deadline(context))
             if warnings:  # options.validate="warn": like the API server's Warning header
                 context.set_trailing_metadata(tuple(("warning", w) for w in warnings))
             return response
-        except (InvalidInput, InvalidInputs) as err:
-            code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
-            _abort_invalid(context, err)
-        except UnicodeError as err:
-            # Only text a caller sent can hold lone surrogates (JSON "\ud800"): it cannot be
-            # encoded into an answer.
-            code, outcome = grpc.StatusCode.INVALID_ARGUMENT, "invalid"
-            context.abort(code, clip_bytes(f"a string in the request is not valid Unicode text: {err}", MAX_STATUS_MESSAGE))
-        except e.NotFound as err:
-            code, outcome = grpc.StatusCode.NOT_FOUND, "invalid"
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-        except AllocationError as err:
-            code = grpc.StatusCode.FAILED_PRECONDITION
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-        except ReservationConflict as err:
-            code, outcome = grpc.StatusCode.ABORTED, "conflict"
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-        except (e.DeadlineExceeded, SolveTimeout) as err:
-            code, outcome = grpc.StatusCode.DEADLINE_EXCEEDED, "timeout"
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE) or "the deadline passed before an answer was found")
-        except e.NotReady as err:
-            code = grpc.StatusCode.UNAVAILABLE
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-        except (e.LimitExceeded, ReservationLimit) as err:
-            code, outcome = grpc.StatusCode.RESOURCE_EXHAUSTED, "limited"
-            context.abort(code, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-        except e.CheckFailed as err:
-            code = grpc.StatusCode.INTERNAL
-            log.error("%s: answer withheld: %s", rpc, clip_bytes(str(err), MAX_STATUS_MESSAGE))
-            context.abort(code, clip_bytes(f"internal error: the answer failed validation and was withheld: {err}", MAX_STATUS_MESSAGE))
         except Exception as err:
             if isinstance(err, grpc.RpcError) or type(err).__name__ == "_AbortionError":
                 raise
-            code = grpc.StatusCode.INTERNAL
-            log.exception("%s failed", rpc)
-            context.abort(code, clip_bytes(f"internal error: {type(err).__name__}: {err}", MAX_STATUS_MESSAGE))
+            failed = failure(rpc, err)
+            code, outcome = failed.code, failed.outcome
+            if failed.status.details:
+                context.abort_with_status(rpc_status.to_status(failed.status))
+            context.abort(code, failed.status.message)
         finally:
             e.decode_warnings.reset(warnings_token)
             with self._active_lock:
@@ -313,6 +369,10 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             self.metrics.inflight.dec()
             self._record(rpc, allocator, code, outcome, time.perf_counter() - start)
         raise AssertionError("unreachable: abort raises")
+
+    def _deadline(self, context: grpc.ServicerContext) -> float | None:
+        remaining = context.time_remaining()
+        return None if remaining is None or remaining > 1e9 else self.engine.clock() + remaining
 
     def _record(self, rpc: str, allocator: str, code: grpc.StatusCode, outcome: str, seconds: float) -> None:
         self.metrics.grpc_requests.labels(grpc_method=rpc, grpc_status_code=code.name).inc()

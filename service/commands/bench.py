@@ -1,6 +1,6 @@
 """``dra-solver bench``: the whole-cluster Schedule benchmark through the gRPC service.
 
-    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [-o json]
+    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8] [-o json]
 
 See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script).
 """
@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shape", default="gpu,mig", help="gpu (8 GPUs/node) and/or mig (8 GPUs x partitions/node)")
     parser.add_argument("--pods", type=int, default=1000, help="one-claim pods to schedule per run")
     parser.add_argument("--concurrency", type=int, default=1, help="client threads calling Schedule at once")
+    parser.add_argument("--batch", default="1", help="pods per call, comma-separated: 1 = a Schedule call per pod, more = ScheduleBatch calls")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
@@ -31,10 +32,19 @@ def run(args: argparse.Namespace) -> int:
     if any(s not in ("gpu", "mig") for s in shapes):
         print(f"error: --shape: unknown shape in {args.shape} (gpu, mig)", file=sys.stderr)
         return 2
+    try:
+        batches = [int(n) for n in args.batch.split(",") if n.strip()]
+    except ValueError:
+        batches = []
+    if not batches or any(n < 1 for n in batches):
+        print(f"error: --batch: not a list of positive integers: {args.batch}", file=sys.stderr)
+        return 2
     results = []
     for shape in shapes:
         for nodes in sizes:
-            print(f"running {shape} x {nodes} nodes, {args.pods} pods ...", file=sys.stderr, flush=True)
-            results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency))
+            for batch in batches:
+                shown = f", {batch} per ScheduleBatch call" if batch > 1 else ""
+                print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
+                results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency, batch=batch))
     print(results_json(results) if args.output == "json" else format_results(results))
     return 0

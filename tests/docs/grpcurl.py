@@ -197,6 +197,7 @@ def _call(
                 message,  # type: ignore[arg-type]
                 indent=2,
                 always_print_fields_with_no_presence=emit_defaults,
+                descriptor_pool=pool,  # Any fields' types resolved through reflection, as grpcurl does
             )
         )
 

@@ -137,8 +137,13 @@ def test_demo_runs_end_to_end() -> None:
 
 
 def test_bench_runs_through_the_service() -> None:
-    r = _cli("bench", "--nodes", "20", "--shape", "gpu,mig", "--pods", "12", "-o", "json", timeout=120)
+    r = _cli("bench", "--nodes", "20", "--shape", "gpu,mig", "--pods", "12", "--batch", "1,5", "-o", "json", timeout=180)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [(row["shape"], row["nodes"], row["placed"]) for row in rows] == [("gpu", 20, 12), ("mig", 20, 12)]
+    assert [(row["shape"], row["nodes"], row["batch"], row["placed"]) for row in rows] == [
+        ("gpu", 20, 1, 12), ("gpu", 20, 5, 12), ("mig", 20, 1, 12), ("mig", 20, 5, 12)
+    ]
     assert all(row["pods_per_second"] > 0 and row["rss_mib"] > 0 for row in rows)
+    assert "12 pods, 5 per ScheduleBatch call" in r.stderr
+    bad = _cli("bench", "--batch", "0")
+    assert bad.returncode == 2 and "--batch: not a list of positive integers" in bad.stderr

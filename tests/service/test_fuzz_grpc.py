@@ -155,7 +155,7 @@ def test_schedule_and_explain_answer_with_a_documented_code(running: Running, cl
 
 
 @settings(deadline=timedelta(seconds=30))
-@given(method=st.sampled_from(["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory"]), body=st.binary(max_size=300))
+@given(method=st.sampled_from(["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory", "ScheduleBatch"]), body=st.binary(max_size=300))
 def test_raw_bytes_answer_with_a_documented_code(channel: grpc.Channel, method: str, body: bytes) -> None:
     stub = channel.unary_unary(f"/{SERVICE_NAME}/{method}", request_serializer=None, response_deserializer=None)
     _call(stub, body)

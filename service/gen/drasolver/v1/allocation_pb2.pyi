@@ -1,3 +1,4 @@
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -522,3 +523,25 @@ class ScheduleGroupResponse(_message.Message):
     reason: str
     inventory_generation: int
     def __init__(self, placed: _Optional[bool] = ..., domain: _Optional[_Union[TopologyDomain, _Mapping]] = ..., pods: _Optional[_Iterable[_Union[PodPlacement, _Mapping]]] = ..., shared_claims: _Optional[_Iterable[_Union[ClaimAllocation, _Mapping]]] = ..., score: _Optional[int] = ..., pods_placed: _Optional[int] = ..., stats: _Optional[_Union[SolverStats, _Mapping]] = ..., group_stats: _Optional[_Union[ScheduleGroupStats, _Mapping]] = ..., reservation: _Optional[_Union[Reservation, _Mapping]] = ..., explanation: _Optional[_Union[GroupExplanation, _Mapping]] = ..., reason: _Optional[str] = ..., inventory_generation: _Optional[int] = ...) -> None: ...
+
+class ScheduleBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[ScheduleRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[ScheduleRequest, _Mapping]]] = ...) -> None: ...
+
+class ScheduleBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ScheduleBatchResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[ScheduleBatchResult, _Mapping]]] = ...) -> None: ...
+
+class ScheduleBatchResult(_message.Message):
+    __slots__ = ("status", "response", "warnings")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    status: _status_pb2.Status
+    response: ScheduleResponse
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, status: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., response: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...

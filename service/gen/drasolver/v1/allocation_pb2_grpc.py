@@ -70,6 +70,11 @@ class AllocationServiceStub:
                 request_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.SerializeToString,
                 response_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.FromString,
                 _registered_method=True)
+        self.ScheduleBatch = channel.unary_unary(
+                '/drasolver.v1.AllocationService/ScheduleBatch',
+                request_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.SerializeToString,
+                response_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.FromString,
+                _registered_method=True)
 
 
 class AllocationServiceServicer:
@@ -126,6 +131,14 @@ class AllocationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleBatch(self, request, context):
+        """Several pods' Schedule calls in one round trip, answered in order as if sent one after the
+        other: an item sees what the items before it reserved. Each item has its own status.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AllocationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -163,6 +176,11 @@ def add_AllocationServiceServicer_to_server(servicer, server):
                     servicer.ScheduleGroup,
                     request_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.FromString,
                     response_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.SerializeToString,
+            ),
+            'ScheduleBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScheduleBatch,
+                    request_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.FromString,
+                    response_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -355,6 +373,33 @@ class AllocationService:
             '/drasolver.v1.AllocationService/ScheduleGroup',
             drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupRequest.SerializeToString,
             drasolver_dot_v1_dot_allocation__pb2.ScheduleGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/drasolver.v1.AllocationService/ScheduleBatch',
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.SerializeToString,
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,124 @@
+"""What one gRPC call costs in Python before any work: a bare server against ``dra-solver serve``.
+
+    python benchmarks/grpc_floor.py [--calls 3000] [-o json]
+
+Starts, one after the other, a bare gRPC server (grpcio's sync server with only a Health
+servicer that answers at once) and ``dra-solver serve`` on the demo cluster, each in its own
+process, and times ``calls`` sequential Health calls to each from this process (after 300
+warm-up calls): wall time per call, the server's CPU per call (from /proc) and the client's.
+One sequential caller cannot make more than 1000 / wall-ms calls per second, whatever the
+service does: the floor under ``dra-solver bench``'s one-call-per-pod figures, and the reason
+for ``ScheduleBatch`` (docs/grpc-api.md#batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import grpc  # noqa: E402
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+
+
+class _Serving(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+    def Check(self, request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext) -> health_pb2.HealthCheckResponse:
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+
+def _bare_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and Value
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    health_pb2_grpc.add_HealthServicer_to_server(_Serving(), server)
+    port.value = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    ready.set()
+    server.wait_for_termination()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _time_calls(target: str, pid: int, calls: int) -> dict[str, float]:
+    with grpc.insecure_channel(target) as channel:
+        check = health_pb2_grpc.HealthStub(channel).Check
+        request = health_pb2.HealthCheckRequest()
+        for _ in range(300):
+            check(request, timeout=10)
+        server0, client0, wall0 = _cpu_seconds(pid), time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            check(request, timeout=10)
+        wall, server, client = time.perf_counter() - wall0, _cpu_seconds(pid) - server0, time.process_time() - client0
+    return {"wall_ms": wall / calls * 1e3, "server_cpu_ms": server / calls * 1e3, "client_cpu_ms": client / calls * 1e3,
+            "calls_per_second": calls / wall}
+
+
+def bare(calls: int) -> dict[str, float]:
+    ctx = multiprocessing.get_context("spawn")
+    ready, port = ctx.Event(), ctx.Value("i", 0)
+    proc = ctx.Process(target=_bare_server, args=(ready, port), daemon=True)
+    proc.start()
+    try:
+        if not ready.wait(60):
+            raise RuntimeError("the bare gRPC server did not start")
+        assert proc.pid is not None
+        return _time_calls(f"127.0.0.1:{port.value}", proc.pid, calls)
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+def serve(calls: int) -> dict[str, float]:
+    cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(ROOT / "examples" / "demo" / "cluster.yaml"),
+           "--port", "0", "--metrics-port", "-1"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()
+        if not first.startswith("grpc="):
+            raise RuntimeError(f"serve did not start: {first!r}")
+        return _time_calls(first.split()[0].split("=", 1)[1], proc.pid, calls)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=3000, help="timed Health calls per server")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    args = parser.parse_args(argv)
+    if args.calls < 1:
+        print("error: --calls: must be at least 1", file=sys.stderr)
+        return 2
+    rows = {}
+    for name, run in (("bare grpcio server", bare), ("dra-solver serve", serve)):
+        print(f"timing {args.calls} Health calls to the {name} ...", file=sys.stderr, flush=True)
+        rows[name] = run(args.calls)
+    if args.output == "json":
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'server':<20} {'wall ms':>8} {'server CPU ms':>14} {'client CPU ms':>14} {'calls/s':>8}")
+    for name, row in rows.items():
+        print(f"{name:<20} {row['wall_ms']:>8.3f} {row['server_cpu_ms']:>14.3f} {row['client_cpu_ms']:>14.3f} {row['calls_per_second']:>8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""benchmarks/grpc_floor.py runs as its docstring says: both servers timed, from their own CPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_grpc_floor_benchmark_times_both_servers() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpc_floor.py"), "--calls", "200", "-o", "json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert list(rows) == ["bare grpcio server", "dra-solver serve"]
+    for row in rows.values():
+        assert row["wall_ms"] > 0 and row["client_cpu_ms"] > 0
+        assert 0 < row["server_cpu_ms"] < 50, "read from the server process, not this one"
+        assert abs(row["calls_per_second"] * row["wall_ms"] / 1000 - 1) < 0.01
+    refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpc_floor.py"), "--calls", "0"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "--calls: must be at least 1" in refused.stderr
