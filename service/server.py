@@ -1,8 +1,9 @@
 """The gRPC server: the ``drasolver.v1.AllocationService`` servicer, health, reflection.
 
 Servicer methods stay short: convert the request, call the engine with the caller's deadline,
-convert the answer. :func:`_handle` maps the engine's exceptions to status codes in one place
-and records latency and status-code metrics. Bounded concurrency comes from gRPC itself
+convert the answer. :func:`failure` maps the engine's exceptions to status codes in one place
+(for whole calls and for ScheduleBatch items); :func:`_handle` aborts with them and records
+latency and status-code metrics. Bounded concurrency comes from gRPC itself
 (``maximum_concurrent_rpcs``): calls beyond the bound get RESOURCE_EXHAUSTED at once instead of
 queueing without limit. A bad request only ever fails itself.
 

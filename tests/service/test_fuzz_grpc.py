@@ -155,6 +155,23 @@ def test_schedule_and_explain_answer_with_a_documented_code(running: Running, cl
 
 
 @settings(deadline=timedelta(seconds=30))
+@given(items=st.lists(st.tuples(st.lists(claim_payloads(), min_size=0, max_size=2), st.lists(nodes, max_size=2), options, st.booleans(),
+                                st.booleans()), max_size=4))
+def test_schedule_batch_items_answer_with_a_documented_code(running: Running, items: list[tuple[list[bytes], list[str], pb.SolveOptions, bool, bool]]) -> None:
+    requests = [pb.ScheduleRequest(claims=claims, nodes=candidates, options=opts, reserve=reserve, in_flight_complete=stateless)
+                for claims, candidates, opts, reserve, stateless in items]
+    _call(running.client.stub.ScheduleBatch, pb.ScheduleBatchRequest(requests=requests))
+    results = running.client.schedule_batch(requests)
+    assert len(results) == len(requests)
+    allowed = {code.value[0] for code in ALLOWED} | {grpc.StatusCode.OK.value[0]}
+    for result in results:
+        assert result.status.code in allowed, (result.status.code, result.status.message)
+        assert len(result.status.SerializeToString()) < STATUS_BYTES
+        assert result.HasField("response") == (result.status.code == grpc.StatusCode.OK.value[0])
+    running.engine.reservations.release(claims=[r for res in running.engine.reservations.all() for r in res.claim_refs])
+
+
+@settings(deadline=timedelta(seconds=30))
 @given(method=st.sampled_from(["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory", "ScheduleBatch"]), body=st.binary(max_size=300))
 def test_raw_bytes_answer_with_a_documented_code(channel: grpc.Channel, method: str, body: bytes) -> None:
     stub = channel.unary_unary(f"/{SERVICE_NAME}/{method}", request_serializer=None, response_deserializer=None)
