@@ -15,6 +15,7 @@ not. Target: ≤ 0.5 s warm at 21,869 nodes.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -107,9 +108,14 @@ def main() -> int:
                for label, share in (("before", False), ("after", True))}
     for engine in engines.values():
         engine.schedule([claim("warm", f'device.driver == "{DRIVER}"')])  # imports, CEL environment
+    # As serve does once its inventory is loaded: the cyclic GC no longer rescans the inventory's
+    # objects (a full collection over 21,869 nodes takes longer than the call being timed).
+    gc.collect()
+    gc.freeze()
     after = run(engines["after"], "after", args.repeat)
-    warm_after = min(after[1:]) if len(after) > 1 else after[0]
-    print(f"after:  first {after[0]:.3f} s (fingerprints every node once), warm {warm_after:.3f} s (target ≤ 0.5 s)")
+    warm = after[1:] or after
+    warm_after = min(warm)
+    print(f"after:  first {after[0]:.3f} s (fingerprints every node once), warm {warm_after:.3f}-{max(warm):.3f} s (target ≤ 0.5 s)")
     if not args.skip_before:
         before = run(engines["before"], "before", 1)
         print(f"before: {before[0]:.3f} s; after warm: {warm_after:.3f} s ({before[0] / warm_after:.0f}x faster)")
