@@ -15,6 +15,7 @@ in a request can neither become a huge status nor fail to encode.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import threading
@@ -150,6 +151,21 @@ def failure(rpc: str, err: Exception) -> Failure:
     return ended(grpc.StatusCode.INTERNAL, "error", f"internal error: {type(err).__name__}: {err}")
 
 
+BATCH_ENVELOPE_BYTES = 16
+"""Bytes a ScheduleBatchResult adds to the answer besides its own (tag and length), with room
+to spare; also kept free for the answer's own envelope."""
+
+
+def _unanswered(count: int, limit: int) -> list[Any]:
+    """The results of the items a ScheduleBatch did not answer because its answer was full."""
+    status = status_pb2.Status(
+        code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+        message=f"not answered: the batch's answer reached the {limit}-byte message limit before this request; nothing was "
+        "reserved for it; send it again (in a smaller batch, or with chosen_verdict_only)",
+    )
+    return [pb.ScheduleBatchResult(status=status) for _ in range(count)]
+
+
 def caller_identity(context: grpc.ServicerContext, *, tls: bool = True) -> str:
     """Who is calling, for per-caller limits: the client certificate's common name under mTLS,
     else the peer's address without its port (one host = one caller). ``tls`` False: the
@@ -179,11 +195,13 @@ def allocator_label(rpc: str, allocator: str) -> str:
 
 
 class AllocationServicer(pb_grpc.AllocationServiceServicer):
-    def __init__(self, engine: e.Engine, *, tls: bool = True) -> None:
+    def __init__(self, engine: e.Engine, *, tls: bool = True, max_message_bytes: int = 64 * 1024 * 1024) -> None:
         self.engine = engine
         self.metrics = engine.metrics
         self.tls = tls
         """Whether callers connect over TLS (and may present a certificate naming them)."""
+        self.max_message_bytes = max_message_bytes
+        """The largest answer the server may send (a ScheduleBatch stops filling its answer there)."""
         self._active = 0
         self._active_lock = threading.Lock()
 
@@ -260,11 +278,23 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
                 raise e.LimitExceeded(f"requests: Too many: {len(request.requests)}: must have at most {limit} items")
             caller = caller_identity(context, tls=self.tls)
             earlier = NO_FLIGHT  # what the batch's items placed with reserve, for stateless items
-            results = []
-            for item in request.requests:
+            results: list[pb.ScheduleBatchResult] = []
+            room = self.max_message_bytes - BATCH_ENVELOPE_BYTES
+            for done, item in enumerate(request.requests):
                 if not context.is_active():
                     break  # the caller is gone: nobody would read the rest
-                result, earlier = self._batch_item(item, deadline, caller, earlier)
+                result, placed = self._batch_item(item, deadline, caller, earlier)
+                room -= result.ByteSize() + BATCH_ENVELOPE_BYTES
+                if room < 0:
+                    # Unverdicted items could make an answer of gigabytes (1,024 pods that fit
+                    # nowhere on 5,000 nodes, each with a verdict per node): stop here, hold
+                    # nothing for an answer that is not sent, and say so for the rest.
+                    if result.response.reservation.id:
+                        with contextlib.suppress(e.NotFound):  # expired already (a tiny ttl)
+                            self.engine.unreserve(result.response.reservation.id, ())
+                    results.extend(_unanswered(len(request.requests) - done, self.max_message_bytes))
+                    break
+                earlier = placed
                 results.append(result)
             return pb.ScheduleBatchResponse(results=results), "answered"
 
@@ -398,7 +428,7 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
         options=options,
         maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
     )
-    servicer = AllocationServicer(deps.engine, tls=deps.credentials is not None)
+    servicer = AllocationServicer(deps.engine, tls=deps.credentials is not None, max_message_bytes=deps.max_message_bytes)
     handlers = servicer.handlers()
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)  # type: ignore[attr-defined]

@@ -170,3 +170,23 @@ def test_the_batch_is_bounded_by_the_calls_deadline(fresh: Callable[..., Running
     first_late = codes.index(late)
     assert codes[:first_late] == [OK] * first_late and set(codes[first_late:]) == {late}
     assert "deadline" in results[-1].status.message
+
+
+def test_an_answer_that_would_pass_the_message_limit_stops_the_batch(fresh: Callable[..., Running]) -> None:
+    """Items whose answers would not fit in one message are not answered, and nothing is held
+    for them: the item that passed the limit gives its reservation back."""
+    r = fresh(max_message_bytes=6000)
+    c = r.client
+    unknown = [f"no-such-node-{i:03d}" for i in range(25)]  # each listed with a verdict: about 1.7 KB an answer
+    requests = [c.schedule_request([one(f"big-{i}")], ["node-a", "node-b", *unknown], reserve=True) for i in range(5)]
+    results = c.schedule_batch(requests)
+    codes = [res.status.code for res in results]
+    exhausted = grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert len(results) == 5 and codes[0] == OK and exhausted in codes
+    answered = codes.index(exhausted)
+    assert codes == [OK] * answered + [exhausted] * (5 - answered)
+    assert "message limit" in results[-1].status.message and not results[-1].HasField("response")
+    assert all(res.response.node and res.response.reservation.id for res in results[:answered])
+    assert len(r.engine.reservations) == answered, "only the answered items hold devices"
+    # The same requests one per call all fit.
+    assert all(c.schedule_batch([request])[0].status.code == OK for request in requests[answered:])
