@@ -258,6 +258,12 @@ class Matcher:
             memo.remember_selection(selectors, device.cel, result)
         return result
 
+    def selection_key(self, view: RequestView) -> int | None:
+        """The number under which selection verdicts for ``view``'s selectors are kept across
+        attempts (None without a memo, or with a selector that has no CEL): equal numbers,
+        equal verdicts on every device that does not read the node."""
+        return self._memo_key(self._memo, view) if self._memo is not None else None
+
     def _memo_key(self, memo: DeviceParseCache, view: RequestView) -> int | None:
         """The number ``memo`` gives the gates and the selectors' expressions of ``view``
         (None: a selector without CEL, which is an error every time). Kept per view object

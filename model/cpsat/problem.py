@@ -36,7 +36,7 @@ search whether upstream would have stopped on one of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -307,28 +307,96 @@ def _option(
         consumable = gates.consumable_capacity
         consumed = allocated.capacity
         eligible = data.candidates
-        for candidate in problem.candidates:
-            device = candidate.device
-            # In use is checked before selectors, so upstream never evaluates those pairs.
-            if device.id in taken:
-                continue
-            try:
-                if not selectable(view, device):
+        screened = None if constraints or view.tolerations else _screened(problem, view, matcher, usable, by_id)
+        if screened is not None:
+            # The checks that read nothing in use were done once for this node and selectors:
+            # only the candidates that passed them remain, in search order.
+            order, live = screened
+            candidates = problem.candidates
+            for i in order:
+                candidate = candidates[i]
+                device = candidate.device
+                if device.id in taken:
                     continue
-            except AllocationError as err:
-                problem.deferred_errors.append(err)
-                continue
-            if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
-                continue
-            if not usable(device):
-                continue
-            if constraints and any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
-                continue
-            eligible.append(candidate)
+                if i in live:
+                    try:
+                        if not selectable(view, device) or not usable(device):
+                            continue
+                    except AllocationError as err:
+                        problem.deferred_errors.append(err)
+                        continue
+                if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
+                    continue
+                eligible.append(candidate)
+        else:
+            for candidate in problem.candidates:
+                device = candidate.device
+                # In use is checked before selectors, so upstream never evaluates those pairs.
+                if device.id in taken:
+                    continue
+                try:
+                    if not selectable(view, device):
+                        continue
+                except AllocationError as err:
+                    problem.deferred_errors.append(err)
+                    continue
+                if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
+                    continue
+                if not usable(device):
+                    continue
+                if constraints and any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
+                    continue
+                eligible.append(candidate)
         if view.count > min(len(data.candidates), ALLOCATION_RESULTS_MAX_SIZE):
             data.possible = False
     _add_consumed(problem, data)
     return data
+
+
+SCREENS = 16_384
+"""Screens kept (``DeviceParseCache.screens``): one per solved node and request selectors;
+beyond, the memo starts over."""
+
+
+def _screened(
+    problem: Problem, view: RequestView, matcher: Matcher, usable: Callable[[PoolDevice], bool], by_id: Mapping[DeviceID, Candidate]
+) -> tuple[tuple[int, ...], frozenset[int]] | None:
+    """The candidates ``view`` may take on this node whatever is in use, by index in search
+    order, and those whose verdict must be reached on every call (a device whose selection
+    reads the node, has no CEL view, or raised: errors name the claim, and are reported as
+    they arise). Kept in the device cache per candidate list (its ``by_id`` map, the same
+    object for one node of one snapshot) and selectors number; None when there is no cache.
+    Selection, gates and taints without tolerations read only the device: the same verdicts
+    as the full check, which the caller still makes for the devices in use and capacity."""
+    cache = problem.request.device_cache
+    number = matcher.selection_key(view) if cache is not None else None
+    if cache is None or number is None:
+        return None
+    key = (id(by_id), number)
+    known = cache.screens.get(key)
+    if known is not None and known[0] is by_id:
+        return known[1], known[2]
+    order: list[int] = []
+    live: list[int] = []
+    for i, candidate in enumerate(problem.candidates):
+        device = candidate.device
+        if device.per_device_node_selection or device.cel is None:
+            order.append(i)
+            live.append(i)
+            continue
+        try:
+            if not matcher.selectable(view, device) or not usable(device):
+                continue
+        except AllocationError:
+            order.append(i)
+            live.append(i)
+            continue
+        order.append(i)
+    screened = (tuple(order), frozenset(live))
+    if len(cache.screens) >= SCREENS:
+        cache.screens.clear()
+    cache.screens[key] = (by_id, *screened)
+    return screened
 
 
 def _capacity_fits(
