@@ -326,11 +326,6 @@ class DeviceParseCache:
         self.whole_capacity_fits: dict[PoolDevice, bool] = {}
         """Per device object (held), whether a request that names no capacity fits it while
         none of it is consumed (``model.cpsat.problem``)."""
-        self.screens: dict[tuple[int, int], tuple[object, tuple[int, ...], frozenset[int]]] = {}
-        """Per (candidate list, selectors number), the list's ``by_id`` map (held, so its
-        identity is not reused), the indices of the candidates a request with those selectors
-        and no tolerations or constraints may take whatever is in use, and those of them whose
-        checks must run on every call (``model.cpsat.problem``)."""
         self.candidate_lists: dict[tuple[Any, ...], tuple[tuple[Pool, ...], tuple[Any, ...], Mapping[DeviceID, Any]]] = {}
         """Per (ConsumableCapacity gate, pool identities), the pools (held), their candidates
         in search order and by ID (``model.cpsat.problem``)."""

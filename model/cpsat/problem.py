@@ -36,6 +36,7 @@ search whether upstream would have stopped on one of them.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -232,7 +233,7 @@ def _candidates(
     if known is not None and len(known[0]) == len(pools) and all(a is b for a, b in zip(known[0], pools, strict=True)):
         return list(known[1]), known[2]
     candidates: list[Candidate] = []
-    by_id: dict[DeviceID, Candidate] = {}
+    by_id: dict[DeviceID, Candidate] = {} if cache is None else CandidatesById()
     for pool in pools:
         if not pool.usable:
             continue
@@ -248,6 +249,18 @@ def _candidates(
         # The entry holds the pools, so their identities are not reused while it lives.
         kept[key] = (tuple(pools), tuple(candidates), by_id)
     return candidates, by_id
+
+
+class CandidatesById(dict[DeviceID, Candidate]):
+    """A kept candidate list's devices by ID, with the list's screens (``_screened``): they
+    live and go with the list."""
+
+    __slots__ = ("screens",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.screens: dict[int, tuple[array[int], frozenset[int]]] = {}
+        """Per selectors number (``Matcher.selection_key``)."""
 
 
 CANDIDATE_LISTS = 10_000
@@ -353,30 +366,30 @@ def _option(
     return data
 
 
-SCREENS = 16_384
-"""Screens kept (``DeviceParseCache.screens``): one per solved node and request selectors;
-beyond, the memo starts over."""
+SCREENS_PER_LIST = 8
+"""Screens kept per candidate list (one per request shape seen on the node); beyond, they start
+over."""
 
 
 def _screened(
     problem: Problem, view: RequestView, matcher: Matcher, usable: Callable[[PoolDevice], bool], by_id: Mapping[DeviceID, Candidate]
-) -> tuple[tuple[int, ...], frozenset[int]] | None:
+) -> tuple[array[int], frozenset[int]] | None:
     """The candidates ``view`` may take on this node whatever is in use, by index in search
     order, and those whose verdict must be reached on every call (a device whose selection
     reads the node, has no CEL view, or raised: errors name the claim, and are reported as
-    they arise). Kept in the device cache per candidate list (its ``by_id`` map, the same
-    object for one node of one snapshot) and selectors number; None when there is no cache.
-    Selection, gates and taints without tolerations read only the device: the same verdicts
-    as the full check, which the caller still makes for the devices in use and capacity."""
-    cache = problem.request.device_cache
-    number = matcher.selection_key(view) if cache is not None else None
-    if cache is None or number is None:
+    they arise). Kept with the node's candidate list (``CandidatesById``, the same object for
+    one node of one snapshot) per selectors number; None for a list not kept. Selection, gates
+    and taints without tolerations read only the device and the selectors: the same verdicts
+    as the full check, which the caller still makes for devices in use and capacity."""
+    if not isinstance(by_id, CandidatesById):
         return None
-    key = (id(by_id), number)
-    known = cache.screens.get(key)
-    if known is not None and known[0] is by_id:
-        return known[1], known[2]
-    order: list[int] = []
+    number = matcher.selection_key(view)
+    if number is None:
+        return None
+    known = by_id.screens.get(number)
+    if known is not None:
+        return known
+    order = array("I")
     live: list[int] = []
     for i, candidate in enumerate(problem.candidates):
         device = candidate.device
@@ -392,10 +405,10 @@ def _screened(
             live.append(i)
             continue
         order.append(i)
-    screened = (tuple(order), frozenset(live))
-    if len(cache.screens) >= SCREENS:
-        cache.screens.clear()
-    cache.screens[key] = (by_id, *screened)
+    screened = (order, frozenset(live))
+    if len(by_id.screens) >= SCREENS_PER_LIST:
+        by_id.screens.clear()
+    by_id.screens[number] = screened
     return screened
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from dra_solver.model import AllocatedState, AllocationRequest, DeviceID, Inventory
 from dra_solver.model import objects as o
 from dra_solver.model.cel import CelEnvironment
-from dra_solver.model.cpsat.problem import Problem, prepare_problem
+from dra_solver.model.cpsat.problem import CandidatesById, Problem, prepare_problem
 from dra_solver.model.decode import decode_all
 from dra_solver.model.pools import DeviceParseCache
 
@@ -83,18 +83,29 @@ def test_screened_options_equal_the_full_check(order: str, seed: int, options: l
         assert _options(kept) == _options(full)
         assert [str(e) for e in kept.deferred_errors] == [str(e) for e in full.deferred_errors]
     # Requests without tolerations were screened once per node and selectors, then reused.
-    assert bool(cache.screens) == (not tolerate)
+    assert any(_screens(cache)) == (not tolerate)
 
 
-def test_a_screen_is_only_used_for_its_own_candidate_list() -> None:
-    """An entry whose candidate list's identity was reused by another object is not used."""
+def _screens(cache: DeviceParseCache) -> list[dict[int, Any]]:
+    return [entry[2].screens for entry in cache.candidate_lists.values() if isinstance(entry[2], CandidatesById)]
+
+
+def test_screens_live_and_go_with_their_candidate_list() -> None:
+    """Screens are kept with the node's kept candidate list: the same list reuses them, new
+    pools (a new snapshot) start without any, and a caller without a cache never screens."""
     objects = decode_all(generate.mig_cluster("whole-first", nodes=1, seed=0))
     inventory = Inventory.from_objects(objects)
     request = AllocationRequest(claims=(_claim(["20Gi"], False),), node=inventory.nodes[0], inventory=inventory)
     cache = DeviceParseCache()
     first = prepare_problem(replace(request, device_cache=cache), cel=CEL)
-    ((key, (_, order, live)),) = cache.screens.items()
-    cache.screens[key] = ({}, order[:1], live)  # as if held for another list: not handed out
-    again = prepare_problem(replace(request, device_cache=cache), cel=CEL)
+    (screens,) = _screens(cache)
+    ((number, (order, live)),) = screens.items()
+    assert len(order) == len(_options(first)[0][0][0][1]) > 1 and not live
+    screens[number] = (order[:1], live)  # reused as kept: the next problem reads this one
+    assert len(_options(prepare_problem(replace(request, device_cache=cache), cel=CEL))[0][0][0][1]) == 1
+    # The same objects read afresh are other pools: another candidate list, screened anew.
+    fresh = Inventory.from_objects(decode_all(generate.mig_cluster("whole-first", nodes=1, seed=0)))
+    again = prepare_problem(replace(request, node=fresh.nodes[0], inventory=fresh, device_cache=cache), cel=CEL)
     assert _options(again) == _options(first) == _options(prepare_problem(request, cel=CEL))
-    assert len(_options(first)[0][0][0][1]) > 1
+    assert len(_screens(cache)) == 2
+    assert prepare_problem(request, cel=CEL).options  # no cache: the full check, nothing kept
