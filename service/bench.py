@@ -132,6 +132,9 @@ class BenchResult:
     floor_ms: float = 0.0
     batch: int = 1
     """Pods per call: 1 = one Schedule call per pod, more = ScheduleBatch calls."""
+    server_cpu_ms: float = 0.0
+    """The service's CPU time per pod over the timed loop (from /proc): steadier than pods/s on
+    a machine whose speed varies, and what a pod costs the service whatever the client does."""
     """An empty call's round trip (``_empty_call_ms``): one sequential client cannot exceed
     1000 / floor_ms calls per second, whatever the service does."""
 
@@ -146,6 +149,15 @@ def _rss(pid: int) -> tuple[float, float]:
         return float(fields.get(key, "0 kB").split()[0]) / 1024
 
     return mib("VmRSS"), mib("VmHWM")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -200,6 +212,7 @@ def run_one(
                                 stats["solves"] += answer.schedule_stats.solves
                                 stats["cache_hits"] += answer.schedule_stats.cache_hits
 
+                cpu0 = _cpu_seconds(proc.pid)
                 t0 = time.perf_counter()
                 threads = [threading.Thread(target=worker) for _ in range(concurrency)]
                 for th in threads:
@@ -207,6 +220,7 @@ def run_one(
                 for th in threads:
                     th.join()
                 seconds = time.perf_counter() - t0
+                server_cpu = _cpu_seconds(proc.pid) - cpu0
             rss, peak = _rss(proc.pid)
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -219,6 +233,7 @@ def run_one(
         pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
         solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor, batch=batch,
+        server_cpu_ms=server_cpu / pods * 1000 if pods else 0.0,
     )
 
 
@@ -267,10 +282,11 @@ def _empty_call_ms(client: Client, calls: int = 300) -> float:
 
 def format_results(results: Sequence[BenchResult]) -> str:
     header = ("shape", "nodes", "pods", "placed", "threads", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
-              "empty call ms")
+              "empty call ms", "serve CPU ms/pod")
     rows = [header] + [
         (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
-         f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}")
+         f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}",
+         f"{r.server_cpu_ms:.2f}")
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -144,6 +144,8 @@ def test_bench_runs_through_the_service() -> None:
         ("gpu", 20, 1, 12), ("gpu", 20, 5, 12), ("mig", 20, 1, 12), ("mig", 20, 5, 12)
     ]
     assert all(row["pods_per_second"] > 0 and row["rss_mib"] > 0 for row in rows)
+    # The service's own CPU per pod, read from its process (ticks of 10 ms: summed over the runs).
+    assert sum(row["server_cpu_ms"] for row in rows) > 0 and all(0 <= row["server_cpu_ms"] < 1000 for row in rows)
     assert "12 pods, 5 per ScheduleBatch call" in r.stderr
     bad = _cli("bench", "--batch", "0")
     assert bad.returncode == 2 and "--batch: not a list of positive integers" in bad.stderr
