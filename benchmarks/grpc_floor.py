@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import os
-import signal
-import subprocess
 import sys
 import time
 from concurrent import futures
@@ -30,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 import grpc  # noqa: E402
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # noqa: E402
+
+from dra_solver.service.bench import cpu_seconds, serve_process  # noqa: E402
 
 
 class _Serving(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
@@ -46,21 +45,16 @@ def _bare_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and 
     server.wait_for_termination()
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _time_calls(target: str, pid: int, calls: int) -> dict[str, float]:
     with grpc.insecure_channel(target) as channel:
         check = health_pb2_grpc.HealthStub(channel).Check
         request = health_pb2.HealthCheckRequest()
         for _ in range(300):
             check(request, timeout=10)
-        server0, client0, wall0 = _cpu_seconds(pid), time.process_time(), time.perf_counter()
+        server0, client0, wall0 = cpu_seconds(pid), time.process_time(), time.perf_counter()
         for _ in range(calls):
             check(request, timeout=10)
-        wall, server, client = time.perf_counter() - wall0, _cpu_seconds(pid) - server0, time.process_time() - client0
+        wall, server, client = time.perf_counter() - wall0, cpu_seconds(pid) - server0, time.process_time() - client0
     return {"wall_ms": wall / calls * 1e3, "server_cpu_ms": server / calls * 1e3, "client_cpu_ms": client / calls * 1e3,
             "calls_per_second": calls / wall}
 
@@ -81,22 +75,8 @@ def bare(calls: int) -> dict[str, float]:
 
 
 def serve(calls: int) -> dict[str, float]:
-    cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(ROOT / "examples" / "demo" / "cluster.yaml"),
-           "--port", "0", "--metrics-port", "-1"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline().strip()
-        if not first.startswith("grpc="):
-            raise RuntimeError(f"serve did not start: {first!r}")
-        return _time_calls(first.split()[0].split("=", 1)[1], proc.pid, calls)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with serve_process(ROOT / "examples" / "demo" / "cluster.yaml") as (proc, target):
+        return _time_calls(target, proc.pid, calls)
 
 
 def main(argv: list[str] | None = None) -> int:

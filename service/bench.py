@@ -20,7 +20,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -130,13 +131,13 @@ class BenchResult:
     solves: int
     cache_hits: int
     floor_ms: float = 0.0
+    """An empty call's round trip (``_empty_call_ms``): one sequential client cannot exceed
+    1000 / floor_ms calls per second, whatever the service does."""
     batch: int = 1
     """Pods per call: 1 = one Schedule call per pod, more = ScheduleBatch calls."""
     server_cpu_ms: float = 0.0
     """The service's CPU time per pod over the timed loop (from /proc): steadier than pods/s on
     a machine whose speed varies, and what a pod costs the service whatever the client does."""
-    """An empty call's round trip (``_empty_call_ms``): one sequential client cannot exceed
-    1000 / floor_ms calls per second, whatever the service does."""
 
 
 def _rss(pid: int) -> tuple[float, float]:
@@ -151,7 +152,36 @@ def _rss(pid: int) -> tuple[float, float]:
     return mib("VmRSS"), mib("VmHWM")
 
 
-def _cpu_seconds(pid: int) -> float:
+@contextmanager
+def serve_process(inventory: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``dra-solver serve`` on ``inventory`` in a child process (any free port, no metrics
+    endpoint, ``flags`` added) for the block: the process and its gRPC target, once it
+    listens (its inventory may still be loading). Stopped by SIGTERM (killed after 30 s)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
+    cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(inventory), "--port", "0", "--metrics-port", "-1", *flags]
+    # stderr to a file, not a pipe nobody reads: a long run's logs would fill the pipe and stall serve.
+    with tempfile.TemporaryFile("w+") as errors:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline().strip()
+            if not first.startswith("grpc="):
+                proc.wait(timeout=30)
+                errors.seek(0)
+                raise RuntimeError(f"serve did not start: {first} {errors.read()[-2000:]}".strip())
+            yield proc, first.split()[0].split("=", 1)[1]
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -172,18 +202,9 @@ def run_one(
 ) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
-        root = Path(__file__).resolve().parents[1]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
-        cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(cluster), "--port", "0", "--metrics-port", "-1",
-               "--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2))]
         started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            assert proc.stdout is not None
-            first = proc.stdout.readline().strip()
-            if not first.startswith("grpc="):
-                raise RuntimeError(f"serve failed: {first} {proc.stderr.read() if proc.stderr else ''}")
-            target = first.split()[0].split("=", 1)[1]
+        flags = ("--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2)))
+        with serve_process(cluster, *flags) as (proc, target):
             rng = random.Random(seed)
             claims = [pod_claim(i, shape=shape, rng=rng) for i in range(pods)]
             with Client(target, timeout=120) as client:
@@ -212,7 +233,7 @@ def run_one(
                                 stats["solves"] += answer.schedule_stats.solves
                                 stats["cache_hits"] += answer.schedule_stats.cache_hits
 
-                cpu0 = _cpu_seconds(proc.pid)
+                cpu0 = cpu_seconds(proc.pid)
                 t0 = time.perf_counter()
                 threads = [threading.Thread(target=worker) for _ in range(concurrency)]
                 for th in threads:
@@ -220,14 +241,8 @@ def run_one(
                 for th in threads:
                     th.join()
                 seconds = time.perf_counter() - t0
-                server_cpu = _cpu_seconds(proc.pid) - cpu0
+                server_cpu = cpu_seconds(proc.pid) - cpu0
             rss, peak = _rss(proc.pid)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     return BenchResult(
         shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
         pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,

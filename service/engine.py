@@ -58,6 +58,7 @@ from dra_solver.service.inflight import (
     MAX_IN_FLIGHT,
     NO_FLIGHT,
     CallerFlight,
+    FlightClaim,
     FlightDecoder,
     Overlay,
     flight_claim,
@@ -873,14 +874,11 @@ class Engine:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def placed_flight(answer: ScheduleAnswer, flight: CallerFlight) -> CallerFlight:
-    """``flight`` with the allocations a placed answer chose added: what a stateless caller
-    sends as in flight on its next call (ScheduleBatch does it for the batch's later items)."""
-    placed = [
-        flight_claim(c.claim.model_copy(update={"status": o.ResourceClaimStatus(allocation=c.result)}))
-        for c in answer.claims if c.result is not None
-    ]
-    return CallerFlight((*flight.claims, *placed), flight.complete) if placed else flight
+def placed_flight(answer: ScheduleAnswer) -> tuple[FlightClaim, ...]:
+    """The allocations a placed answer chose, as in-flight claims: what a stateless caller
+    adds to its next call's (ScheduleBatch does it for the batch's later items)."""
+    placed = [(c.claim, c.result) for c in answer.claims if c.result is not None]
+    return tuple(flight_claim(c) for c in _with_results([claim for claim, _ in placed], [result for _, result in placed]))
 
 
 def _with_results(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> list[o.ResourceClaim]:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import grpc
@@ -37,7 +37,7 @@ from dra_solver.service import engine as e
 from dra_solver.service import groups, messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
-from dra_solver.service.inflight import NO_FLIGHT, CallerFlight
+from dra_solver.service.inflight import CallerFlight, FlightClaim
 from dra_solver.service.inventory import Snapshot
 from dra_solver.service.metrics import SOLVING_RPCS, MetricsServer
 from dra_solver.service.quoting import clip
@@ -225,15 +225,24 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def Schedule(self, request: pb.ScheduleRequest, context: grpc.ServicerContext) -> pb.ScheduleResponse:
         def run(deadline: float | None) -> tuple[pb.ScheduleResponse, str]:
-            a = self.engine.schedule(
-                list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
-                ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
-                caller=caller_identity(context, tls=self.tls), flight=self.engine.decode_flight(list(request.in_flight), request.in_flight_complete),
-            )
-            response = messages.schedule_response(a, now=self.engine.clock(), chosen_verdict_only=request.chosen_verdict_only)
-            return response, "allocated" if a.node else "unsatisfiable"
+            flight = self.engine.decode_flight(list(request.in_flight), request.in_flight_complete)
+            _, response, outcome = self._schedule(request, deadline, caller_identity(context, tls=self.tls), flight)
+            return response, outcome
 
         return self._handle("Schedule", request.options.allocator, context, run)
+
+    def _schedule(
+        self, request: pb.ScheduleRequest, deadline: float | None, caller: str, flight: CallerFlight
+    ) -> tuple[e.ScheduleAnswer, pb.ScheduleResponse, str]:
+        """A Schedule request answered (a call's, or a ScheduleBatch item's): the engine's
+        answer, the message and the ``outcome`` metric label."""
+        a = self.engine.schedule(
+            list(request.claims), list(request.nodes), opts=messages.solve_options(request.options), reserve=request.reserve,
+            ttl=request.reservation_ttl_seconds, wanted=request.feasible_nodes_wanted, pod=request.pod, deadline=deadline,
+            caller=caller, flight=flight,
+        )
+        response = messages.schedule_response(a, now=self.engine.clock(), chosen_verdict_only=request.chosen_verdict_only)
+        return a, response, "allocated" if a.node else "unsatisfiable"
 
     def Reserve(self, request: pb.ReserveRequest, context: grpc.ServicerContext) -> pb.ReserveResponse:
         def run(deadline: float | None) -> tuple[pb.ReserveResponse, str]:
@@ -277,7 +286,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             if len(request.requests) > limit:
                 raise e.LimitExceeded(f"requests: Too many: {len(request.requests)}: must have at most {limit} items")
             caller = caller_identity(context, tls=self.tls)
-            earlier = NO_FLIGHT  # what the batch's items placed with reserve, for stateless items
+            earlier: tuple[FlightClaim, ...] = ()  # what the batch's items placed with reserve, for stateless items
             results: list[pb.ScheduleBatchResult] = []
             room = self.max_message_bytes - BATCH_ENVELOPE_BYTES
             for done, item in enumerate(request.requests):
@@ -301,8 +310,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         return self._handle("ScheduleBatch", "", context, run)
 
     def _batch_item(
-        self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: CallerFlight
-    ) -> tuple[pb.ScheduleBatchResult, CallerFlight]:
+        self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: tuple[FlightClaim, ...]
+    ) -> tuple[pb.ScheduleBatchResult, tuple[FlightClaim, ...]]:
         """One item of a batch, answered as its own Schedule call would be; its metrics are an
         allocation question's (``rpc="ScheduleBatch"``)."""
         start = time.perf_counter()
@@ -311,17 +320,11 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         token = e.decode_warnings.set(warnings)
         try:
             flight = self.engine.decode_flight(list(item.in_flight), item.in_flight_complete)
-            if flight.stateless and earlier.claims:
-                flight = CallerFlight((*flight.claims, *earlier.claims), True)
-            a = self.engine.schedule(
-                list(item.claims), list(item.nodes), opts=messages.solve_options(item.options), reserve=item.reserve,
-                ttl=item.reservation_ttl_seconds, wanted=item.feasible_nodes_wanted, pod=item.pod, deadline=deadline,
-                caller=caller, flight=flight,
-            )
-            response = messages.schedule_response(a, now=self.engine.clock(), chosen_verdict_only=item.chosen_verdict_only)
-            outcome = "allocated" if a.node else "unsatisfiable"
+            if flight.stateless and earlier:
+                flight = replace(flight, claims=(*flight.claims, *earlier))
+            a, response, outcome = self._schedule(item, deadline, caller, flight)
             if a.node and item.reserve and flight.stateless:
-                earlier = e.placed_flight(a, earlier)
+                earlier = (*earlier, *e.placed_flight(a))
             return pb.ScheduleBatchResult(status=status_pb2.Status(code=code_pb2.OK), response=response, warnings=warnings), earlier
         except Exception as err:
             failed = failure("ScheduleBatch", err)

@@ -320,46 +320,32 @@ def _option(
         consumable = gates.consumable_capacity
         consumed = allocated.capacity
         eligible = data.candidates
+        # Screened: the checks that read nothing in use were done once for this node and
+        # selectors, and only the candidates that passed them remain (in search order); the
+        # ``live`` ones, and every candidate when there is no screen, are checked in full here.
         screened = None if constraints or view.tolerations else _screened(problem, view, matcher, usable, by_id)
-        if screened is not None:
-            # The checks that read nothing in use were done once for this node and selectors:
-            # only the candidates that passed them remain, in search order.
-            order, live = screened
-            candidates = problem.candidates
-            for i in order:
-                candidate = candidates[i]
-                device = candidate.device
-                if device.id in taken:
-                    continue
-                if i in live:
-                    try:
-                        if not selectable(view, device) or not usable(device):
-                            continue
-                    except AllocationError as err:
-                        problem.deferred_errors.append(err)
-                        continue
-                if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
-                    continue
-                eligible.append(candidate)
-        else:
-            for candidate in problem.candidates:
-                device = candidate.device
-                # In use is checked before selectors, so upstream never evaluates those pairs.
-                if device.id in taken:
-                    continue
+        order, live = screened if screened is not None else (range(len(problem.candidates)), None)
+        candidates = problem.candidates
+        for i in order:
+            candidate = candidates[i]
+            device = candidate.device
+            # In use is checked before selectors, so upstream never evaluates those pairs.
+            if device.id in taken:
+                continue
+            if live is None or i in live:
                 try:
                     if not selectable(view, device):
                         continue
                 except AllocationError as err:
                     problem.deferred_errors.append(err)
                     continue
-                if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
-                    continue
                 if not usable(device):
                     continue
                 if constraints and any(not _has_elements(device, c, gates.list_type_attributes) for c in constraints):
                     continue
-                eligible.append(candidate)
+            if consumable and not _capacity_fits(view, device, consumed.get(device.id), memo):
+                continue
+            eligible.append(candidate)
         if view.count > min(len(data.candidates), ALLOCATION_RESULTS_MAX_SIZE):
             data.possible = False
     _add_consumed(problem, data)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dra_solver.service.bench import serve_process
 from dra_solver.service.client import Client
 from tests import builders as b
 from tests.service.conftest import DEMO, ROOT, workload
@@ -118,6 +119,15 @@ def test_serve_reports_a_bad_inventory(tmp_path: Path) -> None:
     bad.write_text("apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: 3}\n")
     r = _cli("serve", "--inventory", str(bad), "--port", "0", "--metrics-port", "-1")
     assert r.returncode == 2 and str(bad) in r.stderr and "spec.driver" in r.stderr
+
+
+def test_the_benchmarks_serve_process_says_why_serve_did_not_start() -> None:
+    with pytest.raises(RuntimeError) as raised, serve_process(DEMO / "cluster.yaml", "--address", "0.0.0.0"):
+        pytest.fail("serve listened in plaintext beyond loopback")
+    assert "serve did not start" in str(raised.value) and "--insecure" in str(raised.value)
+    with serve_process(DEMO / "cluster.yaml") as (proc, target):
+        assert target.startswith("127.0.0.1:") and proc.poll() is None
+    assert proc.returncode is not None, "stopped when the block ends"
 
 
 def test_demo_runs_end_to_end() -> None:

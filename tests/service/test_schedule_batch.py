@@ -22,6 +22,11 @@ from tests.service.conftest import Running, assert_valid
 OK = grpc.StatusCode.OK.value[0]
 
 
+def code_named(number: int) -> grpc.StatusCode:
+    """The gRPC status code whose number is ``number`` (a google.rpc.Status code)."""
+    return next(code for code in grpc.StatusCode if code.value[0] == number)
+
+
 def devices(answer: pb.ScheduleResponse) -> list[str]:
     """The devices an answer allocates, as driver/pool/device."""
     return sorted(d.split("=", 1)[1] for d in Client.devices(answer))
@@ -71,7 +76,7 @@ def test_a_failed_item_fails_only_itself_with_its_own_calls_status(running: Runn
         c.schedule_request([good], ["no-such-node"]),
     ]
     results = c.schedule_batch(requests)
-    codes = [grpc.StatusCode(next(s for s in grpc.StatusCode if s.value[0] == r.status.code)) for r in results]
+    codes = [code_named(r.status.code) for r in results]
     # Each as its own Schedule call would end.
     for request, result in zip(requests, results, strict=True):
         try:
@@ -80,7 +85,7 @@ def test_a_failed_item_fails_only_itself_with_its_own_calls_status(running: Runn
         except grpc.RpcError as err:
             alone = err.code()
             assert result.status.message == err.details()
-        assert next(s for s in grpc.StatusCode if s.value[0] == result.status.code) == alone
+        assert code_named(result.status.code) == alone
     assert codes == [grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
                      grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
     assert results[0].response.node and not results[1].HasField("response")
