@@ -135,7 +135,7 @@ def test_unschedulable_pod_explains_and_fits_once_devices_are_released(env: Env)
     assert cond["message"].startswith("0/1 nodes are available: 1 "), cond["message"]
     # node-a has no free device: its verdict is the explanation (no Explain call for it).
     assert cond["message"].endswith("node-a: cannot allocate all claims: 0 free devices, at least 1 needed"), cond["message"]
-    assert env.events("FailedScheduling")
+    wait_for(lambda: env.events("FailedScheduling"), what="the FailedScheduling event (posted after the status)")
     wait_for(lambda: f"default/{waiting}" in manager.scheduler.unschedulable_pods(), what="the pod parked")
     [claim] = env.claims_of(pod)
     assert ob.allocation(claim) is None
