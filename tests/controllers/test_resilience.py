@@ -110,6 +110,8 @@ def test_leader_killed_standby_takes_over_within_the_lease_and_nothing_is_done_t
         # checks every retryPeriod (plus slack for a busy machine).
         assert takeover <= LEASE_DURATION + 4 * RETRY_PERIOD + 2.0, f"took {takeover:.2f}s"
         wait_for(lambda: env.bound(*after), timeout=30, what="pods bound by the new leader")
+        wait_for(lambda: {e["involvedObject"]["name"] for e in env.events("Scheduled")} >= set(after), timeout=30,
+                 what="the new leader's Scheduled events (posted after the binding)")
         time.sleep(0.5)  # long enough for a duplicate claim or binding to show up, were there one
         _no_duplicates(env, before + after)
         assert not checker.violations, checker.violations[:3]
