@@ -124,7 +124,7 @@ class NodeIndex:
         self._invalid_shared = tuple(shared_invalid)
         # Fingerprints of unchanged slices carry over from the previous snapshot's index, so a
         # watch event about a claim does not re-fingerprint 5,000 nodes' devices.
-        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, tuple[str, ...]]]] = {}
+        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, tuple[bytes, ...]]]] = {}
         carried = previous._slice_parts if previous is not None else {}
         self.nodes_by_name: dict[str, o.Node] = {n.name: n for n in inventory.nodes if n.name}
         slices_by_pool: dict[PoolKey, list[o.ResourceSlice]] = {}
@@ -157,7 +157,9 @@ class NodeIndex:
             [_canonical(s) for s in shared_slices],
         )
         rule_pools = {r.spec.device_selector.pool for r in inventory.taint_rules if r.spec.device_selector and r.spec.device_selector.pool}
-        device_fp: dict[int, str] = {}
+        device_fp: dict[int, bytes] = {}  # by identity: the inventory holds every device meanwhile
+        list_fp: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        exclusive_count: dict[tuple[int, ...], int] = {}
         views: dict[str, NodeView] = {}
         # Taint rules that select devices by name or by CEL see what state signatures factor
         # out (device names, unread attributes): nodes are then never shared.
@@ -181,14 +183,20 @@ class NodeIndex:
                 if known is not None and known[0] is s:
                     part = known[1]
                 else:
-                    devs = []
-                    for d in s.spec.devices or []:
-                        fp = device_fp.get(id(d))
-                        if fp is None:
-                            fp = device_fp[id(d)] = _canonical(d)
-                        devs.append(fp)
+                    devices = s.spec.devices or []
+                    ids = tuple(map(id, devices))
+                    devs = list_fp.get(ids)
+                    if devs is None:  # identical nodes' slices share their device lists
+                        fps = []
+                        for d in devices:
+                            fp = device_fp.get(id(d))
+                            if fp is None:
+                                # Short: every node's shape digests all its devices' fingerprints.
+                                fp = device_fp[id(d)] = _digest(_canonical(d))
+                            fps.append(fp)
+                        devs = list_fp[ids] = tuple(fps)
                     head = s.spec.model_copy(update={"devices": None, "node_name": None})
-                    part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), tuple(devs))
+                    part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), devs)
                 self._slice_parts[id(s)] = (s, part)
                 parts.append(part)
             node_obj = self.nodes_by_name.get(name)
@@ -207,7 +215,14 @@ class NodeIndex:
             # slices that may tell it apart (the node's name where anything may read it).
             named = entangled_here or bool(broken) or names_read or bool(selector_keys & {"metadata.name", "\x00name"})
             self._extras[name] = _digest(label_part, name if named else "")
-            exclusive = sum(1 for s in local for d in s.spec.devices or [] if _exclusive_capable(d))
+            exclusive = 0
+            for s in local:
+                devices = s.spec.devices or []
+                ids = tuple(map(id, devices))
+                count = exclusive_count.get(ids)
+                if count is None:
+                    count = exclusive_count[ids] = sum(1 for d in devices if _exclusive_capable(d))
+                exclusive += count
             views[name] = NodeView(
                 name=name,
                 pools=pools,

@@ -425,11 +425,12 @@ class ValidationMemo:
     one per pass and drop it afterwards.
     """
 
-    __slots__ = ("_derived", "_devices")
+    __slots__ = ("_derived", "_devices", "_lists")
 
     def __init__(self) -> None:
         self._devices: dict[tuple[int, bool], tuple[o.Device, tuple[tuple[FieldPath, str], ...]]] = {}
         self._derived: dict[int, tuple[o.Device, o.Device]] = {}
+        self._lists: dict[tuple[bool, tuple[int, ...]], tuple[tuple[o.Device, ...], tuple[tuple[FieldPath, str], ...]]] = {}
 
     def derived(self, device: o.Device, template: o.Device) -> None:
         """Declare that ``device`` is ``template`` with other attribute values and every other
@@ -437,6 +438,22 @@ class ValidationMemo:
         device's attributes is one plain scalar, the device has none either (same names, same
         count, values that need no check), found without checking it field by field."""
         self._derived[id(device)] = (device, template)
+
+    def list_problems(
+        self,
+        devices: Sequence[o.Device],
+        per_device_node_selection: bool,
+        check: Callable[[], tuple[tuple[FieldPath, str], ...]],
+    ) -> tuple[tuple[FieldPath, str], ...]:
+        """The problems of a slice's device list (paths relative to the list), found once per
+        list of the same device objects in the same order: identical nodes' slices share them
+        all (``service.inventory.ObjectDecoder``). Each entry holds its devices, so equal
+        identities mean the same objects."""
+        key = (per_device_node_selection, tuple(map(id, devices)))
+        hit = self._lists.get(key)
+        if hit is None:
+            hit = self._lists[key] = (tuple(devices), check())
+        return hit[1]
 
     def device_problems(
         self,
@@ -1121,11 +1138,18 @@ class _Validator:
                 limit = SLICE_MAX_DEVICES_WITH_ADVANCED_FEATURES
             if len(devices) > limit:
                 self.r.too_many(dpath, len(devices), limit)
+            elif self._memo is None:
+                self._device_list(devices, dpath, per_device_node_selection=bool(spec.per_device_node_selection))
             else:
                 per_device = bool(spec.per_device_node_selection)
-                for i, device in enumerate(devices):
-                    self._device_at(device, (*dpath, i), per_device_node_selection=per_device)
-                self._duplicates([d.name for d in devices], dpath)
+
+                def check() -> tuple[tuple[FieldPath, str], ...]:
+                    alone = _Validator(self.r.obj, selector_check=self._selector_check, memo=self._memo)
+                    alone._device_list(devices, (), per_device_node_selection=per_device)
+                    return tuple((err.field_path, err.detail) for err in alone.r.errors)
+
+                for relative, detail in self._memo.list_problems(devices, per_device, check):
+                    self.r.errors.append(InvalidInput(self.r.obj, (*dpath, *relative), detail))
 
         counter_sets = spec.shared_counters
         if counter_sets is not None:
@@ -1142,6 +1166,11 @@ class _Validator:
                         limit=SLICE_MAX_COUNTERS_PER_SET,
                     )
                 self._duplicates([c.name for c in counter_sets], cpath)
+
+    def _device_list(self, devices: Sequence[o.Device], path: FieldPath, *, per_device_node_selection: bool) -> None:
+        for i, device in enumerate(devices):
+            self._device_at(device, (*path, i), per_device_node_selection=per_device_node_selection)
+        self._duplicates([d.name for d in devices], path)
 
     def counter_set(
         self,

@@ -102,6 +102,9 @@ class ObjectDecoder:
         """Decoded attribute values by raw value (None: not clean or not valid)."""
         self._derived: dict[int, tuple[o.Device, o.Device]] = {}
         """Devices made from a template (by identity, each held): told to validation."""
+        self._lists: dict[bytes, tuple[o.Device, ...]] = {}
+        """Whole device lists (by content) made only of clean devices already shared: identical
+        nodes publish identical lists, which are then found with one key instead of one each."""
         self.validate: ValidationMode = validate
         """Field validation (kubectl's --validate) of every object decoded."""
         self._warnings: list[StrictDecodingError] = []
@@ -120,12 +123,20 @@ class ObjectDecoder:
         devices = spec.get("devices") if isinstance(spec, dict) else None
         if kind != "ResourceSlice" or not isinstance(devices, list) or not devices:
             return decode_object(doc, source=source, validate=self.validate, warnings=self._warnings)
+        whole = _plain_key(devices)
+        known_list = self._lists.get(whole) if whole is not None else None
+        if known_list is not None:
+            return self._with_devices(doc, source, list(known_list))
         try:
             keys = [_content_key(d) for d in devices]
         except (TypeError, ValueError):
             check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
             return decode_object(doc, source=source, validate="ignore")
         found = [self._devices.get(k) for k in keys]
+        if whole is not None and all(dev is not None for dev in found) and all(k in self._clean for k in keys):
+            # Seen device by device and clean: the next slice with this content is one lookup.
+            self._forget_if_full(self._lists)
+            self._lists[whole] = tuple(dev for dev in found if dev is not None)
         for i, dev in enumerate(found):
             if dev is None:
                 found[i] = made = self._from_template(devices[i])
@@ -135,16 +146,11 @@ class ObjectDecoder:
         if all(dev is not None for dev in found) and (self.validate == "ignore" or all(k in self._clean for k in keys)):
             # Every device known and clean, or a clean known one with other attribute values:
             # the slice without its devices is all that is left to check and decode.
-            if self.validate != "ignore":
-                check_fields(without_devices(doc), source=source, validate=self.validate, warnings=self._warnings)
-            head = decode_object(without_devices(doc), source=source, validate="ignore")
-            assert isinstance(head, o.ResourceSlice)
             self._forget_if_full(self._devices)
             for key, dev in zip(keys, found, strict=True):
                 assert dev is not None
                 self._devices.setdefault(key, dev)
-            head.spec.devices = [self._devices[k] for k in keys]
-            return head
+            return self._with_devices(doc, source, [self._devices[k] for k in keys])
         # Unknown and duplicate fields: the slice without its devices, and each distinct device
         # once (the whole document again, for the paths, when any is not clean).
         if self.validate != "ignore":
@@ -166,6 +172,16 @@ class ObjectDecoder:
                 self._devices[key] = self._shared_parts(dev, raw)
                 self._remember_template(self._devices[key], raw)
         head.spec.devices = [self._devices[k] for k in keys]
+        return head
+
+    def _with_devices(self, doc: dict[str, Any], source: str, devices: list[o.Device]) -> o.ResourceSlice:
+        """The slice decoded without its devices (checked when validating), given ``devices``:
+        decoded, clean devices equal to the document's."""
+        if self.validate != "ignore":
+            check_fields(without_devices(doc), source=source, validate=self.validate, warnings=self._warnings)
+        head = decode_object(without_devices(doc), source=source, validate="ignore")
+        assert isinstance(head, o.ResourceSlice)
+        head.spec.devices = devices
         return head
 
     # Devices that differ only in attribute values (a per-GPU UUID): the first is decoded whole
@@ -279,6 +295,16 @@ def _value_key(kind: Any, raw: Any) -> tuple[Any, ...]:
         if type(item) in _SCALAR_TYPES:
             return (kind, name, type(item), item)
     return (kind, repr(raw))
+
+
+def _plain_key(raw: Any) -> bytes | None:
+    """``_content_key`` when ``raw`` is made of plain dicts, lists and scalars only (one
+    ``marshal`` pass over a whole list), else None."""
+    try:
+        data = b"m" + marshal.dumps(raw, 2)
+    except ValueError:
+        return None
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _content_key(raw: Any) -> bytes:
@@ -403,19 +429,38 @@ def _raw_slice_node(doc: Mapping[str, Any] | o.TypedObject) -> str:
     return node if isinstance(node, str) else ""
 
 
-def allocator_parse_error(obj: o.ResourceSlice, *, memo: dict[tuple[int, int], tuple[Any, Any, str, str]] | None = None) -> str:
+ParseMemo = dict[tuple[int, int], tuple[Any, Any, str, str]]
+"""``allocator_parse_error``'s verdicts on devices, by the identity of what is parsed."""
+
+ListParseMemo = dict[tuple[int, ...], tuple[tuple[o.Device, ...], str]]
+"""``allocator_parse_error``'s verdicts on whole device lists, by their devices' identities."""
+
+
+def allocator_parse_error(obj: o.ResourceSlice, *, memo: ParseMemo | None = None, lists: ListParseMemo | None = None) -> str:
     """What the allocator's own parsing of a slice would fail on (quantities of counters and
     capacities), or "": checked for every slice whatever the validation mode, so such a slice
     can only ever invalidate its pool, never fail a call. ``memo``: verdicts already found in
     this pass, by the identity of what is parsed (a device's capacities and counter
-    consumptions, shared by equal and template-made devices; each entry holds them)."""
+    consumptions, shared by equal and template-made devices; each entry holds them);
+    ``lists``: the same for whole device lists (identical nodes' slices share theirs)."""
     try:
         for i, counter_set in enumerate(obj.spec.shared_counters or []):
             for name, c in counter_set.counters.items():
                 _parse_at(_parsed_quantity, c.value, f"spec.sharedCounters[{i}].counters[{name}].value")
     except _ParseFailure as err:
         return str(err)
-    for i, device in enumerate(obj.spec.devices or []):
+    devices = obj.spec.devices or []
+    if lists is None or not devices:
+        return _devices_parse_error(devices, memo)
+    key = tuple(map(id, devices))
+    hit = lists.get(key)
+    if hit is None:
+        hit = lists[key] = (tuple(devices), _devices_parse_error(devices, memo))
+    return hit[1]
+
+
+def _devices_parse_error(devices: Sequence[o.Device], memo: ParseMemo | None) -> str:
+    for i, device in enumerate(devices):
         capacity, consumed = device.capacity, device.consumes_counters
         key = (id(capacity), id(consumed))
         hit = memo.get(key) if memo is not None else None
@@ -504,7 +549,8 @@ def screen_objects(
     check: SelectorCheck | None = None
     fresh: dict[int, tuple[o.TypedObject, str]] = {}
     memo = memo or ValidationMemo()  # shared devices: validated once in this pass
-    parse_memo: dict[tuple[int, int], tuple[Any, Any, str, str]] = {}
+    parse_memo: ParseMemo = {}
+    list_parse_memo: ListParseMemo = {}
     for obj in objects:
         if isinstance(obj, Namespace):
             if namespaces is None:
@@ -522,7 +568,7 @@ def screen_objects(
                 if errs:
                     error = "; ".join(f"{e.field}: {e.detail}" if e.field_path else e.detail for e in errs[:3])
             if not error and isinstance(obj, o.ResourceSlice):
-                error = allocator_parse_error(obj, memo=parse_memo)
+                error = allocator_parse_error(obj, memo=parse_memo, lists=list_parse_memo)
         fresh[id(obj)] = (obj, error)
         if error:
             known.append((InventoryProblem((sources or {}).get(id(obj), ""), obj.kind, _clipped(obj.ref, 128), _clipped(error, 300), _slice_pool(obj)), _raw_slice_node(obj)))

@@ -1690,3 +1690,27 @@ def test_default_check_uses_model_cel_with_every_feature_on(
         "ERROR: <input>:1:1: undeclared reference to 'bad'",
         "spec.selectors[2].cel.expression: Forbidden: too complex, exceeds cost limit",
     ]
+
+
+def test_a_device_list_shared_by_slices_is_checked_once_and_reported_at_each_slice() -> None:
+    # Inventories share identical nodes' device objects; a pass's memo checks such a list once
+    # (per node-selection mode: the same devices are valid under nodeName and not under
+    # perDeviceNodeSelection) and reports its problems under each slice's own path.
+    from dra_solver.model.validation import ValidationMemo
+
+    def slice_(name: str, **where: Any) -> o.ResourceSlice:
+        obj = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                             "spec": {"driver": "d.example.com", "pool": {"name": name, "resourceSliceCount": 1}, **where,
+                                      "devices": [{"name": "gpu-0"}, {"name": "Bad_Name"}, {"name": "gpu-0"}]}})
+        assert isinstance(obj, o.ResourceSlice)
+        return obj
+
+    first, second, third = slice_("a", nodeName="n1"), slice_("b", nodeName="n2"), slice_("c", perDeviceNodeSelection=True)
+    second.spec.devices = list(first.spec.devices or [])
+    third.spec.devices = list(first.spec.devices or [])
+    memo = ValidationMemo()
+    with_memo = [[(e.field, e.detail) for e in validate_object(s, memo=memo)] for s in (first, second, third)]
+    alone = [[(e.field, e.detail) for e in validate_object(s)] for s in (first, second, third)]
+    assert with_memo == alone
+    assert [f for f, _ in with_memo[1]] == ["spec.devices[1].name", "spec.devices[2]"]
+    assert len(with_memo[2]) > len(with_memo[1]), "perDeviceNodeSelection devices must say where they are"

@@ -17,6 +17,8 @@ import grpc
 import pytest
 import yaml
 
+from dra_solver.model import objects as o
+from dra_solver.model.decode import decode_object
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.inventory import FileSource, KubeSource, screen_objects
 from tests import builders as b
@@ -157,8 +159,6 @@ def _until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
 
 
 def test_screening_keeps_claims_that_fail_validation() -> None:
-    from dra_solver.model.decode import decode_object
-
     claim = decode_object(b.claim("Bad_Name", ns="t", cls="gpu").request("gpu", count=None).obj())
     screened = screen_objects([claim], validate=True)
     assert screened.inventory.claims == (claim,), "its allocation (if any) still holds devices"
@@ -174,3 +174,28 @@ def test_a_problem_names_each_field_once() -> None:
     assert strict.detail == 'strict decoding error: unknown field "spec.devices[0].x"'
     invalid = problem_of(InvalidInput("ResourceSlice s", ("spec", "driver"), "Required value"), doc, source="f")
     assert invalid.detail == "spec.driver: Required value"
+
+
+def test_a_device_list_shared_by_slices_fails_the_allocators_parsing_in_each() -> None:
+    # Identical nodes share their device lists; the parse verdict is kept per list of the same
+    # devices in the same order, and reported for every slice (and pool) that holds it.
+    def slice_(name: str) -> o.ResourceSlice:
+        obj = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+                             "spec": {"driver": "d.example.com", "nodeName": name, "pool": {"name": name, "resourceSliceCount": 1},
+                                      "devices": [{"name": "gpu-0", "capacity": {"memory": {"value": "8Gi"}}},
+                                                  {"name": "gpu-1", "capacity": {"memory": {"value": "8Gi"}}}]}})
+        assert isinstance(obj, o.ResourceSlice)
+        return obj
+
+    a, b, c, d = (slice_(n) for n in "abcd")
+    good, bad = a.spec.devices or []
+    assert bad.capacity is not None
+    # A value the decoder would refuse, as only a broken writer could leave it.
+    bad.capacity = {"memory": bad.capacity["memory"].model_copy(update={"value": "12x"})}
+    b.spec.devices = [good, bad]
+    c.spec.devices = [bad, good]
+    d.spec.devices = [good]
+    screened = screen_objects([a, b, c, d], validate=False)
+    where = {pool[1]: why.split(": ", 1)[1].split(":")[0] for pool, why in screened.invalid_pools.items()}
+    assert where == {"a": "spec.devices[1].capacity[memory]", "b": "spec.devices[1].capacity[memory]",
+                     "c": "spec.devices[0].capacity[memory]"}

@@ -11,6 +11,7 @@ import yaml
 
 from dra_solver.model import NodeIndex
 from dra_solver.model.errors import InvalidInput
+from dra_solver.service import inventory
 from dra_solver.service.inventory import (
     FileSource,
     ObjectDecoder,
@@ -65,3 +66,35 @@ def test_identical_nodes_share_a_fingerprint() -> None:
     assert index.node_names == ("node-a", "node-b", "node-c")
     assert len({index.views[n].shape for n in index.node_names}) == 3, "the demo nodes differ"
     assert index.inuse_key("node-a") != b"" and index.inuse_key("node-b") == b""
+
+
+def _slice(node: str, devices: list[dict[str, object]]) -> dict[str, object]:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-s"},
+            "spec": {"driver": "d.example.com", "nodeName": node, "pool": {"name": node, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+def _devices(flag: object = True, extra: dict[str, object] | None = None) -> list[dict[str, object]]:
+    return [{"name": f"gpu-{i}", "attributes": {"x": {"int": i}, "ok": {"bool": flag}}, "capacity": {"memory": {"value": "8Gi"}},
+             **(extra or {})} for i in range(3)]
+
+
+def test_identical_device_lists_are_shared_whole_and_never_mask_a_difference(monkeypatch: pytest.MonkeyPatch) -> None:
+    # From the third slice on, a list already seen device by device is found with one key (no
+    # key per device); a list that differs only by a type (1 where true was: equal under ==)
+    # or by an unknown field is not, and fails as it would alone.
+    keyed: list[object] = []
+    per_device = inventory._content_key
+    monkeypatch.setattr(inventory, "_content_key", lambda raw: keyed.append(raw) or per_device(raw))
+    decoder = ObjectDecoder()
+    slices = decode_documents([_slice(f"n{i}", _devices()) for i in range(4)], decoder=decoder)
+    assert len(keyed) == 2 * 3, "the first two slices device by device, the others whole"
+    devices = [s.spec.devices for s in slices]  # type: ignore[attr-defined]
+    assert all(all(a is b for a, b in zip(d, devices[0], strict=True)) for d in devices)
+    assert len({id(d) for d in devices}) == 4, "each slice has its own list"
+    with pytest.raises(InvalidInput, match=r"spec.devices\[0\].attributes\[ok\].bool: Invalid value: 1: must be a boolean"):
+        decode_documents([_slice("n5", _devices(flag=1))], decoder=decoder)
+    with pytest.raises(InvalidInput, match=r"spec.devices\[0\].color"):
+        decode_documents([_slice("n6", _devices(extra={"color": "red"}))], decoder=decoder)
+    [same] = decode_documents([_slice("n7", _devices())], decoder=decoder)
+    assert all(a is b for a, b in zip(same.spec.devices, devices[0], strict=True))  # type: ignore[attr-defined]
