@@ -124,7 +124,7 @@ class NodeIndex:
         self._invalid_shared = tuple(shared_invalid)
         # Fingerprints of unchanged slices carry over from the previous snapshot's index, so a
         # watch event about a claim does not re-fingerprint 5,000 nodes' devices.
-        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, tuple[bytes, ...]]]] = {}
+        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, bytes]]] = {}
         carried = previous._slice_parts if previous is not None else {}
         self.nodes_by_name: dict[str, o.Node] = {n.name: n for n in inventory.nodes if n.name}
         slices_by_pool: dict[PoolKey, list[o.ResourceSlice]] = {}
@@ -157,8 +157,8 @@ class NodeIndex:
             [_canonical(s) for s in shared_slices],
         )
         rule_pools = {r.spec.device_selector.pool for r in inventory.taint_rules if r.spec.device_selector and r.spec.device_selector.pool}
-        device_fp: dict[int, bytes] = {}  # by identity: the inventory holds every device meanwhile
-        list_fp: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        device_fp: dict[int, str] = {}  # by identity: the inventory holds every device meanwhile
+        list_fp: dict[tuple[int, ...], bytes] = {}
         exclusive_count: dict[tuple[int, ...], int] = {}
         views: dict[str, NodeView] = {}
         # Taint rules that select devices by name or by CEL see what state signatures factor
@@ -191,10 +191,10 @@ class NodeIndex:
                         for d in devices:
                             fp = device_fp.get(id(d))
                             if fp is None:
-                                # Short: every node's shape digests all its devices' fingerprints.
-                                fp = device_fp[id(d)] = _digest(_canonical(d))
+                                fp = device_fp[id(d)] = _canonical(d)
                             fps.append(fp)
-                        devs = list_fp[ids] = tuple(fps)
+                        # One digest per list keeps the node's own digest short.
+                        devs = list_fp[ids] = _digest(fps)
                     head = s.spec.model_copy(update={"devices": None, "node_name": None})
                     part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), devs)
                 self._slice_parts[id(s)] = (s, part)

@@ -105,6 +105,8 @@ class ObjectDecoder:
         self._lists: dict[bytes, tuple[o.Device, ...]] = {}
         """Whole device lists (by content) made only of clean devices already shared: identical
         nodes publish identical lists, which are then found with one key instead of one each."""
+        self._list_shapes: set[tuple[int, Any, Any]] = set()
+        """``_list_shape`` of the lists in ``_lists``: a list of another shape is not looked up."""
         self.validate: ValidationMode = validate
         """Field validation (kubectl's --validate) of every object decoded."""
         self._warnings: list[StrictDecodingError] = []
@@ -123,7 +125,9 @@ class ObjectDecoder:
         devices = spec.get("devices") if isinstance(spec, dict) else None
         if kind != "ResourceSlice" or not isinstance(devices, list) or not devices:
             return decode_object(doc, source=source, validate=self.validate, warnings=self._warnings)
-        whole = _plain_key(devices)
+        # The whole list's key costs a pass over it: taken only for lists like one recorded.
+        shape = _list_shape(devices)
+        whole = _plain_key(devices) if shape in self._list_shapes else None
         known_list = self._lists.get(whole) if whole is not None else None
         if known_list is not None:
             return self._with_devices(doc, source, list(known_list))
@@ -133,10 +137,14 @@ class ObjectDecoder:
             check_fields(doc, source=source, validate=self.validate, warnings=self._warnings)
             return decode_object(doc, source=source, validate="ignore")
         found = [self._devices.get(k) for k in keys]
-        if whole is not None and all(dev is not None for dev in found) and all(k in self._clean for k in keys):
+        if all(dev is not None for dev in found) and all(k in self._clean for k in keys):
             # Seen device by device and clean: the next slice with this content is one lookup.
-            self._forget_if_full(self._lists)
-            self._lists[whole] = tuple(dev for dev in found if dev is not None)
+            whole = whole or _plain_key(devices)
+            if whole is not None:
+                self._forget_if_full(self._lists)
+                self._forget_if_full(self._list_shapes)
+                self._lists[whole] = tuple(dev for dev in found if dev is not None)
+                self._list_shapes.add(shape)
         for i, dev in enumerate(found):
             if dev is None:
                 found[i] = made = self._from_template(devices[i])
@@ -295,6 +303,16 @@ def _value_key(kind: Any, raw: Any) -> tuple[Any, ...]:
         if type(item) in _SCALAR_TYPES:
             return (kind, name, type(item), item)
     return (kind, repr(raw))
+
+
+def _list_shape(devices: list[Any]) -> tuple[int, Any, Any]:
+    """Length and first and last device names of a raw device list (hashable, or None)."""
+    return len(devices), _device_name(devices[0]), _device_name(devices[-1])
+
+
+def _device_name(raw: Any) -> str | None:
+    name = raw.get("name") if type(raw) is dict else None
+    return name if type(name) is str else None
 
 
 def _plain_key(raw: Any) -> bytes | None:
