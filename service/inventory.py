@@ -91,6 +91,10 @@ class ObjectDecoder:
     """Distinct values remembered for sharing; beyond it the tables start over (a long-lived
     watch decoder must not grow without end)."""
 
+    MAX_LISTS = 10_000
+    """Whole device lists remembered (each holds up to a slice's devices); identical nodes
+    publish a few distinct lists, so a full table means they are not that kind of cluster."""
+
     def __init__(self, *, validate: ValidationMode = "strict") -> None:
         self._devices: dict[bytes, o.Device] = {}
         self._values: dict[tuple[Any, ...], Any] = {}
@@ -141,8 +145,8 @@ class ObjectDecoder:
             # Seen device by device and clean: the next slice with this content is one lookup.
             whole = whole or _plain_key(devices)
             if whole is not None:
-                self._forget_if_full(self._lists)
-                self._forget_if_full(self._list_shapes)
+                self._forget_if_full(self._lists, self.MAX_LISTS)
+                self._forget_if_full(self._list_shapes, self.MAX_LISTS)
                 self._lists[whole] = tuple(dev for dev in found if dev is not None)
                 self._list_shapes.add(shape)
         for i, dev in enumerate(found):
@@ -284,8 +288,8 @@ class ObjectDecoder:
             found = self._values[key] = value
         return found
 
-    def _forget_if_full(self, table: dict[Any, Any] | set[Any]) -> None:
-        if len(table) >= self.MAX_SHARED:
+    def _forget_if_full(self, table: dict[Any, Any] | set[Any], limit: int = MAX_SHARED) -> None:
+        if len(table) >= limit:
             table.clear()
 
 
@@ -306,7 +310,8 @@ def _value_key(kind: Any, raw: Any) -> tuple[Any, ...]:
 
 
 def _list_shape(devices: list[Any]) -> tuple[int, Any, Any]:
-    """Length and first and last device names of a raw device list (hashable, or None)."""
+    """A raw device list's length and its first and last devices' names (None where a name is
+    not a string): a cheap test of whether it may equal a recorded list."""
     return len(devices), _device_name(devices[0]), _device_name(devices[-1])
 
 
