@@ -124,7 +124,8 @@ class NodeIndex:
         self._invalid_shared = tuple(shared_invalid)
         # Fingerprints of unchanged slices carry over from the previous snapshot's index, so a
         # watch event about a claim does not re-fingerprint 5,000 nodes' devices.
-        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, bytes]]] = {}
+        self._slice_parts: dict[int, tuple[o.ResourceSlice, tuple[str, str, bytes], int]] = {}
+        """Per slice: its fingerprint parts and its exclusive-capable device count."""
         carried = previous._slice_parts if previous is not None else {}
         self.nodes_by_name: dict[str, o.Node] = {n.name: n for n in inventory.nodes if n.name}
         slices_by_pool: dict[PoolKey, list[o.ResourceSlice]] = {}
@@ -158,8 +159,7 @@ class NodeIndex:
         )
         rule_pools = {r.spec.device_selector.pool for r in inventory.taint_rules if r.spec.device_selector and r.spec.device_selector.pool}
         device_fp: dict[int, str] = {}  # by identity: the inventory holds every device meanwhile
-        list_fp: dict[tuple[int, ...], bytes] = {}
-        exclusive_count: dict[tuple[int, ...], int] = {}
+        device_lists: dict[tuple[int, ...], tuple[bytes, int]] = {}  # fingerprint, exclusive-capable devices
         views: dict[str, NodeView] = {}
         # Taint rules that select devices by name or by CEL see what state signatures factor
         # out (device names, unread attributes): nodes are then never shared.
@@ -178,15 +178,16 @@ class NodeIndex:
                 slices.extend(self.slices_by_pool[pool])
             slices.extend(shared_slices)
             parts: list[object] = []
+            exclusive = 0
             for s in local:
                 known = carried.get(id(s))
                 if known is not None and known[0] is s:
-                    part = known[1]
+                    _, part, count = known
                 else:
                     devices = s.spec.devices or []
                     ids = tuple(map(id, devices))
-                    devs = list_fp.get(ids)
-                    if devs is None:  # identical nodes' slices share their device lists
+                    listed = device_lists.get(ids)
+                    if listed is None:  # identical nodes' slices share their device lists
                         fps = []
                         for d in devices:
                             fp = device_fp.get(id(d))
@@ -194,11 +195,13 @@ class NodeIndex:
                                 fp = device_fp[id(d)] = _canonical(d)
                             fps.append(fp)
                         # One digest per list keeps the node's own digest short.
-                        devs = list_fp[ids] = _digest(fps)
+                        listed = device_lists[ids] = (_digest(fps), sum(1 for d in devices if _exclusive_capable(d)))
+                    devs, count = listed
                     head = s.spec.model_copy(update={"devices": None, "node_name": None})
                     part = (_placeholder(s.name, name), _placeholder(_canonical(head), name), devs)
-                self._slice_parts[id(s)] = (s, part)
+                self._slice_parts[id(s)] = (s, part, count)
                 parts.append(part)
+                exclusive += count
             node_obj = self.nodes_by_name.get(name)
             labels = (node_obj.metadata.labels or {}) if node_obj else {}
             label_part = tuple(sorted((k, labels.get(k)) for k in selector_keys))
@@ -215,14 +218,6 @@ class NodeIndex:
             # slices that may tell it apart (the node's name where anything may read it).
             named = entangled_here or bool(broken) or names_read or bool(selector_keys & {"metadata.name", "\x00name"})
             self._extras[name] = _digest(label_part, name if named else "")
-            exclusive = 0
-            for s in local:
-                devices = s.spec.devices or []
-                ids = tuple(map(id, devices))
-                count = exclusive_count.get(ids)
-                if count is None:
-                    count = exclusive_count[ids] = sum(1 for d in devices if _exclusive_capable(d))
-                exclusive += count
             views[name] = NodeView(
                 name=name,
                 pools=pools,

@@ -321,10 +321,9 @@ def _device_name(raw: Any) -> str | None:
 
 
 def _plain_key(raw: Any) -> bytes | None:
-    """``_content_key`` when ``raw`` is made of plain dicts, lists and scalars only (one
-    ``marshal`` pass over a whole list), else None."""
+    """``_content_key`` when ``raw`` is made of plain dicts, lists and scalars only, else None."""
     try:
-        data = b"m" + marshal.dumps(raw, 2)
+        data = b"m" + marshal.dumps(raw, 2)  # version 2: no references, so 2-3x faster than 4
     except ValueError:
         return None
     return hashlib.blake2b(data, digest_size=16).digest()
@@ -335,11 +334,10 @@ def _content_key(raw: Any) -> bytes:
     and scalars; equal bytes => equal content, key order or shared objects only cost a miss),
     else their repr (a mapping with duplicate keys, which says so), hashed to 128 bits so that
     the table stays small when every device differs."""
-    try:
-        data = b"m" + marshal.dumps(raw, 2)  # version 2: no references, so 2-3x faster than 4
-    except ValueError:
-        data = b"r" + repr(raw).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=16).digest()
+    key = _plain_key(raw)
+    if key is not None:
+        return key
+    return hashlib.blake2b(b"r" + repr(raw).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class Namespace(o.TypedObject):

@@ -167,5 +167,6 @@ def test_anything_but_claims_changing_lays_the_index_out_again() -> None:
                      nodes=NODE_OBJECTS, claims=tuple(claims.values()))
     grown = NodeIndex(more, previous=index)
     assert "n3" in grown.views and grown.views is not index.views
+    assert grown.views == NodeIndex(more).views, "fingerprints and device counts carried for unchanged slices"
     broken = NodeIndex(_inventory(claims), previous=index, invalid_pools={(DRIVER, "n1"): "incomplete"})
     assert broken.views is not index.views

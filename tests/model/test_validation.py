@@ -18,6 +18,7 @@ from dra_solver.model.decode import decode_object, parse_documents
 from dra_solver.model.errors import InvalidInput, InvalidInputs
 from dra_solver.model.validation import (
     CEL_COST_EXCEEDED,
+    ValidationMemo,
     default_selector_check,
     parse_quantity_value,
     validate_claim,
@@ -1696,8 +1697,6 @@ def test_a_device_list_shared_by_slices_is_checked_once_and_reported_at_each_sli
     # Inventories share identical nodes' device objects; a pass's memo checks such a list once
     # (per node-selection mode: the same devices are valid under nodeName and not under
     # perDeviceNodeSelection) and reports its problems under each slice's own path.
-    from dra_solver.model.validation import ValidationMemo
-
     def slice_(name: str, **where: Any) -> o.ResourceSlice:
         obj = decode_object({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
                              "spec": {"driver": "d.example.com", "pool": {"name": name, "resourceSliceCount": 1}, **where,
