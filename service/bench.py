@@ -21,14 +21,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from dra_solver.service.client import Client
+from dra_solver.service.client import Client, ScheduleStream
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 
 DRIVER = "gpu.example.com"
@@ -135,6 +135,9 @@ class BenchResult:
     1000 / floor_ms calls per second, whatever the service does."""
     batch: int = 1
     """Pods per call: 1 = one Schedule call per pod, more = ScheduleBatch calls."""
+    rpc: str = "Schedule"
+    """How pods were sent: ``Schedule`` (a call per pod), ``ScheduleBatch`` (``batch`` pods per
+    call) or ``ScheduleStream`` (a message per pod on one stream per client thread)."""
     server_cpu_ms: float = 0.0
     """The service's CPU time per pod over the timed loop (from /proc): steadier than pods/s on
     a machine whose speed varies, and what a pod costs the service whatever the client does."""
@@ -198,12 +201,18 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_one(
-    *, nodes: int, shape: str, pods: int, concurrency: int = 1, batch: int = 1, workdir: Path | None = None, seed: int = 1
+    *, nodes: int, shape: str, pods: int, concurrency: int = 1, batch: int = 1, stream: bool = False, workdir: Path | None = None,
+    seed: int = 1,
 ) -> BenchResult:
+    """``stream``: each pod one message of a ScheduleStream (one stream per client thread;
+    ``batch`` must be 1)."""
+    if stream and batch != 1:
+        raise ValueError("a stream sends one pod per message: batch must be 1")
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
         started = time.perf_counter()
-        flags = ("--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2)))
+        flags = ("--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2)),
+                 "--max-reservations-per-caller", str(max(2000, pods)), "--max-reservations", str(max(100_000, pods)))
         with serve_process(cluster, *flags) as (proc, target):
             rng = random.Random(seed)
             claims = [pod_claim(i, shape=shape, rng=rng) for i in range(pods)]
@@ -217,14 +226,26 @@ def run_one(
                 lock = threading.Lock()
                 queue = list(reversed(claims))
 
+                failures: list[BaseException] = []
+
                 def worker() -> None:
+                    try:
+                        with ExitStack() as stack:
+                            messages = stack.enter_context(client.schedule_stream(timeout=3600)) if stream else None
+                            work(messages)
+                    except BaseException as err:  # reported after the run, not as a thread's traceback
+                        with lock:
+                            failures.append(err)
+                            queue.clear()
+
+                def work(messages: ScheduleStream | None) -> None:
                     while True:
                         with lock:
                             if not queue:
                                 return
                             taken = [queue.pop() for _ in range(min(batch, len(queue)))]
                         t = time.perf_counter()
-                        answers = _schedule_all(client, taken, batched=batch > 1)
+                        answers = _schedule_all(client, taken, batched=batch > 1, stream=messages)
                         dt = time.perf_counter() - t
                         with lock:
                             latencies.append(dt)
@@ -242,6 +263,8 @@ def run_one(
                     th.join()
                 seconds = time.perf_counter() - t0
                 server_cpu = cpu_seconds(proc.pid) - cpu0
+                if failures:
+                    raise BenchFailed(f"{shape} x {nodes} nodes: {_describe(failures[0])}")
             rss, peak = _rss(proc.pid)
     return BenchResult(
         shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
@@ -249,18 +272,40 @@ def run_one(
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
         solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor, batch=batch,
         server_cpu_ms=server_cpu / pods * 1000 if pods else 0.0,
+        rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule",
     )
+
+
+class BenchFailed(Exception):
+    """A benchmark run could not schedule its pods (the service refused a call)."""
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, grpc.RpcError):
+        return f"{err.code().name}: {err.details()}"
+    return f"{type(err).__name__}: {err}"
 
 
 _ABORTED = grpc.StatusCode.ABORTED.value[0]
 
 
-def _schedule_all(client: Client, claims: list[dict[str, Any]], *, batched: bool, attempts: int = 20) -> list[pb.ScheduleResponse]:
+def _schedule_all(
+    client: Client, claims: list[dict[str, Any]], *, batched: bool, stream: ScheduleStream | None = None, attempts: int = 20
+) -> list[pb.ScheduleResponse]:
     """Schedule and reserve each claim's pod, as the dra-solver scheduler asks (the chosen
-    node's verdict only): one call per pod, or one ScheduleBatch call for all of them. A pod
-    whose devices a concurrent caller took first (ABORTED) is asked again."""
+    node's verdict only): one call per pod, one message per pod on ``stream``, or one
+    ScheduleBatch call for all of them. A pod whose devices a concurrent caller took first
+    (ABORTED) is asked again."""
     pending, out = claims, []
     for _ in range(attempts):
+        if stream is not None:
+            result = stream.schedule(client.schedule_request([pending[0]], reserve=True, ttl=3600, chosen_verdict_only=True))
+            if result.status.code == _ABORTED:
+                continue
+            if result.status.code:
+                raise RuntimeError(f"ScheduleStream message failed: {result.status.message}")
+            out.append(result.response)
+            return out
         if not batched:
             try:
                 out.append(client.schedule([pending[0]], reserve=True, ttl=3600, chosen_verdict_only=True))
@@ -296,10 +341,10 @@ def _empty_call_ms(client: Client, calls: int = 300) -> float:
 
 
 def format_results(results: Sequence[BenchResult]) -> str:
-    header = ("shape", "nodes", "pods", "placed", "threads", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
+    header = ("shape", "nodes", "pods", "placed", "threads", "rpc", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
               "empty call ms", "serve CPU ms/pod")
     rows = [header] + [
-        (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
+        (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), r.rpc, str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
          f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}",
          f"{r.server_cpu_ms:.2f}")
         for r in results

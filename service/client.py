@@ -15,9 +15,10 @@ and message (``err.code()``, ``err.details()``).
 from __future__ import annotations
 
 import json
+import queue
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -189,6 +190,12 @@ class Client:
         response: pb.ScheduleBatchResponse = self.stub.ScheduleBatch(pb.ScheduleBatchRequest(requests=list(requests)), timeout=self._timeout(timeout))
         return list(response.results)
 
+    def schedule_stream(self, *, timeout: float | None = None) -> ScheduleStream:
+        """One ScheduleStream call kept open (docs/grpc-api.md#streams): ``stream.schedule(request)``
+        sends one Schedule request and returns its result, as :meth:`schedule_batch` gives one;
+        ``timeout`` is the whole stream's deadline (default: none). Close it, or use ``with``."""
+        return ScheduleStream(self.stub, timeout=timeout)
+
     def reserve(
         self, claims: Sequence[ObjectLike], node: str, *, ttl: float = 0.0, pod: str = "", timeout: float | None = None,
         in_flight: Sequence[ObjectLike] | None = None,
@@ -300,3 +307,48 @@ class Client:
             for r in (alloc.get("devices") or {}).get("results") or []:
                 out.append(f"{answer.claim}/{r['request']}={r['driver']}/{r['pool']}/{r['device']}")
         return out
+
+
+_END = object()
+
+
+class ScheduleStream:
+    """A ScheduleStream call: each :meth:`schedule` sends one request and waits for its answer
+    (the server answers in order, one result per request). Not for several threads at once:
+    give each thread its own stream."""
+
+    def __init__(self, stub: pb_grpc.AllocationServiceStub, *, timeout: float | None = None) -> None:
+        self._outgoing: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._call = stub.ScheduleStream(self._requests(), timeout=timeout)
+        self._closed = False
+
+    def _requests(self) -> Iterator[pb.ScheduleRequest]:
+        while (item := self._outgoing.get()) is not _END:
+            yield cast(pb.ScheduleRequest, item)
+
+    def schedule(self, request: pb.ScheduleRequest) -> pb.ScheduleBatchResult:
+        """The request's result (``status.code`` 0: ``response`` holds the answer). Raises
+        ``grpc.RpcError`` only when the stream itself ended (deadline, cancelled, server gone)."""
+        if self._closed:
+            raise ValueError("the stream is closed")
+        self._outgoing.put(request)
+        result: pb.ScheduleBatchResult = next(self._call)
+        return result
+
+    def close(self) -> None:
+        """Ends the stream; the server has answered every request already answered here."""
+        if not self._closed:
+            self._closed = True
+            self._outgoing.put(_END)
+            for _ in self._call:  # the server ends its side once it has read our end
+                pass
+
+    def __enter__(self) -> ScheduleStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:
+            self._closed = True
+            self._call.cancel()
+            return
+        self.close()

@@ -20,7 +20,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -59,6 +59,9 @@ class ServerDeps:
     max_workers: int = 16
     max_concurrent_rpcs: int | None = 64
     max_message_bytes: int = 64 * 1024 * 1024
+    max_streams: int | None = None
+    """ScheduleStream calls open at once (each holds a serving thread while it waits for its
+    next message); default half of ``max_workers``, so that streams never take every thread."""
     credentials: grpc.ServerCredentials | None = None
     health: health.HealthServicer = field(default_factory=lambda: health.HealthServicer(experimental_non_blocking=True))
     servicer: AllocationServicer | None = None
@@ -195,8 +198,10 @@ def allocator_label(rpc: str, allocator: str) -> str:
 
 
 class AllocationServicer(pb_grpc.AllocationServiceServicer):
-    def __init__(self, engine: e.Engine, *, tls: bool = True, max_message_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, engine: e.Engine, *, tls: bool = True, max_message_bytes: int = 64 * 1024 * 1024, max_streams: int = 8) -> None:
         self.engine = engine
+        self.max_streams = max_streams
+        self._streams = 0
         self.metrics = engine.metrics
         self.tls = tls
         """Whether callers connect over TLS (and may present a certificate naming them)."""
@@ -310,10 +315,10 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         return self._handle("ScheduleBatch", "", context, run)
 
     def _batch_item(
-        self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: tuple[FlightClaim, ...]
+        self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: tuple[FlightClaim, ...], rpc: str = "ScheduleBatch"
     ) -> tuple[pb.ScheduleBatchResult, tuple[FlightClaim, ...]]:
-        """One item of a batch, answered as its own Schedule call would be; its metrics are an
-        allocation question's (``rpc="ScheduleBatch"``)."""
+        """One item of a batch (or message of a stream), answered as its own Schedule call
+        would be; its metrics are an allocation question's (``rpc="ScheduleBatch"``)."""
         start = time.perf_counter()
         outcome = "error"
         warnings: list[str] = []
@@ -327,14 +332,74 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
                 earlier = (*earlier, *e.placed_flight(a))
             return pb.ScheduleBatchResult(status=status_pb2.Status(code=code_pb2.OK), response=response, warnings=warnings), earlier
         except Exception as err:
-            failed = failure("ScheduleBatch", err)
+            failed = failure(rpc, err)
             outcome = failed.outcome
             return pb.ScheduleBatchResult(status=failed.status, warnings=warnings), earlier
         finally:
             e.decode_warnings.reset(token)
             self.metrics.allocation_duration.labels(
-                rpc="ScheduleBatch", allocator=allocator_label("Schedule", item.options.allocator), outcome=outcome
+                rpc=rpc, allocator=allocator_label("Schedule", item.options.allocator), outcome=outcome
             ).observe(time.perf_counter() - start)
+
+    def ScheduleStream(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+        """Each message answered as its own Schedule call would be when it arrives; nothing
+        carries from one message to the next but what reservations hold. The stream is one
+        call to the metrics (``grpc_requests``, ``request_duration``); each message is an
+        allocation question (``allocation_duration{rpc="ScheduleStream"}``)."""
+        start = time.perf_counter()
+        with self._active_lock:
+            admitted = self._streams < self.max_streams
+            self._streams += admitted
+        if not admitted:
+            self._record("ScheduleStream", "", grpc.StatusCode.RESOURCE_EXHAUSTED, "limited", 0.0)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"too many ScheduleStream calls open: at most {self.max_streams} "
+                          "(serve --max-streams); close one, or send Schedule or ScheduleBatch calls")
+        caller = caller_identity(context, tls=self.tls)
+        code, outcome = grpc.StatusCode.OK, "answered"
+        try:
+            for raw in requests:
+                with self._counted():
+                    yield self._stream_item(raw, context, caller).SerializeToString()
+        except grpc.RpcError:  # the caller cancelled or went away while we waited for its next message
+            code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
+        finally:
+            with self._active_lock:
+                self._streams -= 1
+            self._record("ScheduleStream", "", code, outcome, time.perf_counter() - start)
+
+    def _stream_item(self, raw: bytes, context: grpc.ServicerContext, caller: str) -> pb.ScheduleBatchResult:
+        try:
+            item = pb.ScheduleRequest.FromString(raw)
+        except Exception:  # DecodeError, invalid UTF-8 in a string field, nesting too deep
+            self.metrics.allocation_duration.labels(rpc="ScheduleStream", allocator="invalid", outcome="invalid").observe(0.0)
+            return pb.ScheduleBatchResult(status=status_pb2.Status(
+                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message="the message is not a valid drasolver.v1.ScheduleRequest message"))
+        result, _ = self._batch_item(item, self._deadline(context), caller, (), rpc="ScheduleStream")
+        if result.ByteSize() + BATCH_ENVELOPE_BYTES > self.max_message_bytes:
+            # Sending it would end the whole stream (the message limit): fail this message only,
+            # holding nothing for an answer that is not sent.
+            if result.response.reservation.id:
+                with contextlib.suppress(e.NotFound):
+                    self.engine.unreserve(result.response.reservation.id, ())
+            return pb.ScheduleBatchResult(status=status_pb2.Status(
+                code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+                message=f"not answered: the answer would pass the {self.max_message_bytes}-byte message limit; nothing was reserved "
+                "for it; send it again with chosen_verdict_only or fewer nodes"))
+        return result
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """A message being answered counts as a call in flight (shutdown's grace, the
+        ``inflight`` gauge); an open stream waiting for its next message does not."""
+        self.metrics.inflight.inc()
+        with self._active_lock:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._active_lock:
+                self._active -= 1
+            self.metrics.inflight.dec()
 
     def GetInventory(self, request: pb.GetInventoryRequest, context: grpc.ServicerContext) -> pb.GetInventoryResponse:
         def run(deadline: float | None) -> tuple[pb.GetInventoryResponse, str]:
@@ -355,10 +420,12 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             "ScheduleGroup": (pb.ScheduleGroupRequest, self.ScheduleGroup),
             "ScheduleBatch": (pb.ScheduleBatchRequest, self.ScheduleBatch),
         }
-        return {
+        handlers = {
             rpc: grpc.unary_unary_rpc_method_handler(self._wire(rpc, request_type, method), request_deserializer=None, response_serializer=None)
             for rpc, (request_type, method) in methods.items()
         }
+        handlers["ScheduleStream"] = grpc.stream_stream_rpc_method_handler(self.ScheduleStream, request_deserializer=None, response_serializer=None)
+        return handlers
 
     def _wire(self, rpc: str, request_type: Any, method: Callable[[Any, grpc.ServicerContext], pb_message.Message]) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         def handle(raw: bytes, context: grpc.ServicerContext) -> bytes:
@@ -431,7 +498,10 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
         options=options,
         maximum_concurrent_rpcs=deps.max_concurrent_rpcs,
     )
-    servicer = AllocationServicer(deps.engine, tls=deps.credentials is not None, max_message_bytes=deps.max_message_bytes)
+    servicer = AllocationServicer(
+        deps.engine, tls=deps.credentials is not None, max_message_bytes=deps.max_message_bytes,
+        max_streams=deps.max_workers // 2 if deps.max_streams is None else deps.max_streams,
+    )
     handlers = servicer.handlers()
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)  # type: ignore[attr-defined]

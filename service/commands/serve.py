@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_feature_gates_argument(parser, what="every request (a request's own gates apply on top)")
     parser.add_argument("--max-concurrent", type=int, default=64, help="calls in flight before RESOURCE_EXHAUSTED")
     parser.add_argument("--workers", type=int, default=16, help="threads serving calls")
+    parser.add_argument("--max-streams", type=int, default=None,
+                        help="ScheduleStream calls open at once, each holding a serving thread (default: half of --workers)")
     parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024, help="largest gRPC message accepted or sent, in bytes")
     parser.add_argument("--max-claims", type=int, default=32, help="claims per call")
     parser.add_argument("--solve-timeout", type=float, default=10.0, help="solver seconds when the caller sets no deadline")
@@ -135,7 +137,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+_AT_LEAST = {"--workers": 1, "--max-concurrent": 1, "--max-streams": 0, "--max-message-bytes": 1024, "--max-claims": 1,
+             "--max-reservations": 1, "--max-reservations-per-caller": 1}
+
+
 def build(args: argparse.Namespace) -> Service:
+    for flag, least in _AT_LEAST.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value < least:
+            raise ValueError(f"{flag}: must be at least {least}: {value}")
     if bool(args.tls_cert) != bool(args.tls_key):
         raise ValueError("--tls-cert and --tls-key go together")
     if args.client_ca and not args.tls_cert:
@@ -176,6 +186,7 @@ def build(args: argparse.Namespace) -> Service:
         max_workers=args.workers,
         max_concurrent_rpcs=args.max_concurrent,
         max_message_bytes=args.max_message_bytes,
+        max_streams=args.max_streams,
         credentials=creds,
     )
     address = args.address if args.address.startswith("unix:") else _hostport(args.address, args.port)

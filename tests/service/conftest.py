@@ -92,6 +92,7 @@ def start(
     address: str = "127.0.0.1:0",
     max_concurrent: int | None = 64,
     max_message_bytes: int = 64 * 1024 * 1024,
+    max_streams: int | None = None,
     credentials: Any = None,
     metrics: bool = True,
 ) -> Running:
@@ -105,7 +106,8 @@ def start(
         check_fn=check_fn,
         limits=limits or e.Limits(),
     )
-    deps = ServerDeps(engine=engine, max_concurrent_rpcs=max_concurrent, max_message_bytes=max_message_bytes, credentials=credentials)
+    deps = ServerDeps(engine=engine, max_concurrent_rpcs=max_concurrent, max_message_bytes=max_message_bytes, max_streams=max_streams,
+                      credentials=credentials)
     service = Service(address, deps, metrics_address="127.0.0.1", metrics_port=0 if metrics else None).start()
     target = address if address.startswith("unix:") else f"127.0.0.1:{service.port}"
     client = Client(target, timeout=30)  # plaintext: unused against TLS servers

@@ -158,4 +158,27 @@ def test_bench_runs_through_the_service() -> None:
     assert sum(row["server_cpu_ms"] for row in rows) > 0 and all(0 <= row["server_cpu_ms"] < 1000 for row in rows)
     assert "12 pods, 5 per ScheduleBatch call" in r.stderr
     bad = _cli("bench", "--batch", "0")
-    assert bad.returncode == 2 and "--batch: not a list of positive integers" in bad.stderr
+    assert bad.returncode == 2 and "--batch: not a list of positive integers (or stream)" in bad.stderr
+    for flags, message in ((("--pods", "0"), "--pods: must be positive: 0"), (("--concurrency", "-1"), "--concurrency: must be positive: -1"),
+                           (("--nodes", "0"), "--nodes: must be positive: 0")):
+        bad = _cli("bench", *flags)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> None:
+    r = _cli("bench", "--nodes", "10", "--shape", "gpu", "--pods", "12", "--batch", "stream", "--concurrency", "2", "-o", "json", timeout=180)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert (row["rpc"], row["batch"], row["concurrency"], row["placed"]) == ("ScheduleStream", 1, 2, 12)
+    assert "12 pods, one ScheduleStream message each" in r.stderr
+    # 10 nodes x 8 GPUs hold at most 80 pods: the rest find no node, and the run still ends cleanly.
+    full = _cli("bench", "--nodes", "2", "--shape", "gpu", "--pods", "30", "-o", "json", timeout=180)
+    assert full.returncode == 0, full.stderr
+    assert json.loads(full.stdout)[0]["placed"] < 30
+
+
+@pytest.mark.parametrize(("flag", "value", "least"), [("--workers", "0", 1), ("--max-streams", "-1", 0), ("--max-message-bytes", "10", 1024),
+                                                     ("--max-concurrent", "0", 1)])
+def test_serve_refuses_limits_out_of_range(flag: str, value: str, least: int) -> None:
+    r = _cli("serve", "--inventory", str(DEMO / "cluster.yaml"), "--port", "0", "--metrics-port", "-1", flag, value)
+    assert r.returncode == 2 and f"error: {flag}: must be at least {least}: {value}" in r.stderr, r.stderr

@@ -253,7 +253,8 @@ def test_reflection_lists_the_service(running: Running) -> None:
     assert {SERVICE_NAME, "grpc.health.v1.Health"} <= services
     file = db.FindFileContainingSymbol(SERVICE_NAME)
     assert file.name == "drasolver/v1/allocation.proto"
-    assert [m.name for m in file.service[0].method] == ["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory", "ScheduleGroup", "ScheduleBatch"]
+    assert [m.name for m in file.service[0].method] == ["Allocate", "Schedule", "Reserve", "Unreserve", "Explain", "GetInventory", "ScheduleGroup", "ScheduleBatch",
+                                                    "ScheduleStream"]
 
 
 # --- status codes -----------------------------------------------------------------------------

@@ -75,6 +75,11 @@ class AllocationServiceStub:
                 request_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.SerializeToString,
                 response_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.FromString,
                 _registered_method=True)
+        self.ScheduleStream = channel.stream_stream(
+                '/drasolver.v1.AllocationService/ScheduleStream',
+                request_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleRequest.SerializeToString,
+                response_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResult.FromString,
+                _registered_method=True)
 
 
 class AllocationServiceServicer:
@@ -139,6 +144,15 @@ class AllocationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScheduleStream(self, request_iterator, context):
+        """Schedule calls over one long-lived stream: each message is answered, in order, exactly as
+        its own Schedule call would be when it arrives, without the cost of a call per pod. Each
+        answer has its own status; a failing message fails only itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AllocationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -181,6 +195,11 @@ def add_AllocationServiceServicer_to_server(servicer, server):
                     servicer.ScheduleBatch,
                     request_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.FromString,
                     response_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.SerializeToString,
+            ),
+            'ScheduleStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ScheduleStream,
+                    request_deserializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleRequest.FromString,
+                    response_serializer=drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResult.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -400,6 +419,33 @@ class AllocationService:
             '/drasolver.v1.AllocationService/ScheduleBatch',
             drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchRequest.SerializeToString,
             drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScheduleStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/drasolver.v1.AllocationService/ScheduleStream',
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleRequest.SerializeToString,
+            drasolver_dot_v1_dot_allocation__pb2.ScheduleBatchResult.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,185 @@
+"""ScheduleStream over real gRPC: each message answered, in order, as its own Schedule call
+would be, a bad message failing only itself, the stream counted once in the metrics, and an
+answer too large for a message refused without holding anything."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from tests import builders as b
+from tests.service.conftest import Running, assert_valid
+from tests.service.test_schedule_batch import OK, code_named, devices, one, pods
+
+METHOD = "/drasolver.v1.AllocationService/ScheduleStream"
+
+
+def raw_stream(target: str, messages: list[bytes], timeout: float = 30) -> list[pb.ScheduleBatchResult]:
+    """Sends ``messages`` as they are (not necessarily ScheduleRequests) on one stream."""
+    with grpc.insecure_channel(target) as channel:
+        call = channel.stream_stream(METHOD, request_serializer=lambda m: m, response_deserializer=pb.ScheduleBatchResult.FromString)
+        return list(call(iter(messages), timeout=timeout))
+
+
+def test_a_stream_answers_each_message_as_its_own_schedule_call(fresh: Callable[..., Running]) -> None:
+    streamed, single = fresh(), fresh()
+    claims = pods(9)
+    requests = [streamed.client.schedule_request([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
+    with streamed.client.schedule_stream() as stream:
+        results = [stream.schedule(request) for request in requests]
+    assert [r.status.code for r in results] == [OK] * len(claims)
+    one_by_one = [single.client.schedule([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
+    assert [(r.response.node, devices(r.response)) for r in results] == [(a.node, devices(a)) for a in one_by_one]
+    placed = [(claim, r) for claim, r in zip(claims, results, strict=True) if r.response.node]
+    assert len(placed) >= 5, "the demo cluster places most of them"
+    taken: list[str] = []
+    for claim, r in placed:
+        assert r.response.reservation.id, "each reserving message holds its own reservation"
+        assert_valid(streamed.objects, [claim], r.response, r.response.node)
+        taken.extend(devices(r.response))
+    assert len(taken) == len(set(taken)), "a message never gets a device an earlier one reserved"
+    assert len(streamed.engine.reservations) == len(placed)
+
+
+def test_a_failed_message_fails_only_itself_with_its_own_calls_status(running: Running) -> None:
+    c = running.client
+    good = one("fine")
+    requests = [
+        c.schedule_request([good]),
+        c.schedule_request([b.SOLVER_TEST.named("bad").request("gpu", count=0).obj()]),
+        c.schedule_request([good], policy="tightest"),
+        pb.ScheduleRequest(claims=[b"{not json"]),
+        c.schedule_request([good], ["no-such-node"]),
+    ]
+    with c.schedule_stream(timeout=60) as stream:
+        results = [stream.schedule(request) for request in requests]
+    for request, result in zip(requests, results, strict=True):
+        try:
+            c.stub.Schedule(request)
+            alone = grpc.StatusCode.OK
+        except grpc.RpcError as err:
+            alone = err.code()
+            assert result.status.message == err.details()
+        assert code_named(result.status.code) == alone
+    assert [code_named(r.status.code) for r in results] == [
+        grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.OK,
+    ]
+    detail = error_details_pb2.BadRequest()
+    assert results[1].status.details[0].Unpack(detail)
+    assert any("spec.devices.requests[0].exactly.count" in v.field for v in detail.field_violations)
+    assert results[0].response.node and not results[4].response.node
+
+
+def test_bytes_that_are_not_a_request_fail_that_message_only(running: Running) -> None:
+    good = running.client.schedule_request([one("after")]).SerializeToString()
+    results = raw_stream(running.target, [b"\xff\xff\xff", good, b"\x0a\x03\xff\xfe\xfd", good])
+    assert [code_named(r.status.code) for r in results] == [
+        grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK
+    ]
+    assert results[0].status.message == "the message is not a valid drasolver.v1.ScheduleRequest message"
+    assert results[1].response.node and results[3].response.node
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(st.binary(max_size=200), min_size=1, max_size=4))
+def test_any_bytes_get_an_answer_per_message_and_never_internal(running: Running, bodies: list[bytes]) -> None:
+    results = raw_stream(running.target, bodies)
+    assert len(results) == len(bodies)
+    assert all(code_named(r.status.code) not in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN) for r in results)
+
+
+def test_metrics_count_the_stream_once_and_each_message_as_a_question(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    c = r.client
+    with c.schedule_stream() as stream:
+        stream.schedule(c.schedule_request([one("m")]))
+        stream.schedule(c.schedule_request([one("m")], policy="nope"))
+        assert r.engine.metrics.registry.get_sample_value("dra_solver_grpc_requests_in_flight") == 0, "an idle stream is not a call in flight"
+    registry = r.engine.metrics.registry
+    assert registry.get_sample_value("dra_solver_grpc_requests_total", {"grpc_method": "ScheduleStream", "grpc_status_code": "OK"}) == 1
+    items = {
+        outcome: registry.get_sample_value(
+            "dra_solver_allocation_duration_seconds_count", {"rpc": "ScheduleStream", "allocator": "cpsat", "outcome": outcome}
+        )
+        for outcome in ("allocated", "invalid")
+    }
+    assert items == {"allocated": 1, "invalid": 1}
+    assert registry.get_sample_value("dra_solver_request_duration_seconds_count", {"rpc": "ScheduleStream", "outcome": "answered"}) == 1
+
+
+def test_a_caller_that_goes_away_ends_its_stream_as_cancelled(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    stream = r.client.schedule_stream()
+    assert stream.schedule(r.client.schedule_request([one("gone")])).status.code == OK
+    with pytest.raises(RuntimeError), stream:
+        raise RuntimeError("the caller fails: the stream is cancelled, not half-closed")
+    registry = r.engine.metrics.registry
+    for _ in range(200):
+        counted = registry.get_sample_value("dra_solver_grpc_requests_total", {"grpc_method": "ScheduleStream", "grpc_status_code": "CANCELLED"})
+        if counted:
+            break
+        threading.Event().wait(0.01)
+    assert counted == 1
+
+
+def test_an_answer_too_large_for_a_message_fails_that_message_and_holds_nothing(fresh: Callable[..., Running]) -> None:
+    r = fresh(max_message_bytes=3000)
+    c = r.client
+    unknown = [f"no-such-node-{i:03d}" for i in range(40)]  # each listed with a verdict: over 3,000 bytes of answer
+    with c.schedule_stream() as stream:
+        big = stream.schedule(c.schedule_request([one("big")], ["node-a", "node-b", *unknown], reserve=True))
+        small = stream.schedule(c.schedule_request([one("small")], reserve=True, chosen_verdict_only=True))
+    assert code_named(big.status.code) == grpc.StatusCode.RESOURCE_EXHAUSTED and "message limit" in big.status.message
+    assert not big.HasField("response")
+    assert small.status.code == OK and small.response.node
+    assert len(r.engine.reservations) == 1, "only the answered message holds devices"
+
+
+def test_a_stream_per_thread_never_hands_a_device_out_twice(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    claims = pods(24, prefix="t")
+    answers: list[tuple[dict[str, object], pb.ScheduleBatchResult]] = []
+    lock = threading.Lock()
+
+    def caller(mine: Iterator[dict[str, object]]) -> None:
+        with r.client.schedule_stream(timeout=60) as stream:
+            for claim in mine:
+                result = stream.schedule(r.client.schedule_request([claim], reserve=True))
+                with lock:
+                    answers.append((claim, result))
+
+    threads = [threading.Thread(target=caller, args=(iter(claims[i::3]),)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(answers) == len(claims)
+    placed = [(claim, res) for claim, res in answers if res.status.code == OK and res.response.node]
+    taken = [d for _, res in placed for d in devices(res.response)]
+    assert placed and len(taken) == len(set(taken))
+    for claim, res in placed:
+        assert_valid(r.objects, [claim], res.response, res.response.node, extra=None)
+
+
+def test_streams_beyond_the_limit_are_refused_and_unary_calls_still_served(fresh: Callable[..., Running]) -> None:
+    """Each open stream holds a serving thread: past ``max_streams`` a stream is refused at
+    once, and Schedule calls keep their threads."""
+    r = fresh(max_streams=1)
+    c = r.client
+    with c.schedule_stream() as first:
+        assert first.schedule(c.schedule_request([one("s1")])).status.code == OK
+        with pytest.raises(grpc.RpcError) as raised, c.schedule_stream(timeout=10) as second:
+            second.schedule(c.schedule_request([one("s2")]))
+        assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "too many ScheduleStream calls open: at most 1 (serve --max-streams)" in (raised.value.details() or "")
+        assert c.schedule([one("unary")]).node, "a Schedule call is served while the stream is open"
+    with c.schedule_stream() as again:  # the first one closed: its slot is free again
+        assert again.schedule(c.schedule_request([one("s3")])).status.code == OK
