@@ -318,7 +318,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         self, item: pb.ScheduleRequest, deadline: float | None, caller: str, earlier: tuple[FlightClaim, ...], rpc: str = "ScheduleBatch"
     ) -> tuple[pb.ScheduleBatchResult, tuple[FlightClaim, ...]]:
         """One item of a batch (or message of a stream), answered as its own Schedule call
-        would be; its metrics are an allocation question's (``rpc="ScheduleBatch"``)."""
+        would be; its metrics are an allocation question's (``rpc`` the batch's or stream's)."""
         start = time.perf_counter()
         outcome = "error"
         warnings: list[str] = []
@@ -349,7 +349,8 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         start = time.perf_counter()
         with self._active_lock:
             admitted = self._streams < self.max_streams
-            self._streams += admitted
+            if admitted:
+                self._streams += 1
         if not admitted:
             self._record("ScheduleStream", "", grpc.StatusCode.RESOURCE_EXHAUSTED, "limited", 0.0)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"too many ScheduleStream calls open: at most {self.max_streams} "
@@ -371,7 +372,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         try:
             item = pb.ScheduleRequest.FromString(raw)
         except Exception:  # DecodeError, invalid UTF-8 in a string field, nesting too deep
-            self.metrics.allocation_duration.labels(rpc="ScheduleStream", allocator="invalid", outcome="invalid").observe(0.0)
+            self.metrics.allocation_duration.labels(rpc="ScheduleStream", allocator=allocator_label("Schedule", ""), outcome="invalid").observe(0.0)
             return pb.ScheduleBatchResult(status=status_pb2.Status(
                 code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message="the message is not a valid drasolver.v1.ScheduleRequest message"))
         result, _ = self._batch_item(item, self._deadline(context), caller, (), rpc="ScheduleStream")
