@@ -360,9 +360,15 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         try:
             for raw in requests:
                 with self._counted():
-                    yield self._stream_item(raw, context, caller).SerializeToString()
+                    answer = self._stream_item(raw, context, caller).SerializeToString()
+                yield answer
+            if not context.is_active():
+                code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
         except grpc.RpcError:  # the caller cancelled or went away while we waited for its next message
             code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
+        except GeneratorExit:  # ... or while its answer was being sent: gRPC drops the stream
+            code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
+            raise
         finally:
             with self._active_lock:
                 self._streams -= 1
