@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from dra_solver.model import gate_value
+
 # name -> (default in v1.37, locked to the default)
 GATES: dict[str, tuple[bool, bool]] = {
     # Extended resources backed by DRA: GA in v1.37, locked on.
@@ -56,16 +58,16 @@ def parse(text: str) -> KubeFeatures:
         if not item:
             continue
         name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip().lower()
+        name, value = name.strip(), value.strip()
         if not sep:
             raise FeatureGateError(f'--feature-gates: missing "=" in {item!r}')
         if name not in GATES:
             raise FeatureGateError(f"--feature-gates: unrecognized feature gate: {name} (known: {', '.join(sorted(GATES))})")
-        if value not in ("true", "false"):
-            raise FeatureGateError(f"--feature-gates: invalid value of {name}={value}, err: must be true or false")
-        enabled = value == "true"
+        enabled = gate_value(value)
+        if enabled is None:
+            raise FeatureGateError(f'--feature-gates: invalid value of {name}={value}, err: strconv.ParseBool: parsing "{value}": invalid syntax')
         default, locked = GATES[name]
         if locked and enabled != default:
-            raise FeatureGateError(f"--feature-gates: cannot set feature gate {name} to {value}, feature is locked to {str(default).lower()}")
+            raise FeatureGateError(f"--feature-gates: cannot set feature gate {name} to {str(enabled).lower()}, feature is locked to {str(default).lower()}")
         out = replace(out, **{_FIELDS[name]: enabled})
     return out

@@ -120,7 +120,7 @@ from dra_solver.model.explain import (
     headline,
     summarize,
 )
-from dra_solver.model.features import FeatureGates
+from dra_solver.model.features import FeatureGates, gate_value
 from dra_solver.model.flight_order import FlightOrder
 from dra_solver.model.group import schedule_group
 from dra_solver.model.group_request import (
@@ -326,6 +326,7 @@ __all__ = [
     "fits_room",
     "format_field_path",
     "gang_min_count",
+    "gate_value",
     "generated_name",
     "headline",
     "invalid_pools_error",

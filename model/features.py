@@ -71,6 +71,15 @@ KUBERNETES_GATES: dict[str, KubernetesGate] = {
 }
 """Kubernetes v1.37's DRA gates (pkg/features/kube_features.go), sorted by name."""
 
+_PARSE_BOOL = {v: True for v in ("1", "t", "T", "TRUE", "true", "True")} | {v: False for v in ("0", "f", "F", "FALSE", "false", "False")}
+
+
+def gate_value(value: str) -> bool | None:
+    """A --feature-gates value as Kubernetes reads it (Go's strconv.ParseBool: 1, t, T, TRUE,
+    true, True and their false forms); None for anything else (the caller says
+    ``err: strconv.ParseBool: parsing "VALUE": invalid syntax``)."""
+    return _PARSE_BOOL.get(value)
+
 _BOTH_FOR_BINDING = ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")
 
 
@@ -103,10 +112,13 @@ class FeatureGates:
                     "", ("--feature-gates",),
                     f"unrecognized feature gate: {clip(name)} (known: {', '.join(known_gate_names())})",
                 )
-            lowered = value.strip().lower()
-            if lowered not in ("true", "false"):
-                raise InvalidInput("", ("--feature-gates",), f"invalid value of {name}={clip(value)}, err: must be true or false")
-            on = lowered == "true"
+            value = value.strip()
+            parsed = gate_value(value)
+            if parsed is None:
+                raise InvalidInput(
+                    "", ("--feature-gates",), f'invalid value of {name}={clip(value)}, err: strconv.ParseBool: parsing {quote(value)}: invalid syntax'
+                )
+            on = parsed
             if name in GATE_NAMES:
                 changes[GATE_NAMES[name]] = on
                 continue

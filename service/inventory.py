@@ -901,6 +901,11 @@ def load_inventory_files(
         del text
         count.files_done += 1
         count.chars_done = read_chars
+    if not objects and not problems:
+        # An empty file is a mistake (or a file caught half-written): serving "no devices
+        # anywhere" would turn every pod away. A reload keeps the previous snapshot instead.
+        kinds = ", ".join(sorted(o.KIND_MODELS))
+        raise InvalidInput("", (), f"no objects (expected {kinds}, or a List of them)", source=", ".join(files if len(files) == 1 else paths))
     return objects, problems
 
 

@@ -376,6 +376,23 @@ class ReservationStore:
                 self._notify("released", len(ids))
             return len(ids)
 
+    def supersede(self, claims: Iterable[str], caller: str) -> int:
+        """Release ``caller``'s reservations that hold only claims among ``claims``
+        (namespace/name): the caller is scheduling those claims again, so its earlier answer
+        for them no longer stands (as upstream's scheduler forgets an assumed claim when its
+        pod goes back to the queue). Another caller's reservation is left alone: a second
+        scheduler asking for the same claims still gets ABORTED when it reserves."""
+        asked = set(claims)
+        with self._lock:
+            self._expire()
+            ids = {rid for ref in asked if (rid := self._by_claim.get(ref)) is not None}
+            mine = [rid for rid in sorted(ids) if self._by_id[rid].caller == caller and set(self._by_id[rid].claim_refs) <= asked]
+            for rid in mine:
+                self._remove(rid)
+            if mine:
+                self._notify("released", len(mine))
+            return len(mine)
+
     def observe(self, snapshot: Snapshot) -> int:
         """Listener: drop reservations whose claims the snapshot shows allocated (the API holds
         the devices now), or whose claims were seen in an earlier snapshot and are gone

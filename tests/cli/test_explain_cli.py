@@ -99,7 +99,7 @@ def test_a_deadline_is_said_as_such() -> None:
     ([CLUSTER], "error: --node: Required value: the node to explain"),
     (["--node", "node-a", "--timeout", "0", CLUSTER], "error: --timeout: Invalid value: 0.0: must be greater than zero"),
     (["--node", "node-a", "--feature-gates", "DRAPrioritizedList=maybe", CLUSTER],
-     "error: --feature-gates: invalid value of DRAPrioritizedList=maybe, err: must be true or false"),
+     "error: --feature-gates: invalid value of DRAPrioritizedList=maybe, err: strconv.ParseBool: parsing \"maybe\": invalid syntax"),
 ])
 def test_invalid_input_exits_2_with_one_line(args: list[str], error: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _main(capsys, "explain", *args)

@@ -61,3 +61,16 @@ def test_known_names_cover_kubernetes_v1_37_dra_gates() -> None:
     # Every gate that drives the allocator names a real attribute.
     attrs = {f for f in FeatureGates.__dataclass_fields__}
     assert {g.allocator for g in KUBERNETES_GATES.values() if g.allocator} <= attrs
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), ("t", True), ("T", True), ("TRUE", True), ("True", True), (" true ", True),
+                                           ("0", False), ("f", False), ("F", False), ("FALSE", False), ("False", False)])
+def test_gate_values_are_read_as_kube_schedulers_flag_reads_them(value: str, on: bool) -> None:
+    assert FeatureGates.parse(f"DRAPrioritizedList={value}").prioritized_list is on
+
+
+@pytest.mark.parametrize("value", ["tRuE", "yes", "", "2"])
+def test_values_go_rejects_are_rejected_with_its_words(value: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        FeatureGates.parse(f"DRAPrioritizedList={value}")
+    assert f'invalid value of DRAPrioritizedList={value}, err: strconv.ParseBool: parsing "{value}": invalid syntax' in str(info.value)

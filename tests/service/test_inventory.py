@@ -39,6 +39,21 @@ def test_file_source_reloads_on_change(tmp_path: Path) -> None:
     assert src.snapshot() is second and src.reload_errors == 1 and "more.yaml" in src.last_error
 
 
+def test_an_inventory_without_objects_fails_to_load_and_a_reload_to_one_keeps_the_last(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("# nothing yet\n")
+    with pytest.raises(InvalidInput) as info:
+        FileSource(str(tmp_path)).load()
+    assert str(cluster) in str(info.value) and "no objects (expected DeviceClass" in str(info.value)
+    shutil.copy(DEMO / "cluster.yaml", cluster)
+    src = FileSource(str(tmp_path), poll_interval=3600)
+    src.load()
+    good = src.snapshot()
+    cluster.write_text("")  # truncated, as an editor or a copy half-way through leaves it
+    assert not src.check()
+    assert src.snapshot() is good and good.counts()["Node"] == 3 and "no objects" in src.last_error
+
+
 def test_file_source_rejects_invalid_objects(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(
         "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: Bad_Name}\nspec: {}\n"
