@@ -19,6 +19,7 @@ from typing import Protocol, cast
 from dra_solver import __version__
 from dra_solver.cli.helpformat import DefaultsHelpFormatter
 from dra_solver.service.api import ArgumentParser
+from dra_solver.service.commands.flagchecks import FlagError
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "allocate": ("dra_solver.service.commands.allocate", "allocate claims on one node"),
@@ -91,6 +92,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "dra-solver") -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except FlagError as err:  # a flag out of its bounds, or flags that do not go together
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except Exception as err:  # the contract: one line and exit 2, never a traceback
         # Commands turn every input problem into their own message; reaching this is a bug,
         # and saying so beats a traceback or exit 1 (which means "does not fit").

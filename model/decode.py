@@ -42,6 +42,7 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from dra_solver.model import coreschema
 from dra_solver.model import objects as o
 from dra_solver.model.errors import (
     MAX_STRUCTURED_CHARS,
@@ -114,10 +115,19 @@ class _Duplicated(dict[str, Any]):
 
 
 def parse_documents(
-    text: str, *, source: str = "", limits: DecodeLimits = DEFAULT_LIMITS
+    text: str,
+    *,
+    source: str = "",
+    limits: DecodeLimits = DEFAULT_LIMITS,
+    validate: ValidationMode = "ignore",
+    warnings: list[StrictDecodingError] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every top-level object in ``text`` (YAML or JSON), with ``List`` kinds flattened."""
-    return list(iter_documents(text, source=source, limits=limits))
+    """Every top-level object in ``text`` (YAML or JSON), with ``List`` kinds flattened.
+
+    ``validate``/``warnings``: strict field validation of the ``List`` wrappers themselves
+    (their objects are checked when decoded); ``ignore`` by default, for callers that pass on
+    documents without field validation."""
+    return list(iter_documents(text, source=source, limits=limits, validate=validate, warnings=warnings))
 
 
 Progress = Callable[[int], None]
@@ -130,6 +140,8 @@ def iter_documents(
     source: str = "",
     limits: DecodeLimits = DEFAULT_LIMITS,
     progress: Progress | None = None,
+    validate: ValidationMode = "ignore",
+    warnings: list[StrictDecodingError] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """:func:`parse_documents` one object at a time: YAML is read a document at a time, and each
     object of a ``List`` is released once the caller has it, so a caller that decodes and drops
@@ -151,7 +163,7 @@ def iter_documents(
                 f"document {index}: expected an object, got {_json_type(doc)}",
                 source=source,
             )
-        for obj in _flatten_lists(doc, source=source):
+        for obj in _flatten_lists(doc, source=source, validate=validate, warnings=warnings):
             count += 1
             if count > limits.max_objects:
                 raise InvalidInput(
@@ -605,9 +617,17 @@ def _finish_mapping(built: dict[str, Any], frame: _Frame, mark: Any) -> dict[str
     return built
 
 
-def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, Any]]:
+def _flatten_lists(
+    doc: dict[str, Any],
+    *,
+    source: str,
+    validate: ValidationMode = "ignore",
+    warnings: list[StrictDecodingError] | None = None,
+) -> Iterator[dict[str, Any]]:
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and kind not in o.KIND_MODELS:
+        if validate != "ignore":
+            _check_list_fields(doc, kind, source=source, validate=validate, warnings=warnings)
         items = doc.get("items")
         if items is None:
             return
@@ -633,9 +653,39 @@ def _flatten_lists(doc: dict[str, Any], *, source: str) -> Iterator[dict[str, An
                 if isinstance(item, _Duplicated):
                     with_kind = _Duplicated(with_kind, item.duplicates)
                 item = with_kind
-            yield from _flatten_lists(item, source=source)  # depth is bounded by parsing
+            if item_kind and "apiVersion" not in item and isinstance(doc.get("apiVersion"), str):
+                # An API list (``ResourceClaimList``) gives its items' version once, on the list.
+                with_version = {"apiVersion": doc["apiVersion"], **item}
+                if isinstance(item, _Duplicated):
+                    with_version = _Duplicated(with_version, item.duplicates)
+                item = with_version
+            # Depth is bounded by parsing.
+            yield from _flatten_lists(item, source=source, validate=validate, warnings=warnings)
         return
     yield doc
+
+
+_LIST_FIELDS = {"apiVersion": "string", "kind": "string", "metadata": "ListMeta", "items": "any"}
+"""A ``List`` wrapper (``v1 List``, ``<Kind>List``): TypeMeta, ListMeta and its items (which
+are checked as the objects they are)."""
+
+
+def _check_list_fields(
+    doc: dict[str, Any],
+    kind: str,
+    *,
+    source: str,
+    validate: ValidationMode,
+    warnings: list[StrictDecodingError] | None,
+) -> None:
+    """Unknown and duplicate fields of a List wrapper. kubectl's client-side flattening would
+    drop them silently; a typo there changes nothing kubectl sends, but strict validation is
+    this project's rule, so they are reported as for any object."""
+    problems = _shape_problems(_list_shape(), doc)
+    if problems and validate == "strict":
+        raise StrictDecodingError(kind, problems, source=source)
+    if problems and warnings is not None:
+        warnings.extend(StrictDecodingError(kind, [p], source=source) for p in problems)
 
 
 # --- objects ---------------------------------------------------------------------------------
@@ -653,30 +703,25 @@ def decode_object(
     ``validate``: unknown and duplicate fields raise :class:`StrictDecodingError` (``strict``),
     are appended to ``warnings`` (``warn``), or pass silently (``ignore``).
     """
-    kind = doc.get("kind")
+    kind = _checked_kind(doc, source=source)
     name = _describe_raw(doc)
-    if not isinstance(kind, str) or not kind:
-        raise InvalidInput(name, ("kind",), "Required value: kind must be set", source=source)
     model = o.KIND_MODELS.get(kind)
     if model is None:
-        supported = ", ".join(f'"{k}"' for k in sorted(o.KIND_MODELS))
         raise InvalidInput(
             name,
             ("kind",),
-            f"Unsupported value: {_shown(kind)}: supported values: {supported}",
+            f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(o.KIND_MODELS)}",
             source=source,
         )
-    api_version = doc.get("apiVersion", "")
     allowed = ("v1",) if kind == "Node" else o.RESOURCE_API_VERSIONS
-    if api_version and api_version not in allowed:
-        supported = ", ".join(f'"{v}"' for v in allowed)
-        raise InvalidInput(
-            name,
-            ("apiVersion",),
-            f"Unsupported value: {_shown(api_version)}: supported values: {supported}",
-            source=source,
-        )
+    _check_api_version(doc, allowed, source=source, required=False)
     check_fields(doc, source=source, validate=validate, warnings=warnings)
+    # After strict field validation: a duplicated or misspelt apiVersion is reported as such.
+    _check_api_version(doc, allowed, source=source, required=validate != "ignore")
+    if kind in _SCHEMA_KINDS and validate != "ignore":
+        # Node: its typed model keeps spec and status opaque. Not for ``ignore`` (an API
+        # server's objects, the watch path's thousands of node updates: their types are right).
+        _check_types(kind, doc, source=source)
     try:
         obj = model.model_validate(_drop_nulls(doc), strict=True)
     except ValidationError as err:
@@ -697,10 +742,10 @@ def check_fields(
     if validate == "ignore":
         return
     kind = doc.get("kind")
-    model = o.KIND_MODELS.get(kind) if isinstance(kind, str) else None
-    if model is None:
+    shape = _kind_shape(kind) if isinstance(kind, str) else None
+    if shape is None:
         return
-    problems = field_problems(model, doc)
+    problems = _shape_problems(shape, doc)
     if problems and validate == "strict":
         raise StrictDecodingError(_describe_raw(doc), problems, source=source)
     if problems and warnings is not None:
@@ -715,7 +760,7 @@ def decode_text(
     limits: DecodeLimits = DEFAULT_LIMITS,
     warnings: list[StrictDecodingError] | None = None,
 ) -> list[o.TypedObject]:
-    docs = parse_documents(text, source=source, limits=limits)
+    docs = parse_documents(text, source=source, limits=limits, validate=validate, warnings=warnings)
     return [decode_object(doc, source=source, validate=validate, warnings=warnings) for doc in docs]
 
 
@@ -750,11 +795,24 @@ _OPAQUE: _Shape = ("opaque", None)
 def field_problems(model: type[BaseModel], doc: dict[str, Any]) -> list[tuple[FieldPath, str]]:
     """Unknown and duplicate fields of ``doc`` read as ``model``, with their paths, in document
     order, at most :data:`MAX_STRICT_PROBLEMS` (the API server's cap)."""
-    if fields_clean(model, doc):
+    return _shape_problems(_model_shape(model), doc)
+
+
+def _shape_problems(shape: _Shape, doc: dict[str, Any]) -> list[tuple[FieldPath, str]]:
+    if _clean(shape, doc):
         return []
     problems: list[tuple[FieldPath, str]] = []
-    _walk(_model_shape(model), doc, (), problems)
+    _walk(shape, doc, (), problems)
     return problems[:MAX_STRICT_PROBLEMS]
+
+
+def _kind_shape(kind: str) -> _Shape | None:
+    """How strict field validation reads ``kind``: the generated schema of the kinds read as
+    documents (and of Node, whose model keeps spec and status opaque), else the typed model."""
+    if kind in _SCHEMA_KINDS:
+        return _schema_shape(kind)
+    model = o.KIND_MODELS.get(kind)
+    return _model_shape(model) if model is not None else None
 
 
 def without_devices(doc: dict[str, Any]) -> dict[str, Any]:
@@ -871,6 +929,217 @@ def _shape(annotation: Any) -> _Shape:
     return _OPAQUE
 
 
+# The kinds with a generated schema (``model.coreschema``): Pod and PodGroup are read as
+# documents (``model.podgroup``, ``model.podfit``); Node has a typed model for its metadata.
+_SCHEMA_KINDS = frozenset({"Pod", "PodGroup", "Node"})
+
+
+@functools.cache
+def _schema_shape(spec: str) -> _Shape:
+    if spec.startswith("[]"):
+        return ("list", _schema_shape(spec[2:]))
+    if spec.startswith("map["):
+        return ("map", _schema_shape(spec[4:-1]))
+    if spec in coreschema.TYPES:
+        return ("model", functools.partial(_schema_fields, spec))
+    return _OPAQUE
+
+
+@functools.cache
+def _schema_fields(name: str) -> dict[str, _Shape]:
+    return {key: _schema_shape(spec) for key, spec in coreschema.TYPES[name].items()}
+
+
+@functools.cache
+def _list_shape() -> _Shape:
+    fields = {key: _schema_shape(spec) for key, spec in _LIST_FIELDS.items()}
+    return ("model", lambda: fields)
+
+
+# --- documents (Pod, PodGroup) -----------------------------------------------------------------
+
+DOCUMENT_API_VERSIONS: dict[str, tuple[str, ...]] = {
+    "Pod": ("v1",),
+    "PodGroup": ("scheduling.k8s.io/v1beta1",),
+}
+"""The kinds read as documents (the API's JSON form, no typed model) and their versions."""
+
+
+def decode_document(
+    doc: dict[str, Any],
+    *,
+    source: str = "",
+    validate: ValidationMode = "strict",
+    warnings: list[StrictDecodingError] | None = None,
+) -> dict[str, Any]:
+    """A Pod or PodGroup from a user's file, checked as the API server's decoder checks it:
+    ``apiVersion`` and ``kind``, unknown and duplicate fields (``validate``, as in
+    :func:`decode_object`) and every field's type (whatever ``validate`` says: the
+    ``model.podgroup`` and ``model.podfit`` readers rely on it). Returns the document with
+    explicit nulls dropped (Go's decoder treats them as absent).
+
+    Only for input from users: the controllers' objects come from an API server, which sends
+    neither unknown fields nor wrong types, and are not checked again."""
+    kind = _checked_kind(doc, source=source)
+    versions = DOCUMENT_API_VERSIONS.get(kind)
+    if versions is None:
+        raise InvalidInput(
+            _describe_raw(doc),
+            ("kind",),
+            f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(DOCUMENT_API_VERSIONS)}",
+            source=source,
+        )
+    _check_api_version(doc, versions, source=source, required=False)
+    check_fields(doc, source=source, validate=validate, warnings=warnings)
+    _check_api_version(doc, versions, source=source, required=validate != "ignore")
+    _check_types(kind, doc, source=source)
+    out: dict[str, Any] = _drop_nulls(doc)
+    return out
+
+
+def _checked_kind(doc: dict[str, Any], *, source: str) -> str:
+    """``kind``: a non-empty string. A missing one is worded as kubectl words it; one of
+    another type as the API server's decoder reads it (``couldn't get version/kind``)."""
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind:
+        return kind
+    name = _describe_raw(doc)
+    if kind is None or kind == "":
+        raise InvalidInput(name, ("kind",), "Required value: kind must be set", source=source)
+    raise InvalidInput(name, ("kind",), _meta_type_detail("kind", kind), source=source)
+
+
+def _check_api_version(
+    doc: dict[str, Any], allowed: tuple[str, ...], *, source: str, required: bool
+) -> None:
+    """``apiVersion``: one of ``allowed``; required unless ``required`` is False
+    (``--validate=ignore``: objects an API server already accepted, maybe without it)."""
+    api_version = doc.get("apiVersion")
+    name = _describe_raw(doc)
+    if api_version is None or api_version == "":
+        if required:
+            raise InvalidInput(name, ("apiVersion",), "Required value: apiVersion must be set", source=source)
+        return
+    if not isinstance(api_version, str):
+        raise InvalidInput(name, ("apiVersion",), _meta_type_detail("apiVersion", api_version), source=source)
+    if api_version not in allowed:
+        supported = ", ".join(f'"{v}"' for v in allowed)
+        raise InvalidInput(
+            name,
+            ("apiVersion",),
+            f"Unsupported value: {_shown(api_version)}: supported values: {supported}",
+            source=source,
+        )
+
+
+_GO_JSON_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def _meta_type_detail(field: str, value: Any) -> str:
+    go_type = next((name for t, name in _GO_JSON_TYPES.items() if isinstance(value, t)), "value")
+    return (
+        f"Invalid value: {_shown(value)}: must be a string, not {_json_type(value)} (couldn't get "
+        f"version/kind; json parse error: json: cannot unmarshal {go_type} into Go struct field .{field} of type string)"
+    )
+
+
+def _supported_kinds(kinds: Iterable[str]) -> str:
+    return ", ".join(f'"{k}"' for k in sorted(kinds))
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def int_range_detail(value: int, bits: int) -> str:
+    """Why ``value`` does not fit a Go ``int{bits}`` (as the API server's decoder refuses it)."""
+    low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
+    bound = f"at most {high}" if value > high else f"at least {low}"
+    return f"Invalid value: {value}: must be {bound} (int{bits})"
+
+
+def _check_types(kind: str, doc: dict[str, Any], *, source: str) -> None:
+    problem = _type_problem(kind, doc, ())
+    if problem is not None:
+        path, detail = problem
+        raise InvalidInput(_describe_raw(doc), path, detail, source=source)
+
+
+_SCALAR_EXPECTED = {
+    "string": "a string",
+    "quantity": "a quantity (a string or a number)",
+    "integer": "an integer",
+    "int32": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+}
+
+
+def _type_problem(spec: str, value: Any, path: FieldPath) -> tuple[FieldPath, str] | None:
+    """The first value of ``value`` that is not of its schema type ``spec``, as (path, detail);
+    unknown fields are left to strict field validation, explicit nulls are absent values."""
+    if value is None or spec == "any":
+        return None
+    if spec.startswith("[]"):
+        if not isinstance(value, list):
+            return path, _wrong_type(value, "a list")
+        for index, item in enumerate(value):
+            problem = _type_problem(spec[2:], item, (*path, index))
+            if problem is not None:
+                return problem
+        return None
+    if spec.startswith("map["):
+        if not isinstance(value, dict):
+            return path, _wrong_type(value, "an object")
+        inner = spec[4:-1]
+        for key, item in value.items():
+            problem = _type_problem(inner, item, _map_key(path, key))
+            if problem is not None:
+                return problem
+        return None
+    fields = coreschema.TYPES.get(spec)
+    if fields is not None:
+        if not isinstance(value, dict):
+            return path, _wrong_type(value, f"an object ({spec})")
+        for key, item in value.items():
+            child = fields.get(key)
+            if child is not None:
+                problem = _type_problem(child, item, (*path, key))
+                if problem is not None:
+                    return problem
+        return None
+    return _scalar_problem(spec, value, path)
+
+
+def _scalar_problem(spec: str, value: Any, path: FieldPath) -> tuple[FieldPath, str] | None:
+    if isinstance(value, bool):
+        ok = spec == "boolean"
+    elif isinstance(value, int):
+        if spec in ("integer", "int32"):
+            bits = 32 if spec == "int32" else 64
+            low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
+            return None if low <= value <= high else (path, int_range_detail(value, bits))
+        ok = spec in ("number", "quantity")
+    elif isinstance(value, float):
+        ok = spec in ("number", "quantity")
+    elif isinstance(value, str):
+        ok = spec in ("string", "quantity")
+    else:
+        ok = False
+    return None if ok else (path, _wrong_type(value, _SCALAR_EXPECTED.get(spec, spec)))
+
+
+def _wrong_type(value: Any, expected: str) -> str:
+    return f"Invalid value: {_shown(value)}: must be {expected}, not {_json_type(value)}"
+
+
+def _map_key(path: FieldPath, key: str) -> FieldPath:
+    """A map entry's path as typed decoding shows it: ``metadata.labels[key]``."""
+    if path and isinstance(path[-1], str):
+        return (*path[:-1], f"{path[-1]}[{key}]")
+    return (*path, f"[{key}]")
+
+
 # --- defaults -------------------------------------------------------------------------------
 
 
@@ -909,12 +1178,23 @@ def _default_request(req: o.ExactDeviceRequest | o.DeviceSubRequest) -> None:
 
 
 def _describe_raw(doc: dict[str, Any]) -> str:
+    """``Kind namespace/name`` of a document not decoded yet: a value that is not a string
+    (a wrong type, reported on its own) never shows as Python's repr."""
     kind = doc.get("kind") if isinstance(doc.get("kind"), str) and doc.get("kind") else "object"
     raw_meta = doc.get("metadata")
     meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    name = meta.get("name") or meta.get("generateName") or "<unnamed>"
-    ns = meta.get("namespace")
+    name = _text(meta.get("name")) or _text(meta.get("generateName")) or "<unnamed>"
+    ns = _text(meta.get("namespace"))
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def describe_document(doc: dict[str, Any]) -> str:
+    """How messages name a document (``PodGroup default/train``)."""
+    return _describe_raw(doc)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 _EXPECTED = {
@@ -943,6 +1223,8 @@ def _from_validation_error(
     kind = first["type"]
     if kind == "missing":
         detail = "Required value"
+    elif kind in ("less_than_equal", "greater_than_equal") and isinstance(value, int) and not (INT64_MIN <= value <= INT64_MAX):
+        detail = int_range_detail(value, 64)  # o.Int64: the API's integers are int64
     elif kind in _EXPECTED:
         expected = _EXPECTED[kind]
         if expected == "an object" and target:

@@ -61,6 +61,10 @@ def _checked_quantity(text: str) -> tuple[str, str]:
 QuantityText = Annotated[str, BeforeValidator(_quantity_text)]
 """A Kubernetes quantity exactly as written; ``model.quantity`` parses it."""
 
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+"""Every integer of the objects we type is an ``int64`` in the Go types: a larger number is an
+error of the API server's decoder (``cannot unmarshal number ... of type int64``), not a value."""
+
 
 class K8sModel(BaseModel):
     """Base for every API struct: camelCase aliases, unknown fields preserved."""
@@ -95,7 +99,7 @@ class ObjectMeta(K8sModel):
     namespace: str | None = None
     uid: str | None = None
     resource_version: str | None = None
-    generation: int | None = None
+    generation: Int64 | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     owner_references: list[OwnerReference] | None = None
@@ -195,11 +199,11 @@ class DeviceClass(TypedObject):
 class DeviceAttribute(K8sModel):
     """Exactly one of the scalar (or, with ListTypeAttributes, list) fields is set."""
 
-    int_: int | None = Field(default=None, alias="int")
+    int_: Int64 | None = Field(default=None, alias="int")
     bool_: bool | None = Field(default=None, alias="bool")
     string: str | None = None
     version: str | None = None
-    ints: list[int] | None = None
+    ints: list[Int64] | None = None
     bools: list[bool] | None = None
     strings: list[str] | None = None
     versions: list[str] | None = None
@@ -280,8 +284,8 @@ class Device(K8sModel):
 
 class ResourcePool(K8sModel):
     name: str = ""
-    generation: int = 0
-    resource_slice_count: int = 0
+    generation: Int64 = 0
+    resource_slice_count: Int64 = 0
 
 
 class ResourceSliceSpec(K8sModel):
@@ -310,7 +314,7 @@ class DeviceToleration(K8sModel):
     operator: str | None = None
     value: str | None = None
     effect: str | None = None
-    toleration_seconds: int | None = None
+    toleration_seconds: Int64 | None = None
 
 
 class CapacityRequirements(K8sModel):
@@ -322,7 +326,7 @@ class DeviceSubRequest(K8sModel):
     device_class_name: str = ""
     selectors: list[DeviceSelector] | None = None
     allocation_mode: str | None = None
-    count: int | None = None
+    count: Int64 | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None
     derived_attributes: Any = None  # alpha, not interpreted
@@ -332,7 +336,7 @@ class ExactDeviceRequest(K8sModel):
     device_class_name: str = ""
     selectors: list[DeviceSelector] | None = None
     allocation_mode: str | None = None
-    count: int | None = None
+    count: Int64 | None = None
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] | None = None
     capacity: CapacityRequirements | None = None

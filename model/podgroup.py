@@ -29,11 +29,13 @@ from typing import Any
 
 from dra_solver.model import objects as o
 from dra_solver.model.cluster import AllocatedState
+from dra_solver.model.errors import format_field_path
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.group_request import GroupPath, GroupPod, GroupRequest, NodeRoom
 from dra_solver.model.node_index import NodeIndex
 from dra_solver.model.podfit import candidate_nodes, node_room, pod_requests
 from dra_solver.model.pools import NodeSelectorError, node_selector_matches
+from dra_solver.model.validation import podgroup_spec_problems
 
 Obj = Mapping[str, Any]
 
@@ -90,22 +92,15 @@ def is_member(pod: Obj, podgroup: Obj) -> bool:
 
 
 def podgroup_problems(podgroup: Obj) -> list[str]:
-    """Why the PodGroup cannot be placed as a gang, one line each (empty: it can)."""
-    out: list[str] = []
+    """Why the PodGroup cannot be placed as a gang, one line each (empty: it can): the API
+    server's checks of its spec (``model.validation.podgroup_spec_problems``, in its words),
+    and a policy that is not gang. Never shows a Python value (``None``) for a missing one."""
     where = f"PodGroup {ref_of(podgroup)}"
-    policy = _spec(podgroup).get("schedulingPolicy") or {}
-    if "gang" not in policy:
+    policy = _spec(podgroup).get("schedulingPolicy")
+    out: list[str] = []
+    if isinstance(policy, Mapping) and policy.get("basic") is not None and policy.get("gang") is None:
         out.append(f"{where}: spec.schedulingPolicy: the policy is not gang (only gang groups are placed whole)")
-    else:
-        count = gang_min_count(podgroup)
-        if count is None or count < 1:
-            out.append(f"{where}: spec.schedulingPolicy.gang.minCount: Invalid value: {count}: must be greater than zero")
-    topology = (_spec(podgroup).get("schedulingConstraints") or {}).get("topology") or []
-    if len(topology) > 1:
-        out.append(f"{where}: spec.schedulingConstraints.topology: Too many: {len(topology)}: must have at most 1 items")
-    for i, entry in enumerate(group_claims(podgroup)):
-        if bool(entry.get("resourceClaimName")) == bool(entry.get("resourceClaimTemplateName")):
-            out.append(f"{where}: spec.resourceClaims[{i}]: Invalid value: exactly one of resourceClaimName and resourceClaimTemplateName is required")
+    out.extend(f"{where}: {format_field_path(path)}: {detail}" for path, detail in podgroup_spec_problems(podgroup))
     return out
 
 

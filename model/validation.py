@@ -1702,6 +1702,83 @@ def validate_node(obj: o.Node) -> list[InvalidInput]:
     return v.r.errors
 
 
+POD_GROUP_MAX_RESOURCE_CLAIMS = 4
+"""``MaxPodGroupResourceClaims`` (k8s.io/api/scheduling/v1beta1)."""
+POD_GROUP_MAX_TOPOLOGY_CONSTRAINTS = 1
+
+
+def validate_document(doc: Mapping[str, Any], *, source: str = "") -> list[InvalidInput]:
+    """What the API server rejects when a document kind (``model.decode_document``) is created,
+    in its words, each naming ``source``. A PodGroup: its metadata, and
+    ``pkg/apis/scheduling/validation``'s rules for the spec (one scheduling policy, a gang's
+    ``minCount``, at most one topology constraint, the claim entries). A Pod: its metadata.
+    ``doc`` has been decoded (its fields are of their types)."""
+    v = _Validator(_describe(doc), selector_check=None)
+    raw_meta = doc.get("metadata")
+    try:
+        meta = o.ObjectMeta.model_validate(raw_meta if isinstance(raw_meta, Mapping) else {})
+    except ValueError:  # types were checked when decoding; nothing sensible to add
+        meta = o.ObjectMeta()
+    v.object_meta(meta, namespaced=True)
+    if doc.get("kind") == "PodGroup":
+        for path, detail in podgroup_spec_problems(doc):
+            v.r.errors.append(InvalidInput(v.r.obj, path, detail))
+    return [InvalidInput(err.obj, err.field_path, err.detail, source=source) for err in v.r.errors]
+
+
+def _describe(doc: Mapping[str, Any]) -> str:
+    meta = doc.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
+    return f"{doc.get('kind') or 'object'} {namespace}/{name}" if namespace else f"{doc.get('kind') or 'object'} {name}"
+
+
+def podgroup_spec_problems(podgroup: Mapping[str, Any]) -> list[tuple[FieldPath, str]]:
+    """The API server's checks of a PodGroup's spec (``validatePodGroupSchedulingPolicy`` and
+    friends), as (field path, detail). Values of the wrong type count as absent (decoding
+    reports them)."""
+    out: list[tuple[FieldPath, str]] = []
+    spec = _mapping(podgroup.get("spec"))
+    policy_path: FieldPath = ("spec", "schedulingPolicy")
+    policy = _mapping(spec.get("schedulingPolicy"))
+    chosen = [f"`{k}`" for k in ("basic", "gang") if policy.get(k) is not None]
+    if not chosen:
+        out.append((policy_path, 'Invalid value: "": must specify one of: `basic`, `gang`'))
+    elif len(chosen) > 1:
+        shown = json.dumps("{" + ", ".join(chosen) + "}")
+        out.append((policy_path, f"Invalid value: {shown}: exactly one of `basic`, `gang` is required, but multiple fields are set"))
+    elif policy.get("gang") is not None:
+        count = _mapping(policy.get("gang")).get("minCount")
+        count_path: FieldPath = (*policy_path, "gang", "minCount")
+        if not isinstance(count, int) or isinstance(count, bool) or count == 0:
+            out.append((count_path, "Required value"))
+        elif count < 0:
+            out.append((count_path, f"Invalid value: {count}: must be greater than zero"))
+    topology = _mapping(spec.get("schedulingConstraints")).get("topology")
+    if isinstance(topology, list):
+        if len(topology) > POD_GROUP_MAX_TOPOLOGY_CONSTRAINTS:
+            out.append((("spec", "schedulingConstraints", "topology"), f"Too many: {len(topology)}: must have at most {POD_GROUP_MAX_TOPOLOGY_CONSTRAINTS} item"))
+        for i, entry in enumerate(topology):
+            if not _mapping(entry).get("key"):
+                out.append((("spec", "schedulingConstraints", "topology", i, "key"), "Required value"))
+    claims = spec.get("resourceClaims")
+    if isinstance(claims, list):
+        if len(claims) > POD_GROUP_MAX_RESOURCE_CLAIMS:
+            out.append((("spec", "resourceClaims"), f"Too many: {len(claims)}: must have at most {POD_GROUP_MAX_RESOURCE_CLAIMS} items"))
+        for i, raw in enumerate(claims):
+            entry = _mapping(raw)
+            if not entry.get("name"):
+                out.append((("spec", "resourceClaims", i, "name"), "Required value"))
+            if bool(entry.get("resourceClaimName")) == bool(entry.get("resourceClaimTemplateName")):
+                out.append((("spec", "resourceClaims", i), "Invalid value: exactly one of resourceClaimName and resourceClaimTemplateName is required"))
+    return out
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 _UNSET: Any = object()
 
 

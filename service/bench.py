@@ -11,6 +11,7 @@ seen by the client (a batch's pods all wait for the whole call), and the service
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -215,16 +216,18 @@ def run_one(
                  "--max-reservations-per-caller", str(max(2000, pods)), "--max-reservations", str(max(100_000, pods)))
         with serve_process(cluster, *flags) as (proc, target):
             rng = random.Random(seed)
-            claims = [pod_claim(i, shape=shape, rng=rng) for i in range(pods)]
+            # Made as they are sent, in order (memory does not grow with --pods).
+            first = pod_claim(0, shape=shape, rng=rng)
+            claims = itertools.chain([first], (pod_claim(i, shape=shape, rng=rng) for i in range(1, pods)))
             with Client(target, timeout=120) as client:
                 client.wait_ready(timeout=900)  # serve listens before its inventory is loaded
-                client.schedule([claims[0]], nodes=[], reserve=False)  # warm-up: builds the node index
+                client.schedule([first], nodes=[], reserve=False)  # warm-up: builds the node index
                 startup = time.perf_counter() - started
                 floor = _empty_call_ms(client)
                 latencies: list[float] = []
                 stats = {"placed": 0, "solves": 0, "cache_hits": 0}
                 lock = threading.Lock()
-                queue = list(reversed(claims))
+                left = [pods]  # claims not taken yet
 
                 failures: list[BaseException] = []
 
@@ -236,14 +239,15 @@ def run_one(
                     except BaseException as err:  # reported after the run, not as a thread's traceback
                         with lock:
                             failures.append(err)
-                            queue.clear()
+                            left[0] = 0
 
                 def work(messages: ScheduleStream | None) -> None:
                     while True:
                         with lock:
-                            if not queue:
+                            if not left[0]:
                                 return
-                            taken = [queue.pop() for _ in range(min(batch, len(queue)))]
+                            taken = list(itertools.islice(claims, min(batch, left[0])))
+                            left[0] -= len(taken)
                         t = time.perf_counter()
                         answers = _schedule_all(client, taken, batched=batch > 1, stream=messages)
                         dt = time.perf_counter() - t

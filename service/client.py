@@ -73,7 +73,7 @@ class Client:
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
         if channel is None:
-            if tls_ca or tls_cert:
+            if tls_ca or tls_cert or tls_key:  # a key alone is refused, not ignored
                 creds = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
                 channel = grpc.secure_channel(target, creds, options=options)
             else:

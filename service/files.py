@@ -16,18 +16,22 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from dra_solver.model import (
     DEFAULT_LIMITS,
+    DOCUMENT_API_VERSIONS,
     VALIDATION_MODES,
     DecodeLimits,
     InvalidInput,
+    InvalidInputs,
     StrictDecodingError,
     ValidationMode,
+    decode_document,
     decode_object,
     decode_text,
     iter_documents,
+    validate_document,
 )
 from dra_solver.model import objects as o
 
@@ -192,7 +196,7 @@ def _decode_with_progress(
         read = position
 
     mb = 1_000_000
-    for doc in iter_documents(text, source=source, limits=limits, progress=at):
+    for doc in iter_documents(text, source=source, limits=limits, progress=at, validate=validate, warnings=warnings):
         objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
         now = time.monotonic()
         if now >= next_line:
@@ -206,6 +210,10 @@ def _add(inputs: Inputs, obj: o.TypedObject, source: str, *, validate: Validatio
     # Unique names are API validation, which `ignore` skips (upstream's test fixtures repeat
     # slice and even claim names).
     key = obj.describe()
+    if validate != "ignore" and not obj.name and not obj.metadata.generate_name:
+        # API validation would say so later, without the file: an object with neither has no
+        # name to find its file by.
+        raise InvalidInput(key, ("metadata", "name"), "Required value: name or generateName is required", source=source)
     if validate != "ignore" and obj.name and key in inputs.sources:
         raise InvalidInput(
             key,
@@ -215,6 +223,8 @@ def _add(inputs: Inputs, obj: o.TypedObject, source: str, *, validate: Validatio
         )
     if obj.name:
         inputs.sources[key] = source
+    else:  # generateName only: errors name it ``Kind namespace/``; the first such file is told
+        inputs.sources.setdefault(key, source)
     inputs.objects.append(obj)
 
 
@@ -228,3 +238,47 @@ def read_objects(
 ) -> list[o.TypedObject]:
     """:func:`read_inputs`' objects."""
     return read_inputs(paths, stdin=stdin, validate=validate, warn=warn, progress=progress).objects
+
+
+def read_with_documents(
+    paths: Sequence[str],
+    *,
+    stdin: TextIO | None = None,
+    validate: ValidationMode = "strict",
+    warn: Warn | None = None,
+) -> tuple[list[o.TypedObject], list[dict[str, Any]]]:
+    """The typed objects and the documents (Pods, PodGroups: ``model.DOCUMENT_API_VERSIONS``)
+    of every argument, each checked as :func:`read_inputs` checks objects: strict field
+    validation per ``validate`` (``warn`` receives ``--validate=warn`` problems, default
+    stderr), types always, and, unless ``validate="ignore"``, the API server's validation of a
+    PodGroup (``model.validate_document``), every problem naming its file.
+
+    What ``dra-solver schedule --group`` reads. A document whose ``kind`` is one of those kinds
+    is read as a document whatever its ``apiVersion`` says (a wrong one is reported), not as an
+    unsupported typed kind."""
+    typed: list[o.TypedObject] = []
+    documents: list[dict[str, Any]] = []
+    report = warn or warn_on_stderr
+    for arg in paths:
+        found = 0
+        for path in expand_paths([arg]):
+            shown = "<stdin>" if path == "-" else path
+            warnings: list[StrictDecodingError] = []
+            errors: list[InvalidInput] = []
+            text = read_text(path, stdin=stdin)
+            for doc in iter_documents(text, source=shown, validate=validate, warnings=warnings):
+                found += 1
+                if doc.get("kind") in DOCUMENT_API_VERSIONS:
+                    document = decode_document(doc, source=shown, validate=validate, warnings=warnings)
+                    if validate != "ignore":
+                        errors.extend(validate_document(document, source=shown))
+                    documents.append(document)
+                else:
+                    typed.append(decode_object(doc, source=shown, validate=validate, warnings=warnings))
+            for warning in warnings:  # first: a misspelt field often explains the error
+                report(warning.warning())
+            if errors:
+                raise InvalidInputs(errors)
+        if not found:
+            raise InvalidInput("", (), "no objects", source="<stdin>" if arg == "-" else arg)
+    return typed, documents

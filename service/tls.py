@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 import ssl
 from collections.abc import Callable
 from pathlib import Path
@@ -96,12 +97,49 @@ def server_credentials(*, cert: str, key: str, client_ca: str | None = None) -> 
     return grpc.dynamic_ssl_server_credentials(files.current, fetch, require_client_authentication=client_ca is not None)
 
 
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----\r?\n.+?-----END CERTIFICATE-----", re.DOTALL)
+
+
+def _certificates(path: str, flag: str) -> bytes:
+    """The file's bytes, once they are known to hold PEM certificates OpenSSL reads (gRPC's
+    C core would otherwise log, then fail every call as UNAVAILABLE)."""
+    data = _read(path, flag)
+    blocks = _PEM_CERTIFICATE.findall(data)
+    if not blocks:
+        raise InvalidInput("", (flag,), f"{path} is not a PEM certificate file (no -----BEGIN CERTIFICATE----- block)")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=b"\n".join(blocks).decode("ascii"))
+    except (ssl.SSLError, UnicodeDecodeError, ValueError) as err:
+        raise InvalidInput("", (flag,), f"{path}: not a valid PEM certificate: {err}") from None
+    return data
+
+
+def _no_password() -> bytes:
+    raise ValueError("the key is encrypted (gRPC needs an unencrypted PEM key)")
+
+
+def client_files(*, ca: str | None = None, cert: str | None = None, key: str | None = None) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """The client's PEM files (CA bundle, certificate chain, key), checked before any channel is
+    made: a certificate without its key (or a key alone) is refused, as gRPC's C core aborts the
+    process on the first and ignores the second; each file must be readable PEM, and the key
+    must match the certificate."""
+    if bool(cert) != bool(key):
+        raise InvalidInput("", (), "--tls-cert and --tls-key go together")
+    root = _certificates(ca, "--tls-ca") if ca else None
+    if not cert or not key:
+        return root, None, None
+    chain = _certificates(cert, "--tls-cert")
+    private = _read(key, "--tls-key")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, password=_no_password)
+    except (ssl.SSLError, OSError, ValueError) as err:
+        raise InvalidInput("", ("--tls-key",), f"does not match --tls-cert or is not a PEM key: {err}") from None
+    return root, chain, private
+
+
 def channel_credentials(*, ca: str | None = None, cert: str | None = None, key: str | None = None) -> grpc.ChannelCredentials:
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read(ca, "--tls-ca") if ca else None,
-        private_key=_read(key, "--tls-key") if key else None,
-        certificate_chain=_read(cert, "--tls-cert") if cert else None,
-    )
+    root, chain, private = client_files(ca=ca, cert=cert, key=key)
+    return grpc.ssl_channel_credentials(root_certificates=root, private_key=private, certificate_chain=chain)
 
 
 def is_loopback(host: str) -> bool:

@@ -49,6 +49,7 @@ from dra_solver.model import (
     default_cel,
 )
 from dra_solver.model import objects as o
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import (
     add_validate_argument,
@@ -57,6 +58,7 @@ from dra_solver.service.files import (
     read_inputs,
 )
 from dra_solver.service.localexplain import why_not
+from dra_solver.service.quoting import SHOWN_CHARS, clip, shown
 from dra_solver.service.upstream import allocate_upstream, binary
 
 EXIT_ALLOCATED = 0
@@ -73,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "upstream (upstream's own Go allocator; build it with "
                              "scripts/build-upstream.sh upstream-allocator)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="time limit for the search (default 10)")
+                        help=f"time limit for the search, at most {checks.MAX_SECONDS:g} (default 10)")
     add_feature_gates_argument(parser)
     parser.add_argument("--policy", default="", metavar="NAME",
                         help="cpsat: quality objective after the FirstAvailable score: "
@@ -84,10 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    checks.check(args, {"--timeout": checks.seconds()})
     sources: dict[str, str] = {}
     try:
-        if args.timeout is not None and args.timeout <= 0:
-            raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
         gates = FeatureGates.parse(args.feature_gates)
         upstream = args.allocator == "upstream"
         if upstream:
@@ -150,9 +151,9 @@ def known_node(inventory: Inventory, name: str, *, flag: str = "--node") -> o.No
     (no Node object and no ResourceSlice on it), rather than an empty node that cannot fit."""
     known = inventory.node_names()
     if name not in known:
-        listed = ", ".join(known[:10]) + (f", ... ({len(known)} nodes)" if len(known) > 10 else "")
+        listed = ", ".join(clip(n, SHOWN_CHARS) for n in known[:10]) + (f", ... ({len(known)} nodes)" if len(known) > 10 else "")
         hint = f"known nodes: {listed}" if known else "the input has no Node and no node-local ResourceSlice"
-        raise InvalidInput("", (flag,), f"Not found: {json.dumps(name)}: {hint}")
+        raise InvalidInput("", (flag,), f"Not found: {shown(name)}: {hint}")
     return inventory.node(name)
 
 

@@ -2,63 +2,117 @@
 
     dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8,stream] [-o json]
 
-See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script).
+See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script). SIGTERM
+ends a run as Ctrl-C does: the child ``serve`` is stopped and the generated cluster removed.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 from dra_solver.service.bench import BenchFailed, format_results, results_json, run_one
+from dra_solver.service.commands import flagchecks as checks
+
+MAX_NODES = 100_000
+"""Nodes of one generated cluster: the service's candidate nodes per Schedule."""
+MAX_PODS = 1_000_000
+MAX_CONCURRENCY = 256
+MAX_BATCH = 1_024
+"""The service's requests per ScheduleBatch."""
+
+RULES = {
+    "--pods": checks.integer(least=1, most=MAX_PODS, too_small="must be positive"),
+    "--concurrency": checks.integer(least=1, most=MAX_CONCURRENCY, too_small="must be positive"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", default="500,5000", help="cluster sizes, comma-separated")
+    parser.add_argument("--nodes", default="500,5000", help=f"cluster sizes, comma-separated, each at most {MAX_NODES}")
     parser.add_argument("--shape", default="gpu,mig", help="gpu (8 GPUs/node) and/or mig (8 GPUs x partitions/node)")
-    parser.add_argument("--pods", type=int, default=1000, help="one-claim pods to schedule per run")
-    parser.add_argument("--concurrency", type=int, default=1, help="client threads calling Schedule at once")
+    parser.add_argument("--pods", type=int, default=1000, help=f"one-claim pods to schedule per run, at most {MAX_PODS}")
+    parser.add_argument("--concurrency", type=int, default=1, help=f"client threads calling Schedule at once, at most {MAX_CONCURRENCY}")
     parser.add_argument("--batch", default="1",
-                        help="pods per call, comma-separated: 1 = a Schedule call per pod, more = ScheduleBatch calls, "
-                        "stream = a ScheduleStream message per pod (one stream per client thread)")
+                        help=f"pods per call, comma-separated, each at most {MAX_BATCH}: 1 = a Schedule call per pod, "
+                        "more = ScheduleBatch calls, stream = a ScheduleStream message per pod (one stream per client thread)")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
-def run(args: argparse.Namespace) -> int:
+def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int]] | str:
+    """The cluster sizes, shapes and batch sizes to run, or the error line."""
     try:
         sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     except ValueError:
-        print(f"error: --nodes: not a list of integers: {args.nodes}", file=sys.stderr)
-        return 2
+        return f"--nodes: not a list of integers: {args.nodes}"
+    if not sizes:
+        return f"--nodes: Required value: a list of cluster sizes: {args.nodes!r}"
     shapes = [s.strip() for s in args.shape.split(",") if s.strip()]
     if any(s not in ("gpu", "mig") for s in shapes):
-        print(f"error: --shape: unknown shape in {args.shape} (gpu, mig)", file=sys.stderr)
-        return 2
+        return f"--shape: unknown shape in {args.shape} (gpu, mig)"
+    if not shapes:
+        return f"--shape: Required value: gpu and/or mig: {args.shape!r}"
     try:
         batches = [0 if n.strip() == "stream" else int(n) for n in args.batch.split(",") if n.strip()]
     except ValueError:
         batches = []
     if not batches or any(n < 0 for n in batches) or (0 in batches and "stream" not in args.batch):
-        print(f"error: --batch: not a list of positive integers (or stream): {args.batch}", file=sys.stderr)
-        return 2
-    for flag, value in (("--pods", args.pods), ("--concurrency", args.concurrency)):
-        if value < 1:
-            print(f"error: {flag}: must be positive: {value}", file=sys.stderr)
-            return 2
+        return f"--batch: not a list of positive integers (or stream): {args.batch}"
+    if max(batches) > MAX_BATCH:
+        return f"--batch: must be at most {MAX_BATCH}: {max(batches)}"
     if any(n < 1 for n in sizes):
-        print(f"error: --nodes: must be positive: {args.nodes}", file=sys.stderr)
+        return f"--nodes: must be positive: {args.nodes}"
+    if max(sizes) > MAX_NODES:
+        return f"--nodes: must be at most {MAX_NODES}: {max(sizes)}"
+    return sizes, shapes, batches
+
+
+@contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM raises SystemExit (143) in the main thread, so that every ``with`` unwinds: the
+    child ``serve`` gets its SIGTERM and the ``dra-bench-*`` directory is removed."""
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the unwinding must not be cut short
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        checks.check(args, RULES)
+    except checks.FlagError as err:  # also for benchmarks/schedule_service.py, which calls run itself
+        print(f"error: {err}", file=sys.stderr)
         return 2
+    plan = _plan(args)
+    if isinstance(plan, str):
+        print(f"error: {plan}", file=sys.stderr)
+        return 2
+    sizes, shapes, batches = plan
     results = []
-    for shape in shapes:
-        for nodes in sizes:
-            for batch in batches:
-                shown = ", one ScheduleStream message each" if batch == 0 else f", {batch} per ScheduleBatch call" if batch > 1 else ""
-                print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
-                try:
-                    results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency, batch=max(batch, 1),
-                                           stream=batch == 0))
-                except BenchFailed as err:
-                    print(f"error: {err}", file=sys.stderr)
-                    return 1
+    with _sigterm_exits():
+        for shape in shapes:
+            for nodes in sizes:
+                for batch in batches:
+                    shown = ", one ScheduleStream message each" if batch == 0 else f", {batch} per ScheduleBatch call" if batch > 1 else ""
+                    print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
+                    try:
+                        results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency,
+                                               batch=max(batch, 1), stream=batch == 0))
+                    except BenchFailed as err:
+                        print(f"error: {err}", file=sys.stderr)
+                        return 1
     print(results_json(results) if args.output == "json" else format_results(results))
     return 0

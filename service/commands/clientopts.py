@@ -13,8 +13,12 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from dra_solver.model import InvalidInput
 from dra_solver.service.client import Client
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.files import one_line
+from dra_solver.service.quoting import shown
+from dra_solver.service.tls import client_files
 
 EXIT_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT: 2,
@@ -37,11 +41,27 @@ def add_client_arguments(parser: argparse._ActionsContainer, *, server_help: str
     else:
         parser.add_argument("--server", default=DEFAULT_SERVER, help=f"service address HOST:PORT or unix:PATH (default {DEFAULT_SERVER})")
     if timeout:
-        parser.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
+        parser.add_argument("--timeout", type=float, default=30.0, help=f"deadline in seconds (at most {checks.MAX_SECONDS:g})")
     parser.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server (enables TLS)")
     parser.add_argument("--tls-cert", metavar="FILE", help="client certificate (mTLS)")
     parser.add_argument("--tls-key", metavar="FILE", help="client private key (mTLS)")
     parser.add_argument("--server-name", help="expected server name in its certificate")
+
+
+def check_client_arguments(args: argparse.Namespace) -> None:
+    """The address, deadline and TLS flags make sense, before any file is read or channel made:
+    one line naming the flag (:class:`FlagError`, exit 2) instead of a C-core abort, C-core log
+    lines or a call that fails as UNAVAILABLE. An empty ``--server`` is refused too (explain
+    would otherwise answer from the files, as without it)."""
+    checks.check(args, {"--timeout": checks.seconds()})
+    if args.server is not None and not args.server.strip():
+        raise checks.FlagError(f"--server: must be HOST:PORT or unix:PATH: {shown(args.server)}")
+    if args.server_name is not None and not (args.tls_ca or args.tls_cert or args.tls_key):
+        raise checks.FlagError("--server-name needs TLS: --tls-ca, or --tls-cert and --tls-key")
+    try:
+        client_files(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key)
+    except InvalidInput as err:
+        raise checks.FlagError(str(err)) from None
 
 
 def connect(args: argparse.Namespace) -> Client:

@@ -46,11 +46,13 @@ from dra_solver.model import (
 )
 from dra_solver.model import objects as o
 from dra_solver.service.clusterinputs import Live, Target, parse_target
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands import liveopts
 from dra_solver.service.commands.allocate import known_node
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.compare import CompareRow, compare_scenario, format_table, render_table
 from dra_solver.service.files import add_validate_argument, one_line, read_objects
+from dra_solver.service.quoting import SHOWN_CHARS, clip, shown
 from dra_solver.service.replay import (
     DEFAULT_CONFIGS,
     SMALLEST_FIRST,
@@ -74,14 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", action="append", help="node to compare on (repeatable; default: all nodes)")
     parser.add_argument("--replay", metavar="CLUSTER_FILE", help="replay a workload against this cluster")
     parser.add_argument("--workload", metavar="WORKLOAD_FILE", help="List of ResourceClaims in arrival order")
-    parser.add_argument("--node-choice", choices=("first", "score"), default="first",
+    parser.add_argument("--node-choice", choices=("first", "score"), default=None,
                         help="replay: first node in name order that fits (default), or the best "
                              "FirstAvailable score, then the node each row's policy prefers")
     parser.add_argument("--policy", default="", metavar="NAME",
                         help="scenarios: the CP-SAT side's policy (pack, spread, first-fit, score; "
                              "default pack); first-fit returns upstream's devices where the score allows")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="time limit per allocation attempt and allocator (default 10)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"time limit per allocation attempt and allocator, at most {checks.MAX_SECONDS:g} (default 10)")
     add_feature_gates_argument(parser)
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument("--report", metavar="FILE.html", help="also write a self-contained HTML report")
@@ -90,10 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--schedulers", metavar="WORKLOAD[,...]",
                        help="run kube-scheduler, then dra-solver, each on a fresh control plane: claim-template, "
                             "steady-state, mig-whole-first, mig-partitions-first, mixed, first-available, or all")
-    sched.add_argument("--nodes", type=int, default=50, help="--schedulers: nodes (default 50)")
-    sched.add_argument("--pods", type=int, default=300, help="--schedulers: pods (default 300)")
-    sched.add_argument("--run-timeout", dest="timeout_run", type=float, default=600.0, metavar="SECONDS",
-                       help="--schedulers: time limit per scheduler and workload (default 600)")
+    sched.add_argument("--nodes", type=int, default=None, help=f"--schedulers: nodes, at most {MAX_NODES} (default 50)")
+    sched.add_argument("--pods", type=int, default=None, help=f"--schedulers: pods, at most {MAX_PODS} (default 300)")
+    sched.add_argument("--run-timeout", dest="timeout_run", type=float, default=None, metavar="SECONDS",
+                       help=f"--schedulers: time limit per scheduler and workload, at most {checks.MAX_SECONDS:g} (default 600)")
     sched.add_argument("--keep-logs", metavar="DIR", help="--schedulers: copy the components' logs here")
     parser.add_argument("--upstream", choices=("auto", "on", "off"), default="auto",
                         help="a third column (scenarios) or an upstream row (--replay) from upstream's own "
@@ -103,7 +105,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     liveopts.add_live_arguments(parser)
 
 
+MAX_NODES = 10_000
+MAX_PODS = 100_000
+"""``--schedulers``: the largest cluster and workload (each runs on a real control plane)."""
+
+RULES = {
+    "--timeout": checks.seconds(),
+    "--run-timeout": checks.seconds(),
+    "--nodes": checks.integer(least=1, most=MAX_NODES),
+    "--pods": checks.integer(least=1, most=MAX_PODS),
+}
+
+DEFAULTS = {"timeout": 10.0, "node_choice": "first", "nodes": 50, "pods": 300, "timeout_run": 600.0}
+"""The defaults of the flags only some modes use (None until parsed, so that a flag given to a
+mode that would ignore it is refused rather than ignored)."""
+
+MODES = {"scenarios": "scenario FILEs or pod/NAME", "replay": "--replay", "schedulers": "--schedulers"}
+
+USED_BY: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("--replay", "replay", frozenset({"replay"})),
+    ("--workload", "workload", frozenset({"replay"})),
+    ("--node-choice", "node_choice", frozenset({"replay"})),
+    ("--node", "node", frozenset({"scenarios"})),
+    ("--policy", "policy", frozenset({"scenarios", "schedulers"})),
+    ("--timeout", "timeout", frozenset({"scenarios", "replay"})),
+    ("--feature-gates", "feature_gates", frozenset({"scenarios", "replay"})),
+    ("--nodes", "nodes", frozenset({"schedulers"})),
+    ("--pods", "pods", frozenset({"schedulers"})),
+    ("--run-timeout", "timeout_run", frozenset({"schedulers"})),
+    ("--keep-logs", "keep_logs", frozenset({"schedulers"})),
+    ("--kubeconfig", "kubeconfig", frozenset({"scenarios"})),
+    ("--in-cluster", "in_cluster", frozenset({"scenarios"})),
+    ("--namespace", "namespace", frozenset({"scenarios"})),
+)
+"""Which modes read each flag: given to another mode, it is refused, not silently ignored."""
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Bounds of the numeric flags, and no flag or FILE the chosen mode would ignore; then the
+    defaults of the mode-specific flags."""
+    checks.check(args, RULES, dests={"--run-timeout": "timeout_run"})
+    mode = "schedulers" if args.schedulers else "replay" if args.replay or args.workload else "scenarios"
+    if mode != "scenarios" and args.files:
+        raise checks.FlagError(f"{clip(args.files[0], SHOWN_CHARS)}: Forbidden: a scenario FILE is not read with {MODES[mode]} "
+                               "(it would be ignored)")
+    for flag, dest, modes in USED_BY:
+        if mode not in modes and checks.given(args, dest):
+            raise checks.FlagError(f"{flag}: Forbidden: only with {' or '.join(MODES[m] for m in sorted(modes))} "
+                                   f"(not with {MODES[mode]}: it would be ignored)")
+    for dest, default in DEFAULTS.items():
+        if getattr(args, dest, None) is None:
+            setattr(args, dest, default)
+
+
 def run(args: argparse.Namespace) -> int:
+    check_flags(args)
     try:
         if args.report:
             _check_writable(args.report)  # a typo must not cost the whole run
@@ -396,12 +452,12 @@ def _check_writable(path: str) -> None:
     """``--report``'s directory exists and the file can be created, before any work."""
     target = Path(path)
     if target.is_dir():
-        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: is a directory")
+        raise InvalidInput("", ("--report",), f"Invalid value: {shown(path)}: is a directory")
     parent = target.parent
     if not parent.is_dir():
-        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: no such directory: {json.dumps(str(parent))}")
+        raise InvalidInput("", ("--report",), f"Invalid value: {shown(path)}: no such directory: {shown(str(parent))}")
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise InvalidInput("", ("--report",), f"Invalid value: {json.dumps(path)}: permission denied")
+        raise InvalidInput("", ("--report",), f"Invalid value: {shown(path)}: permission denied")
 
 
 UPSTREAM_TITLE = "dra-solver: CP-SAT vs backtracking vs upstream's allocator"
@@ -414,5 +470,5 @@ def _write_report(path: str, *, rows: list[CompareRow] | None = None,
         Path(path).write_text(render_report(rows=rows or [], replays=replays or [], **titled),
                               encoding="utf-8")
     except OSError as err:  # checked before the run; the filesystem may still change
-        raise InvalidInput("", ("--report",), f"cannot write {json.dumps(path)}: {err.strerror or err}") from None
+        raise InvalidInput("", ("--report",), f"cannot write {shown(path)}: {err.strerror or err}") from None
     print(f"report written to {path}", file=sys.stderr)

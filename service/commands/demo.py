@@ -22,12 +22,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
 import yaml
@@ -36,8 +38,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from dra_solver.model import DraSolverError
 from dra_solver.service import engine as e
 from dra_solver.service.client import Client
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.explain import render as render_explain
-from dra_solver.service.files import read_objects
+from dra_solver.service.files import one_line, read_objects
 from dra_solver.service.inventory import FileSource
 from dra_solver.service.metrics import Metrics
 from dra_solver.service.reservations import ReservationStore
@@ -55,11 +58,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", default=str(DEMO / "cluster.yaml"), help="inventory to serve")
     parser.add_argument("--workload", default=str(DEMO / "workload.yaml"), help="claims to drive through the service")
     parser.add_argument("--in-process", action="store_true", help="run the server in this process")
-    parser.add_argument("--backtracking-timeout", type=float, default=3.0, help="deadline for each backtracking comparison")
+    parser.add_argument("--backtracking-timeout", type=float, default=3.0, help=f"deadline for each backtracking comparison, at most {checks.MAX_SECONDS:g}")
 
 
 def _say(text: str = "") -> None:
     print(text, flush=True)
+
+
+class ServiceExited(Exception):
+    """The child ``serve`` ended before it served (an inventory it cannot load, say): its own
+    error line, shown as the demo's, exit 2."""
+
+
+READY_SECONDS = 60.0
+"""How long the child ``serve`` may take to load the demo inventory and say SERVING."""
+
+
+def _drain(stream: IO[str], lines: deque[str]) -> None:
+    """Keep the child's last stderr lines (and never let a full pipe stall it)."""
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+
+
+def _exited(proc: subprocess.Popen[str], lines: deque[str], reader: threading.Thread) -> ServiceExited:
+    code = proc.wait()
+    reader.join(timeout=5)
+    errors = [line for line in lines if line.startswith("error: ")]
+    if errors:
+        return ServiceExited(errors[-1].removeprefix("error: "))
+    last = next((line for line in reversed(lines) if line.strip()), "")
+    return ServiceExited(f"the service exited with status {code}" + (f": {last}" if last else ""))
+
+
+def _wait_ready(proc: subprocess.Popen[str], address: str, lines: deque[str], reader: threading.Thread) -> None:
+    """Until the child serves; as soon as it exits, its own error (:class:`ServiceExited`)."""
+    deadline = time.monotonic() + READY_SECONDS
+    with Client(address, timeout=5) as probe:
+        while proc.poll() is None:
+            try:
+                probe.wait_ready(timeout=0.5)
+                return
+            except grpc.FutureTimeoutError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the service did not become ready in {READY_SECONDS:.0f} s") from None
+    raise _exited(proc, lines, reader)
 
 
 @contextmanager
@@ -67,15 +109,18 @@ def _subprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
     cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", cluster, "--port", "0", "--metrics-port", "0"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: deque[str] = deque(maxlen=50)
+    reader = threading.Thread(target=_drain, args=(proc.stderr, lines), name="serve-stderr", daemon=True)
+    reader.start()
     try:
-        assert proc.stdout is not None
         first = proc.stdout.readline().strip()
         if not first.startswith("grpc="):
-            err = proc.stderr.read() if proc.stderr else ""
-            raise RuntimeError(f"the service did not start: {first} {err}".strip())
+            raise _exited(proc, lines, reader)
         fields = dict(part.split("=", 1) for part in first.split())
         _say(f"$ {' '.join(['dra-solver', *cmd[3:]])}")
         _say(f"  {first}   (pid {proc.pid})")
+        _wait_ready(proc, fields["grpc"], lines, reader)
         yield fields["grpc"], fields["metrics"]
     finally:
         if proc.poll() is None:
@@ -102,6 +147,7 @@ def _inprocess_service(cluster: str) -> Iterator[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    checks.check(args, {"--backtracking-timeout": checks.seconds()})
     start = time.perf_counter()
     try:
         workload = [c.to_api() for c in read_objects([args.workload])]
@@ -112,6 +158,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         with service(args.cluster) as (grpc_addr, metrics_addr):
             _tour(grpc_addr, metrics_addr, workload, backtracking_timeout=args.backtracking_timeout)
+    except (ServiceExited, DraSolverError) as err:  # the inventory cannot be served: bad input
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
+        return 2
+    except grpc.FutureTimeoutError:
+        print("demo failed: the service did not become ready in time", file=sys.stderr)
+        return 1
     except (grpc.RpcError, RuntimeError, OSError) as err:
         detail = f"{err.code().name}: {err.details()}" if isinstance(err, grpc.RpcError) else str(err)
         print(f"demo failed: {detail}", file=sys.stderr)

@@ -48,11 +48,13 @@ from dra_solver.model import (
 )
 from dra_solver.service import messages
 from dra_solver.service.clusterinputs import Live, Target, parse_target
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands import liveopts
 from dra_solver.service.commands.allocate import known_node, print_input_errors
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,
+    check_client_arguments,
     connect,
     rpc_error,
 )
@@ -81,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node", metavar="NAME",
                         help="the node to explain (required with FILEs); with pod/NAME, only this candidate node")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="time limit for solving and explaining (with --server: the call's deadline) (default 30)")
+                        help=f"time limit for solving and explaining (with --server: the call's deadline), at most {checks.MAX_SECONDS:g} (default 30)")
     add_feature_gates_argument(parser, what="this call")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
     add_validate_argument(parser, what="the input files (with --server, the service checks the same way)")
@@ -92,9 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    checks.check(args, {"--timeout": checks.seconds()})
+    if args.server is not None:
+        check_client_arguments(args)
+    elif args.tls_ca or args.tls_cert or args.tls_key or args.server_name:
+        flag = next(f for f, v in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key),
+                                   ("--server-name", args.server_name)) if v)
+        raise checks.FlagError(f"{flag}: Forbidden: only with --server (explaining here needs no TLS)")
     try:
-        if args.timeout <= 0:
-            raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
         gates = FeatureGates.parse(args.feature_gates)
         targets = [parse_target(x) for x in args.inputs]
         if any(targets):

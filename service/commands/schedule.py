@@ -21,10 +21,12 @@ import grpc
 
 from dra_solver.model import DraSolverError
 from dra_solver.service.client import Client
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands import schedule_group
 from dra_solver.service.commands.clientopts import (
     add_client_arguments,
     answer_json,
+    check_client_arguments,
     connect,
     rpc_error,
 )
@@ -38,6 +40,9 @@ from dra_solver.service.files import (
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.quoting import node_not_found, shown
 
+RULES = {"--ttl": checks.seconds(zero=True), "--feasible-nodes": checks.integer(least=0, most=checks.MAX_FEASIBLE_NODES)}
+"""The bounds of this command's own numeric flags (the client flags: ``check_client_arguments``)."""
+
 VERDICT = {pb.VERDICT_FEASIBLE: "feasible", pb.VERDICT_UNSCHEDULABLE: "unschedulable", pb.VERDICT_NOT_EVALUATED: "not evaluated"}
 
 
@@ -50,13 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: none, one pod through the service)")
     parser.add_argument("--node", action="append", default=[], help="candidate node (repeat; default: every node)")
     parser.add_argument("--reserve", action="store_true", help="hold the chosen devices until released or expired")
-    parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds")
+    parser.add_argument("--ttl", type=float, default=0.0, help="reservation lifetime in seconds (default 0: the service's --reservation-ttl; the service holds a reservation at most 600)")
     parser.add_argument("--allocator", default="", choices=["cpsat", "backtracking"],
                         help="cpsat or backtracking (our port of upstream's search) (default: the service's, cpsat)")
     parser.add_argument("--policy", default="", metavar="NAME",
                         help="placement policy: pack, spread, first-fit or score (default: the service's, pack)")
     add_feature_gates_argument(parser, what="this call (on top of the service's)")
-    parser.add_argument("--feasible-nodes", type=int, default=0, help="evaluate until this many nodes fit (0 = until the best score)")
+    parser.add_argument("--feasible-nodes", type=int, default=0, help=f"evaluate until this many nodes fit (0 = until the best score; at most {checks.MAX_FEASIBLE_NODES})")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
                         help="output format: text for people, json for the whole answer (allocations as objects)")
     add_validate_argument(parser, what="the claims (checked here, and by the service)")
@@ -66,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.group:
         return schedule_group.run(args)
+    check_client_arguments(args)
+    checks.check(args, RULES)
     try:
         claims = [c.to_api() for c in read_objects(args.files, validate=args.validate, progress=progress_on_stderr)]
     except DraSolverError as err:

@@ -42,19 +42,18 @@ from dra_solver.model import (
     InvalidInput,
     InvalidInputs,
     ResolvedGroup,
-    decode_object,
-    parse_documents,
 )
 from dra_solver.model import objects as o
 from dra_solver.service import engine as e
 from dra_solver.service import groups
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.allocate import print_input_errors
-from dra_solver.service.files import expand_paths, one_line, read_text
+from dra_solver.service.files import one_line, read_with_documents
+from dra_solver.service.quoting import SHOWN_CHARS, clip, shown
 
 EXIT_PLACED, EXIT_NOT_PLACEABLE, EXIT_INVALID, EXIT_DEADLINE, EXIT_OTHER = 0, 1, 2, 3, 4
 
 Obj = dict[str, Any]
-RAW_KINDS = {("v1", "Pod"), (model.PODGROUP_API_VERSION, "PodGroup")}
 """Read as documents (the core has no typed model for them; ``model.podgroup`` reads them)."""
 
 
@@ -67,22 +66,9 @@ class Invalid(Exception):
 
 
 def read(paths: Sequence[str], *, validate: model.ValidationMode) -> tuple[list[o.TypedObject], list[Obj]]:
-    """Typed objects and the raw Pods and PodGroups of every FILE."""
-    typed: list[o.TypedObject] = []
-    raw: list[Obj] = []
-    for arg in paths:
-        found = 0
-        for path in expand_paths([arg]):
-            shown = "<stdin>" if path == "-" else path
-            for doc in parse_documents(read_text(path), source=shown):
-                found += 1
-                if (doc.get("apiVersion"), doc.get("kind")) in RAW_KINDS:
-                    raw.append(doc)
-                else:
-                    typed.append(decode_object(doc, source=shown, validate=validate))
-        if not found:
-            raise InvalidInput("", (), "no objects", source="<stdin>" if arg == "-" else arg)
-    return typed, raw
+    """Typed objects and the Pods and PodGroups of every FILE, each checked under ``validate``
+    (unknown and duplicate fields, types, a PodGroup's API validation), naming its file."""
+    return read_with_documents(paths, validate=validate)
 
 
 def _ref(obj: Obj) -> str:
@@ -96,10 +82,10 @@ def resolve(group: str, typed: Sequence[o.TypedObject], raw: Sequence[Obj]) -> t
     as upstream's gang quorum counts them)."""
     namespace, _, name = group.partition("/")
     if not namespace or not name:
-        raise Invalid([f"--group: Invalid value: {json.dumps(group)}: must be NAMESPACE/PODGROUP"])
+        raise Invalid([f"--group: Invalid value: {shown(group)}: must be NAMESPACE/PODGROUP"])
     podgroups = [d for d in raw if d.get("kind") == "PodGroup" and _ref(d) == group]
     if not podgroups:
-        raise Invalid([f'podgroups.scheduling.k8s.io "{name}" not found in namespace {namespace} (FILEs hold no such PodGroup)'])
+        raise Invalid([f"podgroups.scheduling.k8s.io {shown(name)} not found in namespace {clip(namespace, SHOWN_CHARS)} (FILEs hold no such PodGroup)"])
     podgroup = podgroups[0]
     problems = model.podgroup_problems(podgroup)
     if problems:
@@ -109,12 +95,12 @@ def resolve(group: str, typed: Sequence[o.TypedObject], raw: Sequence[Obj]) -> t
     members = [p for p in pods if model.podgroup_ref(p) == group and not (p.get("spec") or {}).get("nodeName")]
     placed_already = sum(1 for p in bound if model.podgroup_ref(p) == group)
     if not members:
-        raise Invalid([f"PodGroup {group}: no pods to place: no unbound Pod in the FILEs has spec.schedulingGroup.podGroupName {json.dumps(name)}"])
+        raise Invalid([f"PodGroup {clip(group, SHOWN_CHARS)}: no pods to place: no unbound Pod in the FILEs has spec.schedulingGroup.podGroupName {shown(name)}"])
     claims = {c.ref: c for c in typed if isinstance(c, o.ResourceClaim)}
     templates = {t.ref: t for t in typed if isinstance(t, o.ResourceClaimTemplate)}
     resolved = model.resolve_group(podgroup, members, claims=claims, templates=templates, generate=True)
     if resolved.wait:
-        raise Invalid([f"PodGroup {group}: {w}" for w in resolved.wait])
+        raise Invalid([f"PodGroup {clip(group, SHOWN_CHARS)}: {w}" for w in resolved.wait])
     return resolved, bound, max(1, (model.gang_min_count(podgroup) or 1) - placed_already)
 
 
@@ -194,8 +180,7 @@ def explain_lines(outcome: GroupOutcome) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        if args.timeout <= 0:
-            raise InvalidInput("", ("--timeout",), f"Invalid value: {args.timeout}: must be greater than zero")
+        checks.check(args, {"--timeout": checks.seconds()})
         clashing = [flag for flag, used in (("--node", args.node), ("--reserve", args.reserve), ("--feasible-nodes", args.feasible_nodes),
                                             ("--allocator", args.allocator)) if used]
         if clashing:

@@ -18,6 +18,7 @@ loopback and unix sockets unless ``--insecure`` is given; SIGTERM drains in-flig
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from dra_solver.model import DraSolverError, FeatureGates, check_mode
 from dra_solver.service import engine as e
+from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line
 from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
@@ -48,9 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--kubeconfig", metavar="FILE", help="list+watch the inventory from this cluster")
     src.add_argument("--in-cluster", action="store_true", help="list+watch using the pod's service account")
     parser.add_argument("--address", default="127.0.0.1", help="listen address, or unix:PATH (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=50051, help="gRPC port (0 = any free port; default 50051)")
+    parser.add_argument("--port", type=int, default=50051, help="gRPC port, 0 to 65535 (0 = any free port; default 50051)")
     parser.add_argument("--metrics-address", default=None, help="metrics listen address (default: --address, or 127.0.0.1 for unix:)")
-    parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port (0 = any free port, -1 = off)")
+    parser.add_argument("--metrics-port", type=int, default=9090, help="Prometheus /metrics port, 0 to 65535 (0 = any free port, -1 = off)")
     parser.add_argument("--tls-cert", metavar="FILE", help="server certificate chain (PEM); enables TLS")
     parser.add_argument("--tls-key", metavar="FILE", help="server private key (PEM)")
     parser.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA (mTLS)")
@@ -60,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=16, help="threads serving calls")
     parser.add_argument("--max-streams", type=int, default=None,
                         help="ScheduleStream calls open at once, each holding a serving thread (default: half of --workers)")
-    parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024, help="largest gRPC message accepted or sent, in bytes")
+    parser.add_argument("--max-message-bytes", type=int, default=64 * 1024 * 1024, help="largest gRPC message accepted or sent, in bytes (1024 to 2147483647)")
     parser.add_argument("--max-claims", type=int, default=32, help="claims per call")
     parser.add_argument("--solve-timeout", type=float, default=10.0, help="solver seconds when the caller sets no deadline")
     parser.add_argument("--max-solve-seconds", type=float, default=60.0, help="solver seconds a caller's deadline may ask for at most")
@@ -68,10 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-reservations", type=int, default=10_000, help="reservations held at once before RESOURCE_EXHAUSTED (default 10000)")
     parser.add_argument("--max-reservations-per-caller", type=int, default=2_000,
                         help="reservations one caller (client certificate name, else peer host) holds at once (default 2000)")
-    parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between inventory file checks")
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="seconds between inventory file checks (0.05 to 86400)")
     add_validate_argument(parser, what="--inventory files")
     parser.add_argument("--no-validate", action="store_true", help="the same as --validate=ignore (kept for old scripts)")
-    parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown")
+    parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown (0 to 86400)")
     add_logging_arguments(parser)
 
 
@@ -91,7 +93,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         service.listen()
-    except (DraSolverError, OSError, RuntimeError) as err:
+    except OSError as err:
+        service.stop(0)
+        if service.server is None:  # not past the gRPC port
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        # The gRPC port is open: the metrics endpoint's address or port is at fault.
+        where = _hostport(_metrics_host(args), args.metrics_port)
+        print(f"error: {_metrics_flag(args, err)}: cannot listen on {where}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except (DraSolverError, RuntimeError) as err:
         service.stop(0)
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -137,17 +148,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-_AT_LEAST = {"--workers": 1, "--max-concurrent": 1, "--max-streams": 0, "--max-message-bytes": 1024, "--max-claims": 1,
-             "--max-reservations": 1, "--max-reservations-per-caller": 1}
+def _metrics_host(args: argparse.Namespace) -> str:
+    return str(args.metrics_address or ("127.0.0.1" if args.address.startswith("unix:") else args.address))
+
+
+def _metrics_flag(args: argparse.Namespace, err: OSError) -> str:
+    """The flag to blame for a metrics endpoint that cannot listen."""
+    if err.errno in (errno.EADDRINUSE, errno.EACCES):
+        return "--metrics-port"
+    return "--metrics-address" if args.metrics_address else "--address"
+
+
+_LIMITS: dict[str, checks.Rule] = {
+    "--port": checks.port(),
+    "--metrics-port": checks.port(off=True),
+    "--workers": checks.integer(least=1),
+    "--max-concurrent": checks.integer(least=1),
+    "--max-streams": checks.integer(least=0),
+    "--max-message-bytes": checks.integer(least=1024, most=checks.MAX_MESSAGE_BYTES),
+    "--max-claims": checks.integer(least=1),
+    "--max-reservations": checks.integer(least=1),
+    "--max-reservations-per-caller": checks.integer(least=1),
+    "--solve-timeout": checks.seconds(),
+    "--max-solve-seconds": checks.seconds(),
+    "--reservation-ttl": checks.seconds(),
+    "--poll-interval": checks.seconds(least=checks.MIN_POLL_SECONDS),
+    "--grace": checks.seconds(zero=True),
+}
+"""Every numeric flag's bounds (docs/cli.md states them): checked before anything starts."""
 
 
 def build(args: argparse.Namespace) -> Service:
-    for flag, least in _AT_LEAST.items():
-        value = getattr(args, flag[2:].replace("-", "_"))
-        if value is not None and value < least:
-            raise ValueError(f"{flag}: must be at least {least}: {value}")
+    checks.check(args, _LIMITS)
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise ValueError("--tls-cert and --tls-key go together")
+        raise checks.FlagError("--tls-cert and --tls-key go together")
     if args.client_ca and not args.tls_cert:
         raise ValueError("--client-ca needs --tls-cert and --tls-key")
     if not args.tls_cert and not args.insecure and not is_loopback(args.address):
@@ -190,5 +224,4 @@ def build(args: argparse.Namespace) -> Service:
         credentials=creds,
     )
     address = args.address if args.address.startswith("unix:") else _hostport(args.address, args.port)
-    metrics_host = args.metrics_address or ("127.0.0.1" if args.address.startswith("unix:") else args.address)
-    return Service(address, deps, metrics_address=metrics_host, metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+    return Service(address, deps, metrics_address=_metrics_host(args), metrics_port=None if args.metrics_port < 0 else args.metrics_port)
