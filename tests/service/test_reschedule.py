@@ -9,17 +9,14 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from dra_solver.model.decode import decode_object
-from dra_solver.service.inventory import StaticSource
-from tests.builders import ONE_GPU, device_class, gpu_slice, node
+from tests.builders import ONE_GPU
 from tests.service.conftest import Running
-from tests.service.test_schedule_batch import devices
+from tests.service.test_schedule_batch import devices, gpus_on_one_node
 
 
 @pytest.fixture
 def one_gpu(fresh: Callable[..., Running]) -> Running:
-    objects = [decode_object(x) for x in (device_class(), node("node-a"), gpu_slice("node-a", count=1))]
-    return fresh(StaticSource(objects, name="one-gpu"))
+    return gpus_on_one_node(fresh, 1)
 
 
 def test_the_same_caller_scheduling_a_claim_again_gets_it_again(one_gpu: Running) -> None:

@@ -32,6 +32,24 @@ def devices(answer: pb.ScheduleResponse) -> list[str]:
     return sorted(d.split("=", 1)[1] for d in Client.devices(answer))
 
 
+def assert_each_as_its_own_call(c: Client, requests: list[pb.ScheduleRequest], results: list[pb.ScheduleBatchResult]) -> None:
+    """Each result has the code and message its request's own Schedule call ends with."""
+    for request, result in zip(requests, results, strict=True):
+        try:
+            c.stub.Schedule(request)
+            alone = grpc.StatusCode.OK
+        except grpc.RpcError as err:
+            alone = err.code()
+            assert result.status.message == err.details()
+        assert code_named(result.status.code) == alone
+
+
+def gpus_on_one_node(fresh: Callable[..., Running], count: int) -> Running:
+    """A server whose inventory is one node with ``count`` GPUs."""
+    objects = [decode_object(x) for x in (device_class(), node("node-a"), gpu_slice("node-a", count=count))]
+    return fresh(StaticSource(objects, name=f"{count}-gpus"))
+
+
 def one(name: str) -> dict[str, Any]:
     """A one-GPU claim the demo cluster can place."""
     return b.SOLVER_TEST.named(name).request("gpu").obj()
@@ -77,15 +95,7 @@ def test_a_failed_item_fails_only_itself_with_its_own_calls_status(running: Runn
     ]
     results = c.schedule_batch(requests)
     codes = [code_named(r.status.code) for r in results]
-    # Each as its own Schedule call would end.
-    for request, result in zip(requests, results, strict=True):
-        try:
-            c.stub.Schedule(request)
-            alone = grpc.StatusCode.OK
-        except grpc.RpcError as err:
-            alone = err.code()
-            assert result.status.message == err.details()
-        assert code_named(result.status.code) == alone
+    assert_each_as_its_own_call(c, requests, results)
     assert codes == [grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
                      grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
     assert results[0].response.node and not results[1].HasField("response")
@@ -108,8 +118,7 @@ def test_warnings_stay_with_their_item(running: Running) -> None:
 
 @pytest.fixture
 def two_gpus(fresh: Callable[..., Running]) -> Running:
-    objects = [decode_object(x) for x in (device_class(), node("node-a"), gpu_slice("node-a", count=2))]
-    return fresh(StaticSource(objects, name="two-gpus"))
+    return gpus_on_one_node(fresh, 2)
 
 
 def test_stateless_items_count_what_earlier_items_took(two_gpus: Running) -> None:

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from tests import builders as b
 from tests.service.conftest import Running, assert_valid
-from tests.service.test_schedule_batch import OK, code_named, devices, one, pods
+from tests.service.test_schedule_batch import (
+    OK,
+    assert_each_as_its_own_call,
+    code_named,
+    devices,
+    one,
+    pods,
+)
 
 METHOD = "/drasolver.v1.AllocationService/ScheduleStream"
 
@@ -60,14 +67,7 @@ def test_a_failed_message_fails_only_itself_with_its_own_calls_status(running: R
     ]
     with c.schedule_stream(timeout=60) as stream:
         results = [stream.schedule(request) for request in requests]
-    for request, result in zip(requests, results, strict=True):
-        try:
-            c.stub.Schedule(request)
-            alone = grpc.StatusCode.OK
-        except grpc.RpcError as err:
-            alone = err.code()
-            assert result.status.message == err.details()
-        assert code_named(result.status.code) == alone
+    assert_each_as_its_own_call(c, requests, results)
     assert [code_named(r.status.code) for r in results] == [
         grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
         grpc.StatusCode.OK,
