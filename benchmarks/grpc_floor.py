@@ -8,7 +8,9 @@ process, and times ``calls`` sequential Health calls to each from this process (
 warm-up calls): wall time per call, the server's CPU per call (from /proc) and the client's.
 One sequential caller cannot make more than 1000 / wall-ms calls per second, whatever the
 service does: the floor under ``dra-solver bench``'s one-call-per-pod figures, and the reason
-for ``ScheduleBatch`` (docs/grpc-api.md#batches).
+for ``ScheduleBatch`` (docs/grpc-api.md#batches). Then the same for ``calls`` messages on one
+bidirectional stream to a bare server that echoes them (a row "bare grpcio stream"): what a
+message of ``ScheduleStream`` (docs/grpc-api.md#streams) costs before any work.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import queue
 import sys
 import time
 from concurrent import futures
@@ -45,6 +48,47 @@ def _bare_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and 
     server.wait_for_termination()
 
 
+def _echo(messages: Any, context: grpc.ServicerContext) -> Any:
+    yield from messages
+
+
+def _bare_stream_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and Value
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+    echo = grpc.stream_stream_rpc_method_handler(_echo, request_deserializer=None, response_serializer=None)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("floor.Echo", {"Stream": echo}),))
+    port.value = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    ready.set()
+    server.wait_for_termination()
+
+
+def _time_messages(target: str, pid: int, calls: int) -> dict[str, float]:
+    """``calls`` messages on one stream, each sent once the previous one's echo came back (as
+    ``Client.schedule_stream`` sends a scheduler's pods)."""
+    outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def requests() -> Any:
+        while (item := outgoing.get()) is not None:
+            yield item
+
+    message = b"\x0a" + bytes([100]) + b"x" * 100  # about a small Schedule request
+    with grpc.insecure_channel(target) as channel:
+        replies = channel.stream_stream("/floor.Echo/Stream", request_serializer=None, response_deserializer=None)(requests())
+        for _ in range(300):
+            outgoing.put(message)
+            next(replies)
+        server0, client0, wall0 = cpu_seconds(pid), time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            outgoing.put(message)
+            next(replies)
+        wall, server, client = time.perf_counter() - wall0, cpu_seconds(pid) - server0, time.process_time() - client0
+        outgoing.put(None)
+        for _ in replies:
+            pass
+    return {"wall_ms": wall / calls * 1e3, "server_cpu_ms": server / calls * 1e3, "client_cpu_ms": client / calls * 1e3,
+            "calls_per_second": calls / wall}
+
+
 def _time_calls(target: str, pid: int, calls: int) -> dict[str, float]:
     with grpc.insecure_channel(target) as channel:
         check = health_pb2_grpc.HealthStub(channel).Check
@@ -60,15 +104,24 @@ def _time_calls(target: str, pid: int, calls: int) -> dict[str, float]:
 
 
 def bare(calls: int) -> dict[str, float]:
+    return _in_child(_bare_server, _time_calls, calls)
+
+
+def bare_stream(calls: int) -> dict[str, float]:
+    return _in_child(_bare_stream_server, _time_messages, calls)
+
+
+def _in_child(server: Any, timer: Any, calls: int) -> dict[str, float]:
     ctx = multiprocessing.get_context("spawn")
     ready, port = ctx.Event(), ctx.Value("i", 0)
-    proc = ctx.Process(target=_bare_server, args=(ready, port), daemon=True)
+    proc = ctx.Process(target=server, args=(ready, port), daemon=True)
     proc.start()
     try:
         if not ready.wait(60):
             raise RuntimeError("the bare gRPC server did not start")
         assert proc.pid is not None
-        return _time_calls(f"127.0.0.1:{port.value}", proc.pid, calls)
+        result: dict[str, float] = timer(f"127.0.0.1:{port.value}", proc.pid, calls)
+        return result
     finally:
         proc.terminate()
         proc.join(10)
@@ -88,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --calls: must be at least 1", file=sys.stderr)
         return 2
     rows = {}
-    for name, run in (("bare grpcio server", bare), ("dra-solver serve", serve)):
-        print(f"timing {args.calls} Health calls to the {name} ...", file=sys.stderr, flush=True)
+    for name, run, what in (("bare grpcio server", bare, "Health calls"), ("dra-solver serve", serve, "Health calls"),
+                            ("bare grpcio stream", bare_stream, "messages on one stream")):
+        print(f"timing {args.calls} {what} to the {name} ...", file=sys.stderr, flush=True)
         rows[name] = run(args.calls)
     if args.output == "json":
         print(json.dumps(rows, indent=2))

@@ -1,4 +1,4 @@
-"""benchmarks/grpc_floor.py runs as its docstring says: both servers timed, from their own CPU."""
+"""benchmarks/grpc_floor.py runs as its docstring says: both servers and a bare stream timed, from their own CPU."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def test_the_grpc_floor_benchmark_times_both_servers() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
-    assert list(rows) == ["bare grpcio server", "dra-solver serve"]
+    assert list(rows) == ["bare grpcio server", "dra-solver serve", "bare grpcio stream"]
     for row in rows.values():
         assert row["wall_ms"] > 0 and row["client_cpu_ms"] > 0
         assert 0 < row["server_cpu_ms"] < 50, "read from the server process, not this one"
