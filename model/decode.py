@@ -35,7 +35,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -704,20 +704,19 @@ def decode_object(
     are appended to ``warnings`` (``warn``), or pass silently (``ignore``).
     """
     kind = _checked_kind(doc, source=source)
-    name = _describe_raw(doc)
     model = o.KIND_MODELS.get(kind)
     if model is None:
         raise InvalidInput(
-            name,
+            _describe_raw(doc),
             ("kind",),
             f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(o.KIND_MODELS)}",
             source=source,
         )
     allowed = ("v1",) if kind == "Node" else o.RESOURCE_API_VERSIONS
-    _check_api_version(doc, allowed, source=source, required=False)
+    _check_api_version(doc, allowed, source=source)
     check_fields(doc, source=source, validate=validate, warnings=warnings)
     # After strict field validation: a duplicated or misspelt apiVersion is reported as such.
-    _check_api_version(doc, allowed, source=source, required=validate != "ignore")
+    _require_api_version(doc, source=source, validate=validate)
     if kind in _SCHEMA_KINDS and validate != "ignore":
         # Node: its typed model keeps spec and status opaque. Not for ``ignore`` (an API
         # server's objects, the watch path's thousands of node updates: their types are right).
@@ -725,7 +724,7 @@ def decode_object(
     try:
         obj = model.model_validate(_drop_nulls(doc), strict=True)
     except ValidationError as err:
-        raise _from_validation_error(name, model, err, source=source) from None
+        raise _from_validation_error(_describe_raw(doc), model, err, source=source) from None
     apply_defaults(obj)
     return obj
 
@@ -989,9 +988,9 @@ def decode_document(
             f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(DOCUMENT_API_VERSIONS)}",
             source=source,
         )
-    _check_api_version(doc, versions, source=source, required=False)
+    _check_api_version(doc, versions, source=source)
     check_fields(doc, source=source, validate=validate, warnings=warnings)
-    _check_api_version(doc, versions, source=source, required=validate != "ignore")
+    _require_api_version(doc, source=source, validate=validate)
     _check_types(kind, doc, source=source)
     out: dict[str, Any] = _drop_nulls(doc)
     return out
@@ -1009,27 +1008,25 @@ def _checked_kind(doc: dict[str, Any], *, source: str) -> str:
     raise InvalidInput(name, ("kind",), _meta_type_detail("kind", kind), source=source)
 
 
-def _check_api_version(
-    doc: dict[str, Any], allowed: tuple[str, ...], *, source: str, required: bool
-) -> None:
-    """``apiVersion``: one of ``allowed``; required unless ``required`` is False
-    (``--validate=ignore``: objects an API server already accepted, maybe without it)."""
+def _check_api_version(doc: dict[str, Any], allowed: tuple[str, ...], *, source: str) -> None:
+    """``apiVersion``, when set: one of ``allowed`` (:func:`_require_api_version` says when it
+    is missing, after strict field validation has had the chance to call it misspelt)."""
     api_version = doc.get("apiVersion")
-    name = _describe_raw(doc)
-    if api_version is None or api_version == "":
-        if required:
-            raise InvalidInput(name, ("apiVersion",), "Required value: apiVersion must be set", source=source)
+    if api_version is None or api_version == "" or api_version in allowed:
         return
     if not isinstance(api_version, str):
-        raise InvalidInput(name, ("apiVersion",), _meta_type_detail("apiVersion", api_version), source=source)
-    if api_version not in allowed:
-        supported = ", ".join(f'"{v}"' for v in allowed)
-        raise InvalidInput(
-            name,
-            ("apiVersion",),
-            f"Unsupported value: {_shown(api_version)}: supported values: {supported}",
-            source=source,
-        )
+        raise InvalidInput(_describe_raw(doc), ("apiVersion",), _meta_type_detail("apiVersion", api_version), source=source)
+    supported = ", ".join(f'"{v}"' for v in allowed)
+    raise InvalidInput(
+        _describe_raw(doc), ("apiVersion",), f"Unsupported value: {_shown(api_version)}: supported values: {supported}", source=source
+    )
+
+
+def _require_api_version(doc: dict[str, Any], *, source: str, validate: ValidationMode) -> None:
+    """A manifest must say its ``apiVersion``, unless ``validate="ignore"`` (objects an API
+    server already accepted, maybe without it)."""
+    if validate != "ignore" and not doc.get("apiVersion"):
+        raise InvalidInput(_describe_raw(doc), ("apiVersion",), "Required value: apiVersion must be set", source=source)
 
 
 _GO_JSON_TYPES = {bool: "bool", int: "number", float: "number", str: "string", list: "array", dict: "object"}
@@ -1049,11 +1046,12 @@ def _supported_kinds(kinds: Iterable[str]) -> str:
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+_INT_BOUNDS = {32: (INT32_MIN, INT32_MAX), 64: (INT64_MIN, INT64_MAX)}
 
 
 def int_range_detail(value: int, bits: int) -> str:
     """Why ``value`` does not fit a Go ``int{bits}`` (as the API server's decoder refuses it)."""
-    low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
+    low, high = _INT_BOUNDS[bits]
     bound = f"at most {high}" if value > high else f"at least {low}"
     return f"Invalid value: {value}: must be {bound} (int{bits})"
 
@@ -1117,7 +1115,7 @@ def _scalar_problem(spec: str, value: Any, path: FieldPath) -> tuple[FieldPath, 
     elif isinstance(value, int):
         if spec in ("integer", "int32"):
             bits = 32 if spec == "int32" else 64
-            low, high = (INT32_MIN, INT32_MAX) if bits == 32 else (INT64_MIN, INT64_MAX)
+            low, high = _INT_BOUNDS[bits]
             return None if low <= value <= high else (path, int_range_detail(value, bits))
         ok = spec in ("number", "quantity")
     elif isinstance(value, float):
@@ -1177,18 +1175,18 @@ def _default_request(req: o.ExactDeviceRequest | o.DeviceSubRequest) -> None:
 # --- error translation ----------------------------------------------------------------------
 
 
-def _describe_raw(doc: dict[str, Any]) -> str:
+def _describe_raw(doc: Mapping[str, Any]) -> str:
     """``Kind namespace/name`` of a document not decoded yet: a value that is not a string
     (a wrong type, reported on its own) never shows as Python's repr."""
     kind = doc.get("kind") if isinstance(doc.get("kind"), str) and doc.get("kind") else "object"
     raw_meta = doc.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     name = _text(meta.get("name")) or _text(meta.get("generateName")) or "<unnamed>"
     ns = _text(meta.get("namespace"))
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
 
 
-def describe_document(doc: dict[str, Any]) -> str:
+def describe_document(doc: Mapping[str, Any]) -> str:
     """How messages name a document (``PodGroup default/train``)."""
     return _describe_raw(doc)
 

@@ -33,6 +33,7 @@ from dra_solver.model.cel import (
     CelEnvironment,
     CelFeatures,
 )
+from dra_solver.model.decode import describe_document
 from dra_solver.model.errors import (
     MAX_STRUCTURED_CHARS,
     FieldPath,
@@ -1713,7 +1714,7 @@ def validate_document(doc: Mapping[str, Any], *, source: str = "") -> list[Inval
     ``pkg/apis/scheduling/validation``'s rules for the spec (one scheduling policy, a gang's
     ``minCount``, at most one topology constraint, the claim entries). A Pod: its metadata.
     ``doc`` has been decoded (its fields are of their types)."""
-    v = _Validator(_describe(doc), selector_check=None)
+    v = _Validator(describe_document(doc), selector_check=None)
     raw_meta = doc.get("metadata")
     try:
         meta = o.ObjectMeta.model_validate(raw_meta if isinstance(raw_meta, Mapping) else {})
@@ -1724,14 +1725,6 @@ def validate_document(doc: Mapping[str, Any], *, source: str = "") -> list[Inval
         for path, detail in podgroup_spec_problems(doc):
             v.r.errors.append(InvalidInput(v.r.obj, path, detail))
     return [InvalidInput(err.obj, err.field_path, err.detail, source=source) for err in v.r.errors]
-
-
-def _describe(doc: Mapping[str, Any]) -> str:
-    meta = doc.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else ""
-    return f"{doc.get('kind') or 'object'} {namespace}/{name}" if namespace else f"{doc.get('kind') or 'object'} {name}"
 
 
 def podgroup_spec_problems(podgroup: Mapping[str, Any]) -> list[tuple[FieldPath, str]]:

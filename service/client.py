@@ -332,11 +332,16 @@ class ScheduleStream:
         if self._closed:
             raise ValueError("the stream is closed")
         self._outgoing.put(request)
-        result: pb.ScheduleBatchResult = next(self._call)
+        try:
+            result: pb.ScheduleBatchResult = next(self._call)
+        except grpc.RpcError:
+            self._closed = True  # the call is over: close() has nothing left to end or report
+            raise
         return result
 
     def close(self) -> None:
-        """Ends the stream; the server has answered every request already answered here."""
+        """Ends the stream; the server has answered every request already answered here.
+        Raises ``grpc.RpcError`` if the stream ended badly after the last answer."""
         if not self._closed:
             self._closed = True
             self._outgoing.put(_END)

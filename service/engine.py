@@ -882,7 +882,10 @@ def placed_flight(answer: ScheduleAnswer) -> tuple[FlightClaim, ...]:
     """The allocations a placed answer chose, as in-flight claims: what a stateless caller
     adds to its next call's (ScheduleBatch does it for the batch's later items)."""
     placed = [(c.claim, c.result) for c in answer.claims if c.result is not None]
-    return tuple(flight_claim(c) for c in _with_results([claim for claim, _ in placed], [result for _, result in placed]))
+    if not placed:
+        return ()
+    claims, results = zip(*placed, strict=True)
+    return tuple(flight_claim(c) for c in _with_results(claims, results))
 
 
 def _with_results(claims: Sequence[o.ResourceClaim], results: Sequence[o.AllocationResult]) -> list[o.ResourceClaim]:

@@ -146,6 +146,7 @@ def read_inputs(
     warn: Warn | None = None,
     limits: DecodeLimits = DEFAULT_LIMITS,
     progress: Warn | None = None,
+    documents: list[dict[str, Any]] | None = None,
 ) -> Inputs:
     """All objects of all arguments (files in argument order, documents in file order).
 
@@ -153,7 +154,8 @@ def read_inputs(
     ``validate="ignore"``, which skips API validation).
     ``validate`` is the decoder's field strictness; ``warn`` receives ``--validate=warn``
     problems (default: stderr). ``progress`` receives a line every few seconds while a large
-    file (:data:`PROGRESS_MIN_CHARS`) is read, and one when it is done.
+    file (:data:`PROGRESS_MIN_CHARS`) is read, and one when it is done. ``documents``: Pods
+    and PodGroups are accepted too and appended there (:func:`read_with_documents`).
     """
     inputs = Inputs()
     report = warn or warn_on_stderr
@@ -166,20 +168,47 @@ def read_inputs(
         for path in files:
             shown = "<stdin>" if path == "-" else path
             warnings: list[StrictDecodingError] = []
+            errors: list[InvalidInput] = []
             text = read_text(path, stdin=stdin, limits=limits)
-            if progress is not None and len(text) >= PROGRESS_MIN_CHARS:
+            if documents is not None:
+                before = len(documents)
+                objects = _decode_with_documents(text, shown, validate=validate, limits=limits, warnings=warnings, documents=documents,
+                                                 errors=errors)
+                found += len(documents) - before
+            elif progress is not None and len(text) >= PROGRESS_MIN_CHARS:
                 objects = _decode_with_progress(text, shown, validate=validate, limits=limits, warnings=warnings, progress=progress)
             else:
                 objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
-            for warning in warnings:
+            for warning in warnings:  # first: a misspelt field often explains an error
                 report(warning.warning())
+            if errors:
+                raise InvalidInputs(errors)
             for obj in objects:
                 _add(inputs, obj, shown, validate=validate)
             found += len(objects)
         if not found:
-            kinds = ", ".join(sorted(o.KIND_MODELS))
+            kinds = ", ".join(sorted({*o.KIND_MODELS, *(DOCUMENT_API_VERSIONS if documents is not None else ())}))
             raise InvalidInput("", (), f"no objects (expected {kinds}, or a List of them)", source=shown_arg)
     return inputs
+
+
+def _decode_with_documents(
+    text: str, source: str, *, validate: ValidationMode, limits: DecodeLimits, warnings: list[StrictDecodingError],
+    documents: list[dict[str, Any]], errors: list[InvalidInput],
+) -> list[o.TypedObject]:
+    """The typed objects of ``text``; its Pods and PodGroups are decoded as documents into
+    ``documents``, and what the API server's validation says of them (unless
+    ``validate="ignore"``) into ``errors``."""
+    objects: list[o.TypedObject] = []
+    for doc in iter_documents(text, source=source, limits=limits, validate=validate, warnings=warnings):
+        if doc.get("kind") in DOCUMENT_API_VERSIONS:
+            document = decode_document(doc, source=source, validate=validate, warnings=warnings)
+            if validate != "ignore":
+                errors.extend(validate_document(document, source=source))
+            documents.append(document)
+        else:
+            objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
+    return objects
 
 
 def _decode_with_progress(
@@ -256,29 +285,6 @@ def read_with_documents(
     What ``dra-solver schedule --group`` reads. A document whose ``kind`` is one of those kinds
     is read as a document whatever its ``apiVersion`` says (a wrong one is reported), not as an
     unsupported typed kind."""
-    typed: list[o.TypedObject] = []
     documents: list[dict[str, Any]] = []
-    report = warn or warn_on_stderr
-    for arg in paths:
-        found = 0
-        for path in expand_paths([arg]):
-            shown = "<stdin>" if path == "-" else path
-            warnings: list[StrictDecodingError] = []
-            errors: list[InvalidInput] = []
-            text = read_text(path, stdin=stdin)
-            for doc in iter_documents(text, source=shown, validate=validate, warnings=warnings):
-                found += 1
-                if doc.get("kind") in DOCUMENT_API_VERSIONS:
-                    document = decode_document(doc, source=shown, validate=validate, warnings=warnings)
-                    if validate != "ignore":
-                        errors.extend(validate_document(document, source=shown))
-                    documents.append(document)
-                else:
-                    typed.append(decode_object(doc, source=shown, validate=validate, warnings=warnings))
-            for warning in warnings:  # first: a misspelt field often explains the error
-                report(warning.warning())
-            if errors:
-                raise InvalidInputs(errors)
-        if not found:
-            raise InvalidInput("", (), "no objects", source="<stdin>" if arg == "-" else arg)
-    return typed, documents
+    inputs = read_inputs(paths, stdin=stdin, validate=validate, warn=warn, documents=documents)
+    return inputs.objects, documents

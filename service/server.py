@@ -303,9 +303,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
                     # Unverdicted items could make an answer of gigabytes (1,024 pods that fit
                     # nowhere on 5,000 nodes, each with a verdict per node): stop here, hold
                     # nothing for an answer that is not sent, and say so for the rest.
-                    if result.response.reservation.id:
-                        with contextlib.suppress(e.NotFound):  # expired already (a tiny ttl)
-                            self.engine.unreserve(result.response.reservation.id, ())
+                    self._give_back(result)
                     results.extend(_unanswered(len(request.requests) - done, self.max_message_bytes))
                     break
                 earlier = placed
@@ -355,24 +353,36 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             self._record("ScheduleStream", "", grpc.StatusCode.RESOURCE_EXHAUSTED, "limited", 0.0)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"too many ScheduleStream calls open: at most {self.max_streams} "
                           "(serve --max-streams); close one, or send Schedule or ScheduleBatch calls")
+        done = threading.Event()
+
+        def ended(code: grpc.StatusCode = grpc.StatusCode.CANCELLED, outcome: str = "cancelled") -> None:
+            """Once per stream: its slot given back and the call recorded."""
+            with self._active_lock:
+                if done.is_set():
+                    return
+                done.set()
+                self._streams -= 1
+            self._record("ScheduleStream", "", code, outcome, time.perf_counter() - start)
+
+        # Also on the call's end, however it ends: a cancelled stream's generator may be left
+        # suspended at a ``yield`` that gRPC never resumes, so its code after the loop may never run.
+        if not context.add_callback(ended):  # over already
+            ended()
+            return
         caller = caller_identity(context, tls=self.tls)
-        code, outcome = grpc.StatusCode.OK, "answered"
         try:
             for raw in requests:
                 with self._counted():
                     answer = self._stream_item(raw, context, caller).SerializeToString()
                 yield answer
-            if not context.is_active():
-                code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
         except grpc.RpcError:  # the caller cancelled or went away while we waited for its next message
-            code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
-        except GeneratorExit:  # ... or while its answer was being sent: gRPC drops the stream
-            code, outcome = grpc.StatusCode.CANCELLED, "cancelled"
-            raise
-        finally:
-            with self._active_lock:
-                self._streams -= 1
-            self._record("ScheduleStream", "", code, outcome, time.perf_counter() - start)
+            ended()
+            return
+        # Before the stream's status goes out: a caller that sees its stream end sees it counted.
+        if context.is_active():
+            ended(grpc.StatusCode.OK, "answered")
+        else:
+            ended()
 
     def _stream_item(self, raw: bytes, context: grpc.ServicerContext, caller: str) -> pb.ScheduleBatchResult:
         try:
@@ -385,19 +395,23 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         if result.ByteSize() + BATCH_ENVELOPE_BYTES > self.max_message_bytes:
             # Sending it would end the whole stream (the message limit): fail this message only,
             # holding nothing for an answer that is not sent.
-            if result.response.reservation.id:
-                with contextlib.suppress(e.NotFound):
-                    self.engine.unreserve(result.response.reservation.id, ())
+            self._give_back(result)
             return pb.ScheduleBatchResult(status=status_pb2.Status(
                 code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
                 message=f"not answered: the answer would pass the {self.max_message_bytes}-byte message limit; nothing was reserved "
                 "for it; send it again with chosen_verdict_only or fewer nodes"))
         return result
 
+    def _give_back(self, result: pb.ScheduleBatchResult) -> None:
+        """Release what an answer that will not be sent reserved."""
+        if result.response.reservation.id:
+            with contextlib.suppress(e.NotFound):  # expired already (a tiny ttl)
+                self.engine.unreserve(result.response.reservation.id, ())
+
     @contextlib.contextmanager
     def _counted(self) -> Iterator[None]:
-        """A message being answered counts as a call in flight (shutdown's grace, the
-        ``inflight`` gauge); an open stream waiting for its next message does not."""
+        """A call being handled, or a stream's message being answered, counts as in flight
+        (shutdown's grace, the ``inflight`` gauge); a stream waiting for its next message does not."""
         self.metrics.inflight.inc()
         with self._active_lock:
             self._active += 1
@@ -450,15 +464,13 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
 
     def _handle(self, rpc: str, allocator: str, context: grpc.ServicerContext, run: Callable[[float | None], tuple[Resp, str]]) -> Resp:
         start = time.perf_counter()
-        self.metrics.inflight.inc()
-        with self._active_lock:
-            self._active += 1
         code = grpc.StatusCode.OK
         outcome = "error"
         warnings: list[str] = []
         warnings_token = e.decode_warnings.set(warnings)
         try:
-            response, outcome = run(self._deadline(context))
+            with self._counted():
+                response, outcome = run(self._deadline(context))
             if warnings:  # options.validate="warn": like the API server's Warning header
                 context.set_trailing_metadata(tuple(("warning", w) for w in warnings))
             return response
@@ -472,9 +484,6 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             context.abort(code, failed.status.message)
         finally:
             e.decode_warnings.reset(warnings_token)
-            with self._active_lock:
-                self._active -= 1
-            self.metrics.inflight.dec()
             self._record(rpc, allocator, code, outcome, time.perf_counter() - start)
         raise AssertionError("unreachable: abort raises")
 

@@ -43,8 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
-def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int]] | str:
-    """The cluster sizes, shapes and batch sizes to run, or the error line."""
+STREAM = "stream"
+"""``--batch stream``: a ScheduleStream message per pod."""
+
+
+def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int | str]] | str:
+    """The cluster sizes, shapes and batches (pods per call, or :data:`STREAM`) to run, or
+    the error line."""
     try:
         sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     except ValueError:
@@ -57,13 +62,14 @@ def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int]] | 
     if not shapes:
         return f"--shape: Required value: gpu and/or mig: {args.shape!r}"
     try:
-        batches = [0 if n.strip() == "stream" else int(n) for n in args.batch.split(",") if n.strip()]
+        batches: list[int | str] = [STREAM if n.strip() == STREAM else int(n) for n in args.batch.split(",") if n.strip()]
     except ValueError:
         batches = []
-    if not batches or any(n < 0 for n in batches) or (0 in batches and "stream" not in args.batch):
+    sizes_per_call = [n for n in batches if isinstance(n, int)]
+    if not batches or any(n < 1 for n in sizes_per_call):
         return f"--batch: not a list of positive integers (or stream): {args.batch}"
-    if max(batches) > MAX_BATCH:
-        return f"--batch: must be at most {MAX_BATCH}: {max(batches)}"
+    if sizes_per_call and max(sizes_per_call) > MAX_BATCH:
+        return f"--batch: must be at most {MAX_BATCH}: {max(sizes_per_call)}"
     if any(n < 1 for n in sizes):
         return f"--nodes: must be positive: {args.nodes}"
     if max(sizes) > MAX_NODES:
@@ -106,11 +112,12 @@ def run(args: argparse.Namespace) -> int:
         for shape in shapes:
             for nodes in sizes:
                 for batch in batches:
-                    shown = ", one ScheduleStream message each" if batch == 0 else f", {batch} per ScheduleBatch call" if batch > 1 else ""
+                    per_call = batch if isinstance(batch, int) else 1
+                    shown = ", one ScheduleStream message each" if batch == STREAM else f", {per_call} per ScheduleBatch call" if per_call > 1 else ""
                     print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
                     try:
                         results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency,
-                                               batch=max(batch, 1), stream=batch == 0))
+                                               batch=per_call, stream=batch == STREAM))
                     except BenchFailed as err:
                         print(f"error: {err}", file=sys.stderr)
                         return 1

@@ -94,13 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    checks.check(args, {"--timeout": checks.seconds()})
     if args.server is not None:
-        check_client_arguments(args)
-    elif args.tls_ca or args.tls_cert or args.tls_key or args.server_name:
-        flag = next(f for f, v in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key),
-                                   ("--server-name", args.server_name)) if v)
-        raise checks.FlagError(f"{flag}: Forbidden: only with --server (explaining here needs no TLS)")
+        check_client_arguments(args)  # --timeout too
+    else:
+        checks.check(args, {"--timeout": checks.seconds()})
+        tls = (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key), ("--server-name", args.server_name))
+        flag = next((f for f, v in tls if v), None)
+        if flag:
+            raise checks.FlagError(f"{flag}: Forbidden: only with --server (explaining here needs no TLS)")
     try:
         gates = FeatureGates.parse(args.feature_gates)
         targets = [parse_target(x) for x in args.inputs]

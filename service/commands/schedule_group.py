@@ -54,7 +54,6 @@ from dra_solver.service.quoting import SHOWN_CHARS, clip, shown
 EXIT_PLACED, EXIT_NOT_PLACEABLE, EXIT_INVALID, EXIT_DEADLINE, EXIT_OTHER = 0, 1, 2, 3, 4
 
 Obj = dict[str, Any]
-"""Read as documents (the core has no typed model for them; ``model.podgroup`` reads them)."""
 
 
 class Invalid(Exception):
@@ -63,12 +62,6 @@ class Invalid(Exception):
     def __init__(self, lines: Sequence[str]) -> None:
         super().__init__("; ".join(lines))
         self.lines = list(lines)
-
-
-def read(paths: Sequence[str], *, validate: model.ValidationMode) -> tuple[list[o.TypedObject], list[Obj]]:
-    """Typed objects and the Pods and PodGroups of every FILE, each checked under ``validate``
-    (unknown and duplicate fields, types, a PodGroup's API validation), naming its file."""
-    return read_with_documents(paths, validate=validate)
 
 
 def _ref(obj: Obj) -> str:
@@ -185,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
                                             ("--allocator", args.allocator)) if used]
         if clashing:
             raise Invalid([f"{flag}: Forbidden: not with --group (the group's nodes come from its pods; nothing is reserved offline)" for flag in clashing])
-        typed, raw = read(args.files, validate=args.validate)
+        typed, raw = read_with_documents(args.files, validate=args.validate)
         resolved, bound, min_count = resolve(args.group, typed, raw)
         answer = groups.place_offline(resolved, typed, bound, min_count=min_count, policy=args.policy, gates=args.feature_gates, timeout=args.timeout)
     except Invalid as err:

@@ -20,7 +20,6 @@ from dra_solver.model.decode import decode_document, decode_object, parse_docume
 from dra_solver.model.errors import FieldPath, InvalidInput, InvalidInputs, StrictDecodingError
 from dra_solver.model.validation import validate_document
 from dra_solver.service import files
-from dra_solver.service.commands import schedule_group
 
 ROOT = Path(__file__).resolve().parents[2]
 GANGS = ROOT / "examples" / "gangs"
@@ -388,12 +387,7 @@ def test_read_with_documents_validates_a_podgroup_naming_the_file(tmp_path: Path
         (lambda s: s.replace("minCount", "minCont"), 'unknown field "spec.schedulingPolicy.gang.minCont"'),
     ],
 )
-def test_schedule_group_rejects_a_podgroup_typo(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, edit: Any, expected: str
-) -> None:
-    # The wiring service/commands/schedule_group.py needs (its own ``read`` does not check
-    # Pods and PodGroups yet): read through files.read_with_documents.
-    monkeypatch.setattr(schedule_group, "read", lambda paths, *, validate: files.read_with_documents(paths, validate=validate))
+def test_schedule_group_rejects_a_podgroup_typo(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, expected: str) -> None:
     bad = _write(tmp_path, "pg.yaml", edit(Path(PODGROUP).read_text()))
     code = main(["schedule", "--group", "default/train", CLUSTER, bad, *PODS])
     _, err = capsys.readouterr()

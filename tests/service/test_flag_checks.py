@@ -100,6 +100,10 @@ def test_other_number_flags_of_the_clients(args: tuple[str, ...], message: str) 
     ("--grace", "-1", "--grace: must be a number of seconds, 0 or more: -1.0"),
     ("--solve-timeout", "0", "--solve-timeout: Invalid value: 0.0: must be greater than zero"),
     ("--max-solve-seconds", "-1", "--max-solve-seconds: Invalid value: -1.0: must be greater than zero"),
+    ("--workers", "0", "--workers: must be at least 1: 0"),
+    ("--max-streams", "-1", "--max-streams: must be at least 0: -1"),
+    ("--max-message-bytes", "10", "--max-message-bytes: must be at least 1024: 10"),
+    ("--max-concurrent", "0", "--max-concurrent: must be at least 1: 0"),
 ])
 def test_serve_refuses_numbers_out_of_range(flag: str, value: str, message: str) -> None:
     # A flag let through would start a server that runs until the timeout: the test fails.
@@ -165,6 +169,7 @@ def test_explain_refuses_tls_flags_without_a_server(pki) -> None:  # type: ignor
     (("--pods", "1000000000000"), "--pods: must be at most 1000000: 1000000000000"),
     (("--concurrency", "100000000"), "--concurrency: must be at most 256: 100000000"),
     (("--batch", "5000"), "--batch: must be at most 1024: 5000"),
+    (("--batch", "0,stream"), "--batch: not a list of positive integers (or stream): 0,stream"),
 ])
 def test_bench_refuses_empty_lists_and_sizes_beyond_its_bounds(args: tuple[str, ...], message: str) -> None:
     # Let through, these would run (an empty table, exit 0) or grow without bound: the timeout fails the test.

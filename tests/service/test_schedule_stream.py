@@ -116,7 +116,7 @@ def test_metrics_count_the_stream_once_and_each_message_as_a_question(fresh: Cal
 
 
 def test_a_caller_that_goes_away_ends_its_stream_as_cancelled(fresh: Callable[..., Running]) -> None:
-    r = fresh()
+    r = fresh(max_streams=1)
     stream = r.client.schedule_stream()
     assert stream.schedule(r.client.schedule_request([one("gone")])).status.code == OK
     with pytest.raises(RuntimeError), stream:
@@ -128,6 +128,8 @@ def test_a_caller_that_goes_away_ends_its_stream_as_cancelled(fresh: Callable[..
             break
         threading.Event().wait(0.01)
     assert counted == 1, [(m.name, x.labels, x.value) for m in registry.collect() for x in m.samples if "ScheduleStream" in str(x.labels)]
+    with r.client.schedule_stream() as again:  # the cancelled stream gave its only slot back
+        assert again.schedule(r.client.schedule_request([one("next")])).status.code == OK
 
 
 def test_an_answer_too_large_for_a_message_fails_that_message_and_holds_nothing(fresh: Callable[..., Running]) -> None:
@@ -183,3 +185,21 @@ def test_streams_beyond_the_limit_are_refused_and_unary_calls_still_served(fresh
         assert c.schedule([one("unary")]).node, "a Schedule call is served while the stream is open"
     with c.schedule_stream() as again:  # the first one closed: its slot is free again
         assert again.schedule(c.schedule_request([one("s3")])).status.code == OK
+
+
+def test_the_streams_deadline_ends_it_and_what_was_answered_stands(fresh: Callable[..., Running]) -> None:
+    """The stream's deadline bounds every message: once it passes, the stream itself ends
+    DEADLINE_EXCEEDED; answers given before it (and their reservations) stand."""
+    r = fresh()
+    c = r.client
+    stream = c.schedule_stream(timeout=1.0)
+    first = stream.schedule(c.schedule_request([one("early")], reserve=True, ttl=600))
+    assert first.status.code == OK and first.response.reservation.id
+    threading.Event().wait(1.5)
+    with pytest.raises(grpc.RpcError) as ended:
+        stream.schedule(c.schedule_request([one("late")], reserve=True, ttl=600))
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert [res.id for res in r.engine.reservations.all()] == [first.response.reservation.id]
+    stream.close()  # the call already ended and said so: nothing left to report
+    with pytest.raises(ValueError, match="the stream is closed"):
+        stream.schedule(c.schedule_request([one("after")]))
