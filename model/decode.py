@@ -35,7 +35,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -703,15 +703,8 @@ def decode_object(
     ``validate``: unknown and duplicate fields raise :class:`StrictDecodingError` (``strict``),
     are appended to ``warnings`` (``warn``), or pass silently (``ignore``).
     """
-    kind = _checked_kind(doc, source=source)
-    model = o.KIND_MODELS.get(kind)
-    if model is None:
-        raise InvalidInput(
-            _describe_raw(doc),
-            ("kind",),
-            f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(o.KIND_MODELS)}",
-            source=source,
-        )
+    kind = _known_kind(doc, o.KIND_MODELS, source=source)
+    model = o.KIND_MODELS[kind]
     allowed = ("v1",) if kind == "Node" else o.RESOURCE_API_VERSIONS
     _check_api_version(doc, allowed, source=source)
     check_fields(doc, source=source, validate=validate, warnings=warnings)
@@ -979,15 +972,8 @@ def decode_document(
 
     Only for input from users: the controllers' objects come from an API server, which sends
     neither unknown fields nor wrong types, and are not checked again."""
-    kind = _checked_kind(doc, source=source)
-    versions = DOCUMENT_API_VERSIONS.get(kind)
-    if versions is None:
-        raise InvalidInput(
-            _describe_raw(doc),
-            ("kind",),
-            f"Unsupported value: {_shown(kind)}: supported values: {_supported_kinds(DOCUMENT_API_VERSIONS)}",
-            source=source,
-        )
+    kind = _known_kind(doc, DOCUMENT_API_VERSIONS, source=source)
+    versions = DOCUMENT_API_VERSIONS[kind]
     _check_api_version(doc, versions, source=source)
     check_fields(doc, source=source, validate=validate, warnings=warnings)
     _require_api_version(doc, source=source, validate=validate)
@@ -1040,8 +1026,13 @@ def _meta_type_detail(field: str, value: Any) -> str:
     )
 
 
-def _supported_kinds(kinds: Iterable[str]) -> str:
-    return ", ".join(f'"{k}"' for k in sorted(kinds))
+def _known_kind(doc: dict[str, Any], kinds: Collection[str], *, source: str) -> str:
+    """:func:`_checked_kind`, and one of ``kinds``."""
+    kind = _checked_kind(doc, source=source)
+    if kind not in kinds:
+        supported = ", ".join(f'"{k}"' for k in sorted(kinds))
+        raise InvalidInput(_describe_raw(doc), ("kind",), f"Unsupported value: {_shown(kind)}: supported values: {supported}", source=source)
+    return kind
 
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
