@@ -32,8 +32,9 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dra_solver.model import objects as o
@@ -164,6 +165,23 @@ class PoolCache:
         self.size = size
         self._entries: OrderedDict[tuple[int, int, int, FeatureGates], tuple[object, object, object, dict[tuple[str, str], _Pool]]] = OrderedDict()
         self._lock = threading.Lock()
+        self._cel: OrderedDict[tuple[int, str], tuple[o.Device, Any, str]] = OrderedDict()
+        """A device's CEL form (or why it has none) by the device object's identity (held) and
+        driver: identical devices of thousands of nodes are one shared object."""
+
+    def cel_device(self, device: o.Device, driver: str, make: Callable[[], tuple[Any, str]]) -> tuple[Any, str]:
+        key = (id(device), driver)
+        with self._lock:
+            hit = self._cel.get(key)
+            if hit is not None and hit[0] is device:
+                self._cel.move_to_end(key)
+                return hit[1], hit[2]
+        made = make()
+        with self._lock:
+            self._cel[key] = (device, *made)
+            while len(self._cel) > self.size * 8:
+                self._cel.popitem(last=False)
+        return made
 
     def get(self, request: AllocationRequest) -> dict[tuple[str, str], _Pool]:
         """``_gather_pools(request)``, shared: a checker only reads the pools (and memoizes
@@ -522,6 +540,7 @@ class _Checker:
         self.gates = request.gates
         self.violations: list[Violation] = []
         self.pools = pools.get(request) if pools is not None else _gather_pools(request)
+        self.shared = pools
         self.allocated: AllocatedState = request.inventory.allocated_state()
         self._used_before: frozenset[DeviceID] | None = None
         self.classes = {c.name: c for c in request.inventory.classes}
@@ -704,39 +723,10 @@ class _Checker:
     def _cel_device(self, dev: _Device) -> Any:
         if dev.cel_device is not None or dev.cel_error:
             return dev.cel_device
-        attributes: dict[str, Any] = {}
-        for name, attr in sorted((dev.device.attributes or {}).items()):
-            try:
-                if attr.ints is not None:
-                    value: Any = tuple(attr.ints)
-                elif attr.bools is not None:
-                    value = tuple(attr.bools)
-                elif attr.strings is not None:
-                    value = tuple(attr.strings)
-                elif attr.versions is not None:
-                    value = tuple(parse_semver(v) for v in attr.versions)
-                elif attr.int_ is not None:
-                    value = attr.int_
-                elif attr.bool_ is not None:
-                    value = attr.bool_
-                elif attr.string is not None:
-                    value = attr.string
-                elif attr.version is not None:
-                    value = parse_semver(attr.version)
-                else:
-                    dev.cel_error = f"attribute {name} has no value"
-                    return None
-            except ValueError as err:
-                dev.cel_error = f"attribute {name}: {err}"
-                return None
-            attributes[name] = value
-        capacity = {n: parse_quantity(c.value) for n, c in (dev.device.capacity or {}).items()}
-        dev.cel_device = CelDevice(
-            driver=dev.id.driver,
-            attributes=attributes,
-            capacity=capacity,
-            allow_multiple_allocations=bool(dev.device.allow_multiple_allocations),
-        )
+        if self.shared is not None:
+            dev.cel_device, dev.cel_error = self.shared.cel_device(dev.device, dev.id.driver, partial(_cel_form, dev.device, dev.id.driver))
+        else:
+            dev.cel_device, dev.cel_error = _cel_form(dev.device, dev.id.driver)
         return dev.cel_device
 
     # -- counts --------------------------------------------------------------------------------
@@ -1079,6 +1069,42 @@ def _normalize_selector(selector: o.NodeSelector | None) -> _Selector | None:
     return [(reqs(t.match_fields), reqs(t.match_expressions)) for t in selector.node_selector_terms]
 
 
+def _cel_form(device: o.Device, driver: str) -> tuple[Any, str]:
+    """The device as CEL sees it, or why it cannot be (then None)."""
+    attributes: dict[str, Any] = {}
+    for name, attr in sorted((device.attributes or {}).items()):
+        try:
+            if attr.ints is not None:
+                value: Any = tuple(attr.ints)
+            elif attr.bools is not None:
+                value = tuple(attr.bools)
+            elif attr.strings is not None:
+                value = tuple(attr.strings)
+            elif attr.versions is not None:
+                value = tuple(parse_semver(v) for v in attr.versions)
+            elif attr.int_ is not None:
+                value = attr.int_
+            elif attr.bool_ is not None:
+                value = attr.bool_
+            elif attr.string is not None:
+                value = attr.string
+            elif attr.version is not None:
+                value = parse_semver(attr.version)
+            else:
+                return None, f"attribute {name} has no value"
+        except ValueError as err:
+            return None, f"attribute {name}: {err}"
+        attributes[name] = value
+    capacity = {n: parse_quantity(c.value) for n, c in (device.capacity or {}).items()}
+    cel_device = CelDevice(
+        driver=driver,
+        attributes=attributes,
+        capacity=capacity,
+        allow_multiple_allocations=bool(device.allow_multiple_allocations),
+    )
+    return cel_device, ""
+
+
 def _node_selector(devices: list[_Device], node_name: str) -> _Selector | str | None:
     """The nodeSelector the results must carry: node-local → this node; else the slices'."""
     fields: list[o.NodeSelectorRequirement] = []
@@ -1088,8 +1114,8 @@ def _node_selector(devices: list[_Device], node_name: str) -> _Selector | str | 
         name = dev.device.node_name if per_device else dev.slice.spec.node_name
         selector = dev.device.node_selector if per_device else dev.slice.spec.node_selector
         if name is not None or dev.device.binds_to_node:
-            local = o.NodeSelectorRequirement(key="metadata.name", operator="In", values=[node_name])
-            return _normalize_selector(o.NodeSelector(node_selector_terms=[o.NodeSelectorTerm(match_fields=[local])]))
+            # The node itself (``metadata.name In [node]``), in _normalize_selector's form.
+            return [((("metadata.name", "In", (node_name,)),), ())]
         if selector is None or not selector.node_selector_terms:
             continue
         if len(selector.node_selector_terms) > 1:

@@ -112,11 +112,15 @@ class AllocatedState:
     @staticmethod
     def from_claims(claims: Iterable[o.ResourceClaim]) -> AllocatedState:
         """In-use state from allocated claims, the way the scheduler gathers it."""
+        return AllocatedState.from_results(claim.status.allocation if claim.status else None for claim in claims)
+
+    @staticmethod
+    def from_results(allocations: Iterable[o.AllocationResult | None]) -> AllocatedState:
+        """In-use state from claims' allocations (None: a claim not allocated)."""
         devices: set[DeviceID] = set()
         shared: set[tuple[DeviceID, str]] = set()
         capacity: dict[DeviceID, dict[str, Quantity]] = {}
-        for claim in claims:
-            allocation = claim.status.allocation if claim.status else None
+        for allocation in allocations:
             if allocation is None or allocation.devices is None:
                 continue
             for result in allocation.devices.results or []:

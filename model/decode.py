@@ -259,7 +259,7 @@ def _load_json(text: str, *, limits: DecodeLimits) -> list[Any]:
     """One JSON value, an array of them, or several values one after another."""
     if _json_depth_exceeds(text, limits.max_depth):
         raise _TooDeep
-    decoder = json.JSONDecoder(object_pairs_hook=_json_mapping)
+    decoder = _JSON_DECODER
     values: list[Any] = []
     pos = 0
     while pos < len(text):
@@ -326,6 +326,10 @@ def _json_mapping(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: set[str] = set()
     duplicates = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
     return _Duplicated(out, duplicates)
+
+
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_mapping)
+"""Made once: it keeps no state between documents (its scanner's key memo is only a cache)."""
 
 
 def _find_lone_surrogates(values: list[Any]) -> None:

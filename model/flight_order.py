@@ -3,9 +3,10 @@
 API:
 - ``FlightOrder()``: owned by a caller that schedules call after call (the service's engine);
   ``visit_order`` (``model.schedule``) reads and updates it.
-- ``FlightOrder.ordered(index, in_flight, generation, policy, full_last) -> (order, pools_of)``:
+- ``FlightOrder.ordered(index, in_flight, generation, policy, full_last) -> (order, pools_of, start)``:
   the nodes that have devices in flight, sorted by ``(no free device, *node_key)`` (the key
-  ``NodeIndex.preference_order`` gives the other nodes), and each one's pools in flight.
+  ``NodeIndex.preference_order`` gives the other nodes), each one's pools in flight, and how
+  many nodes at the head of ``NodeIndex.preference_order`` are in flight.
 
 Why: the nodes a visit re-keys are those whose free units change with their devices in
 flight. A scheduler holding thousands of reservations (pods assumed, bindings not yet seen)
@@ -33,6 +34,8 @@ class FlightState(Protocol):
 
     def fingerprints(self) -> dict[PoolKey, bytes]: ...
 
+    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None: ...
+
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]: ...
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState: ...
@@ -42,38 +45,75 @@ class FlightOrder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._generation = -1
+        self._version = -1
+        """The in-flight state's version ``_fingerprints`` is known to hold (-1: unknown)."""
         self._fingerprints: dict[PoolKey, bytes] = {}
         self._pools_of: dict[str, tuple[PoolKey, ...]] = {}
         self._loads: dict[str, tuple[float, bool]] = {}
         """Node -> (free units, no free device) with its devices in flight."""
         self._orders: dict[tuple[str, bool], tuple[list[tuple[OrderKey, str]], dict[str, OrderKey]]] = {}
+        self._starts: dict[tuple[str, bool], int] = {}
+        """How many nodes at the head of the snapshot's preference order are all in flight."""
 
     def ordered(
         self, index: NodeIndex, in_flight: FlightState, generation: int, policy: str, full_last: bool
-    ) -> tuple[list[tuple[OrderKey, str]], dict[str, tuple[PoolKey, ...]]]:
-        """Copies (the caller iterates them lazily while other calls update this)."""
-        fingerprints = in_flight.fingerprints()
+    ) -> tuple[list[tuple[OrderKey, str]], dict[str, tuple[PoolKey, ...]], int]:
+        """Copies (the caller iterates them lazily while other calls update this), and how many
+        nodes at the head of ``index.preference_order(policy, full_last)`` are in flight (all
+        of them: the caller starts its walk of that order after them)."""
+        # Read before any fingerprints: if they come from a later state than the delta's, the
+        # version kept is the older one, and a later delta is applied to them again (harmless).
+        delta = in_flight.delta()
         with self._lock:
-            self._update(index, in_flight, generation, fingerprints)
+            if generation != self._generation:
+                self._generation = generation
+                self._version = -1
+                self._fingerprints = {}
+                self._pools_of = {}
+                self._loads = {}
+                self._orders = {}
+                self._starts = {}
+            self._update(index, in_flight, self._touched(in_flight, delta))
             known = self._orders.get((policy, full_last))
             if known is None:
                 keys = {name: self._key(name, policy, full_last) for name in self._loads}
                 known = self._orders[(policy, full_last)] = (sorted((k, n) for n, k in keys.items()), keys)
-            return list(known[0]), dict(self._pools_of)
+            # Nodes fill in preference order, so the head of it is in flight: counted once, not
+            # skipped one by one on every call.
+            head = index.preference_order(policy, full_last=full_last)
+            start = self._starts.get((policy, full_last), 0)
+            while start < len(head) and head[start][1] in self._pools_of:
+                start += 1
+            self._starts[(policy, full_last)] = start
+            return list(known[0]), dict(self._pools_of), start
 
-    def _update(self, index: NodeIndex, in_flight: FlightState, generation: int, fingerprints: dict[PoolKey, bytes]) -> None:
-        if generation != self._generation:
-            self._generation = generation
-            self._fingerprints = {}
-            self._pools_of = {}
-            self._loads = {}
-            self._orders = {}
+    def _touched(self, in_flight: FlightState, delta: tuple[int, int, dict[PoolKey, bytes | None]] | None) -> set[PoolKey]:
+        """Pools whose in-flight state changed since the last call (``_fingerprints`` brought
+        up to date): from the in-flight state's own list of changes when it continues the
+        state last seen (a call after a call: thousands of pools held, one changed), else by
+        comparing every pool's fingerprint."""
+        if delta is not None and self._version >= 0 and delta[1] == self._version:
+            return set()
+        if delta is not None and self._version >= 0 and delta[0] == self._version:
+            self._version = delta[1]
+            for pool, fingerprint in delta[2].items():
+                if fingerprint is None:
+                    self._fingerprints.pop(pool, None)
+                else:
+                    self._fingerprints[pool] = fingerprint
+            return set(delta[2])
+        fingerprints = in_flight.fingerprints()
         old = self._fingerprints
         touched = {p for p, fp in fingerprints.items() if old.get(p) != fp}
         touched.update(p for p in old if p not in fingerprints)
-        self._fingerprints = fingerprints
+        self._fingerprints = dict(fingerprints)
+        self._version = delta[1] if delta is not None else -1
+        return touched
+
+    def _update(self, index: NodeIndex, in_flight: FlightState, touched: set[PoolKey]) -> None:
         if not touched:
             return
+        fingerprints = self._fingerprints
         by_owner: dict[str, set[PoolKey]] = {}
         for pool in touched:
             owner = index.pool_node.get(pool)
@@ -90,6 +130,7 @@ class FlightOrder:
             else:
                 self._pools_of.pop(name, None)
                 self._loads.pop(name, None)
+                self._starts = {}  # a node out of flight may be anywhere in the head
             for (policy, full_last), (order, keys) in self._orders.items():
                 previous = keys.pop(name, None)
                 if previous is not None:

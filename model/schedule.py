@@ -37,11 +37,13 @@ node's allocation was computed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal, Protocol
@@ -52,7 +54,7 @@ from dra_solver.model.cel import ALL, AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
-from dra_solver.model.flight_order import FlightOrder
+from dra_solver.model.flight_order import FlightOrder, OrderKey
 from dra_solver.model.node_index import NodeIndex, PoolKey
 from dra_solver.model.node_state import device_mapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
@@ -127,7 +129,7 @@ class NodeChoice:
 class InFlight(Protocol):
     """Allocations not yet in the inventory (the service's reservations), by pool."""
 
-    def held_pools(self) -> tuple[PoolKey, ...]: ...
+    def held_pools(self) -> AbstractSet[PoolKey]: ...
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]: ...
 
@@ -137,6 +139,12 @@ class InFlight(Protocol):
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
         """Every pool in ``held_pools`` -> what ``pool_keys`` gives for it."""
+        ...
+
+    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
+        """``(base, version, changed)``: this state is version ``version``, and differs from
+        version ``base`` in the pools of ``changed`` (each one's ``pool_keys`` value, None
+        where nothing is held any more); None when unknown (``fingerprints`` is read instead)."""
         ...
 
 
@@ -218,7 +226,7 @@ def choose_node(
     key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
-    held_pools = frozenset(in_flight.held_pools())
+    held_pools = in_flight.held_pools()
     views = index.views
     settled = index.state_keys(reads)
     solved: dict[str, NodeAttempt] = {}
@@ -393,9 +401,9 @@ def visit_order(
     flying = bool(policy) and bool(in_flight.held_pools())
     if not flying and not explicit:
         return index.preference_names(policy, full_last=full_last)
-    moved, by_node = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last) if flying else ([], {})
+    moved, by_node, start = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last) if flying else ([], {}, 0)
     if not explicit:
-        rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n not in by_node)
+        rest = ((k, n) for k, n in _tail(index.preference_order(policy, full_last=full_last), start) if n not in by_node)
         return (n for _, n in heapq.merge(moved, rest))
     wanted = set(names)
     if len(wanted) != len(names):
@@ -405,8 +413,14 @@ def visit_order(
     # rather than keyed one by one on every call; names the index does not know keyed here.
     unknown = sorted((own_key(n), n) for n in wanted if n not in index.views)
     mine = [(k, n) for k, n in moved if n in wanted]
-    rest = ((k, n) for k, n in index.preference_order(policy, full_last=full_last) if n in wanted and n not in by_node)
+    rest = ((k, n) for k, n in _tail(index.preference_order(policy, full_last=full_last), start) if n in wanted and n not in by_node)
     return (n for _, n in heapq.merge(mine, rest, unknown))
+
+
+def _tail(order: Sequence[tuple[OrderKey, str]], start: int) -> Iterator[tuple[OrderKey, str]]:
+    """``order[start:]``, lazily (not copied: a visit reads a few of thousands)."""
+    for i in range(start, len(order)):
+        yield order[i]
 
 
 def too_few_free_reason(free: int, need: int) -> str:
@@ -444,9 +458,18 @@ def min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:
 def claims_key(claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str, gates: FeatureGates) -> bytes:
     """What an answer depends on besides the node: the claims' specs (not their names), the
     allocator, the policy and the gates."""
-    specs = [c.spec.to_api() for c in claims]
-    text = json.dumps([specs, allocator, policy, str(gates)], sort_keys=True, separators=(",", ":"))
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    digest = hashlib.blake2b(digest_size=16)
+    for claim in claims:
+        # The model's own JSON (fields in declaration order): equal specs give equal bytes.
+        digest.update(claim.spec.model_dump_json(exclude_none=True).encode())
+        digest.update(b"\n")
+    digest.update(json.dumps([allocator, policy, _gates_text(gates)]).encode())
+    return digest.digest()
+
+
+@functools.lru_cache(maxsize=64)
+def _gates_text(gates: FeatureGates) -> str:
+    return str(gates)
 
 
 def summary(verdicts: Sequence[NodeVerdict], total: int, *, not_evaluated: int) -> str:

@@ -21,8 +21,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,9 @@ class BenchResult:
     server_cpu_ms: float = 0.0
     """The service's CPU time per pod over the timed loop (from /proc): steadier than pods/s on
     a machine whose speed varies, and what a pod costs the service whatever the client does."""
+    window: int = 1
+    """``ScheduleStream`` runs: messages each stream keeps in flight (sent, not answered yet);
+    a pod's latency runs from its message's sending to its answer."""
 
 
 def _rss(pid: int) -> tuple[float, float]:
@@ -203,12 +207,14 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def run_one(
     *, nodes: int, shape: str, pods: int, concurrency: int = 1, batch: int = 1, stream: bool = False, workdir: Path | None = None,
-    seed: int = 1,
+    seed: int = 1, window: int = 1,
 ) -> BenchResult:
     """``stream``: each pod one message of a ScheduleStream (one stream per client thread;
-    ``batch`` must be 1)."""
+    ``batch`` must be 1), with up to ``window`` messages in flight on each stream."""
     if stream and batch != 1:
         raise ValueError("a stream sends one pod per message: batch must be 1")
+    if window < 1 or (window > 1 and not stream):
+        raise ValueError("window: a positive number of messages in flight, for streams only")
     with tempfile.TemporaryDirectory(prefix="dra-bench-") as tmp:
         cluster = write_cluster((workdir or Path(tmp)) / f"{shape}-{nodes}", nodes=nodes, shape=shape)
         started = time.perf_counter()
@@ -233,30 +239,55 @@ def run_one(
 
                 def worker() -> None:
                     try:
-                        with ExitStack() as stack:
-                            messages = stack.enter_context(client.schedule_stream(timeout=3600)) if stream else None
-                            work(messages)
+                        if stream:
+                            with client.schedule_stream(timeout=3600) as messages:
+                                work_stream(messages)
+                        else:
+                            work()
                     except BaseException as err:  # reported after the run, not as a thread's traceback
                         with lock:
                             failures.append(err)
                             left[0] = 0
 
-                def work(messages: ScheduleStream | None) -> None:
-                    while True:
-                        with lock:
-                            if not left[0]:
-                                return
-                            taken = list(itertools.islice(claims, min(batch, left[0])))
-                            left[0] -= len(taken)
+                def take(most: int) -> list[dict[str, Any]]:
+                    with lock:
+                        taken = list(itertools.islice(claims, min(most, left[0])))
+                        left[0] -= len(taken)
+                        return taken
+
+                def record(dt: float, answers: Sequence[pb.ScheduleResponse]) -> None:
+                    with lock:
+                        latencies.append(dt)
+                        for answer in answers:
+                            stats["placed"] += 1 if answer.node else 0
+                            stats["solves"] += answer.schedule_stats.solves
+                            stats["cache_hits"] += answer.schedule_stats.cache_hits
+
+                def work() -> None:
+                    while taken := take(batch):
                         t = time.perf_counter()
-                        answers = _schedule_all(client, taken, batched=batch > 1, stream=messages)
-                        dt = time.perf_counter() - t
-                        with lock:
-                            latencies.append(dt)
-                            for answer in answers:
-                                stats["placed"] += 1 if answer.node else 0
-                                stats["solves"] += answer.schedule_stats.solves
-                                stats["cache_hits"] += answer.schedule_stats.cache_hits
+                        answers = _schedule_all(client, taken, batched=batch > 1)
+                        record(time.perf_counter() - t, answers)
+
+                def work_stream(messages: ScheduleStream) -> None:
+                    # Up to ``window`` pods' messages in flight; answers come back in order.
+                    sent: deque[tuple[dict[str, Any], float, int]] = deque()
+                    while True:
+                        while len(sent) < window and (taken := take(1)):
+                            messages.send(client.schedule_request(taken, reserve=True, ttl=3600, chosen_verdict_only=True))
+                            sent.append((taken[0], time.perf_counter(), 1))
+                        if not sent:
+                            return
+                        result = messages.receive()
+                        claim, t, attempt = sent.popleft()
+                        if result.status.code == _ABORTED and attempt < _ATTEMPTS:
+                            # A concurrent stream took its devices first: asked again, its time still running.
+                            messages.send(client.schedule_request([claim], reserve=True, ttl=3600, chosen_verdict_only=True))
+                            sent.append((claim, t, attempt + 1))
+                            continue
+                        if result.status.code:
+                            raise RuntimeError(f"ScheduleStream message failed: {result.status.message}")
+                        record(time.perf_counter() - t, [result.response])
 
                 cpu0 = cpu_seconds(proc.pid)
                 t0 = time.perf_counter()
@@ -276,7 +307,7 @@ def run_one(
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
         solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor, batch=batch,
         server_cpu_ms=server_cpu / pods * 1000 if pods else 0.0,
-        rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule",
+        rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule", window=window,
     )
 
 
@@ -291,25 +322,16 @@ def _describe(err: BaseException) -> str:
 
 
 _ABORTED = grpc.StatusCode.ABORTED.value[0]
+_ATTEMPTS = 20
+"""Times a pod is asked for while concurrent callers keep taking its devices first."""
 
 
-def _schedule_all(
-    client: Client, claims: list[dict[str, Any]], *, batched: bool, stream: ScheduleStream | None = None, attempts: int = 20
-) -> list[pb.ScheduleResponse]:
+def _schedule_all(client: Client, claims: list[dict[str, Any]], *, batched: bool, attempts: int = _ATTEMPTS) -> list[pb.ScheduleResponse]:
     """Schedule and reserve each claim's pod, as the dra-solver scheduler asks (the chosen
-    node's verdict only): one call per pod, one message per pod on ``stream``, or one
-    ScheduleBatch call for all of them. A pod whose devices a concurrent caller took first
-    (ABORTED) is asked again."""
+    node's verdict only): one call per pod, or one ScheduleBatch call for all of them. A pod
+    whose devices a concurrent caller took first (ABORTED) is asked again."""
     pending, out = claims, []
     for _ in range(attempts):
-        if stream is not None:
-            result = stream.schedule(client.schedule_request([pending[0]], reserve=True, ttl=3600, chosen_verdict_only=True))
-            if result.status.code == _ABORTED:
-                continue
-            if result.status.code:
-                raise RuntimeError(f"ScheduleStream message failed: {result.status.message}")
-            out.append(result.response)
-            return out
         if not batched:
             try:
                 out.append(client.schedule([pending[0]], reserve=True, ttl=3600, chosen_verdict_only=True))
@@ -346,11 +368,11 @@ def _empty_call_ms(client: Client, calls: int = 300) -> float:
 
 def format_results(results: Sequence[BenchResult]) -> str:
     header = ("shape", "nodes", "pods", "placed", "threads", "rpc", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
-              "empty call ms", "serve CPU ms/pod")
+              "empty call ms", "serve CPU ms/pod", "window")
     rows = [header] + [
         (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), r.rpc, str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
          f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}",
-         f"{r.server_cpu_ms:.2f}")
+         f"{r.server_cpu_ms:.2f}", str(r.window) if r.rpc == "ScheduleStream" else "-")
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

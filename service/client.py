@@ -313,40 +313,71 @@ _END = object()
 
 
 class ScheduleStream:
-    """A ScheduleStream call: each :meth:`schedule` sends one request and waits for its answer
-    (the server answers in order, one result per request). Not for several threads at once:
-    give each thread its own stream."""
+    """A ScheduleStream call. :meth:`schedule` sends one request and waits for its answer;
+    :meth:`send` and :meth:`receive` keep several requests in flight: the server answers them
+    one by one in the order sent, each as its own Schedule call would be when it is answered
+    (so a later request sees what an earlier one reserved), while the next ones are already on
+    their way. Not for several threads at once: give each thread its own stream."""
 
     def __init__(self, stub: pb_grpc.AllocationServiceStub, *, timeout: float | None = None) -> None:
         self._outgoing: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._call = stub.ScheduleStream(self._requests(), timeout=timeout)
         self._closed = False
+        self._pending = 0
 
     def _requests(self) -> Iterator[pb.ScheduleRequest]:
         while (item := self._outgoing.get()) is not _END:
             yield cast(pb.ScheduleRequest, item)
 
+    @property
+    def pending(self) -> int:
+        """Requests sent whose answers were not received yet."""
+        return self._pending
+
     def schedule(self, request: pb.ScheduleRequest) -> pb.ScheduleBatchResult:
         """The request's result (``status.code`` 0: ``response`` holds the answer). Raises
-        ``grpc.RpcError`` only when the stream itself ended (deadline, cancelled, server gone)."""
+        ``grpc.RpcError`` only when the stream itself ended (deadline, cancelled, server gone),
+        and ValueError while answers to earlier :meth:`send` calls are still to be received."""
+        if self._closed:
+            raise ValueError("the stream is closed")
+        if self._pending:
+            raise ValueError(f"{self._pending} answers to requests sent earlier come first: receive them")
+        self.send(request)
+        return self.receive()
+
+    def send(self, request: pb.ScheduleRequest) -> None:
+        """Sends without waiting for the answer (:meth:`receive` gives answers in the order sent)."""
         if self._closed:
             raise ValueError("the stream is closed")
         self._outgoing.put(request)
+        self._pending += 1
+
+    def receive(self) -> pb.ScheduleBatchResult:
+        """The answer to the oldest request sent and not received yet; waits for it."""
+        if self._closed:
+            raise ValueError("the stream is closed")
+        if not self._pending:
+            raise ValueError("no request sent is waiting for its answer")
         try:
             result: pb.ScheduleBatchResult = next(self._call)
         except grpc.RpcError:
             self._closed = True  # the call is over: close() has nothing left to end or report
+            self._pending = 0
             raise
+        self._pending -= 1
         return result
 
-    def close(self) -> None:
-        """Ends the stream; the server has answered every request already answered here.
-        Raises ``grpc.RpcError`` if the stream ended badly after the last answer."""
+    def close(self) -> list[pb.ScheduleBatchResult]:
+        """Ends the stream once the server has answered every request sent; returns the answers
+        not received yet (what they reserved is held as for any answer). Raises
+        ``grpc.RpcError`` if the stream ended badly."""
+        left: list[pb.ScheduleBatchResult] = []
         if not self._closed:
             self._closed = True
             self._outgoing.put(_END)
-            for _ in self._call:  # the server ends its side once it has read our end
-                pass
+            left = list(self._call)  # the server ends its side once it has read our end
+            self._pending = 0
+        return left
 
     def __enter__(self) -> ScheduleStream:
         return self

@@ -583,7 +583,7 @@ class Engine:
         self, snap: Snapshot, request: AllocationRequest, outcome: AllocationOutcome, *, ttl: float, pod: str, solved_at: int | None = None,
         caller: str = "", flight: CallerFlight = NO_FLIGHT,
     ) -> Reservation:
-        state = AllocatedState.from_claims(_with_results(request.claims, outcome.results))
+        state = AllocatedState.from_results(outcome.results)
         index = snap.index
         if flight.stateless:
             return self._check_free(snap, request, outcome, state, flight, pod=pod)

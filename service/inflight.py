@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
@@ -109,14 +110,17 @@ class Overlay:
         self._extra_pools = _pools_of(extra)
         self.version = store.version
 
-    def held_pools(self) -> tuple[PoolKey, ...]:
-        return tuple(sorted(set(self._store.held_pools()) | self._extra_pools))
+    def held_pools(self) -> AbstractSet[PoolKey]:
+        return frozenset(self._store.held_pools()) | self._extra_pools
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
         out = self._store.fingerprints()
         for pool in sorted(self._extra_pools):
             out[pool] = self._caller_pool_key(pool)
         return out
+
+    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
+        return None  # the caller's devices are not versioned: fingerprints are compared
 
     def _caller_pool_key(self, pool: PoolKey) -> bytes:
         return b"+" + state_key(self.state([pool]), "")

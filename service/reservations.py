@@ -26,6 +26,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 
 from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
@@ -79,20 +80,30 @@ class HeldNow:
     """``model.InFlight`` over one read of a ``ReservationStore`` (``now()``): what a Schedule
     call visits nodes with, without taking the store's lock for every node. ``version`` is the
     store's at the read, so a reservation made from an answer is checked again when the store
-    changed since (``ReservationStore.reserve(solved_at=...)``)."""
+    changed since (``ReservationStore.reserve(solved_at=...)``).
 
-    def __init__(self, version: int, pools: dict[PoolKey, tuple[AllocatedState, bytes]]) -> None:
+    ``base`` and ``changed``: the version of the read this one was made from (-1: none) and
+    the pools whose state differs from it, so that a caller that kept what it derived from
+    that read (``model.FlightOrder``) re-reads only those."""
+
+    def __init__(
+        self, version: int, pools: dict[PoolKey, tuple[AllocatedState, bytes]], *, base: int = -1, changed: frozenset[PoolKey] = frozenset()
+    ) -> None:
         self.version = version
         self._pools = pools
-        self._held: tuple[PoolKey, ...] | None = None
+        self._base = base
+        self._changed = changed
 
-    def held_pools(self) -> tuple[PoolKey, ...]:
-        if self._held is None:
-            self._held = tuple(sorted(self._pools))
-        return self._held
+    def held_pools(self) -> AbstractSet[PoolKey]:
+        return self._pools.keys()  # the dict is never changed once made
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
         return {p: entry[1] for p, entry in self._pools.items()}
+
+    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
+        if self._base < 0:
+            return None
+        return self._base, self.version, {p: (entry[1] if (entry := self._pools.get(p)) is not None else None) for p in self._changed}
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
         held = [entry[0].devices for p in pools if (entry := self._pools.get(p)) is not None]
@@ -152,8 +163,8 @@ class ReservationStore:
         self._held_now: HeldNow | None = None
         """The last ``now()``; the next one copies it and re-reads only the pools changed since."""
         self._changed: set[PoolKey] = set()
-        self._pools_changed = False
-        """A pool gained its first or lost its last reservation since the last ``now()``."""
+        """Pools whose reservations changed (or that gained their first or lost their last)
+        since the last ``now()``."""
         self.on_change = on_change
         """Called with (event, count): reserved, released, expired, allocated, conflict."""
 
@@ -186,7 +197,7 @@ class ReservationStore:
 
     # The reads below are ``now()``'s (one read, kept until the next change).
 
-    def held_pools(self) -> tuple[PoolKey, ...]:
+    def held_pools(self) -> AbstractSet[PoolKey]:
         """Pools with devices in flight."""
         return self.now().held_pools()
 
@@ -206,6 +217,10 @@ class ReservationStore:
         """Every pool with devices in flight -> the fingerprint of its in-flight state."""
         return self.now().fingerprints()
 
+    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
+        """See ``model.InFlight.delta``."""
+        return self.now().delta()
+
     def now(self) -> HeldNow:
         """The allocations in flight as of this moment (one lock, per-pool states cached)."""
         with self._lock:
@@ -213,17 +228,20 @@ class ReservationStore:
             last = self._held_now
             if last is not None and last.version == self.version:
                 return last
-            if last is None or self._pools_changed:
+            if last is None:
                 pools = {p: self._pool_state(p) for p in sorted(self._by_pool)}
             else:
-                # The same pools in the same (sorted) order: only the changed ones are read again
-                # (a Schedule with reserve changes one pool, while dozens may hold devices).
+                # Only the changed pools are read again (a Schedule with reserve changes one
+                # pool, while hundreds may hold devices).
                 pools = dict(last._pools)
-                for p in self._changed:
-                    pools[p] = self._pool_state(p)
+                for p in sorted(self._changed):  # new pools in a known order (they go last)
+                    if p in self._by_pool:
+                        pools[p] = self._pool_state(p)
+                    else:
+                        pools.pop(p, None)
+            changed = frozenset(self._changed)
             self._changed.clear()
-            self._pools_changed = False
-            self._held_now = HeldNow(self.version, pools)
+            self._held_now = HeldNow(self.version, pools, base=last.version if last is not None else -1, changed=changed)
             return self._held_now
 
     def holders(self) -> dict[DeviceID, str]:
@@ -438,7 +456,6 @@ class ReservationStore:
             entry = self._by_pool.get(pool)
             if entry is None:
                 entry = self._by_pool[pool] = _PoolEntry()
-                self._pools_changed = True
             entry.ids.add(r.id)
             mine = _restrict(r.state, pool)
             if entry.cached is not None and not mine.capacity and (not r.node or not entry.node or r.node == entry.node):
@@ -477,7 +494,6 @@ class ReservationStore:
             self._changed.add(pool)
             if not entry.ids:
                 del self._by_pool[pool]
-                self._pools_changed = True
 
     def _expire(self) -> None:
         now = self._clock()

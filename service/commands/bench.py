@@ -1,6 +1,6 @@
 """``dra-solver bench``: the whole-cluster Schedule benchmark through the gRPC service.
 
-    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8,stream] [-o json]
+    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8,stream] [--window 1] [-o json]
 
 See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script). SIGTERM
 ends a run as Ctrl-C does: the child ``serve`` is stopped and the generated cluster removed.
@@ -25,10 +25,13 @@ MAX_PODS = 1_000_000
 MAX_CONCURRENCY = 256
 MAX_BATCH = 1_024
 """The service's requests per ScheduleBatch."""
+MAX_WINDOW = 64
+"""Messages in flight on one stream."""
 
 RULES = {
     "--pods": checks.integer(least=1, most=MAX_PODS, too_small="must be positive"),
     "--concurrency": checks.integer(least=1, most=MAX_CONCURRENCY, too_small="must be positive"),
+    "--window": checks.integer(least=1, most=MAX_WINDOW, too_small="must be positive"),
 }
 
 
@@ -40,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", default="1",
                         help=f"pods per call, comma-separated, each at most {MAX_BATCH}: 1 = a Schedule call per pod, "
                         "more = ScheduleBatch calls, stream = a ScheduleStream message per pod (one stream per client thread)")
+    parser.add_argument("--window", type=int, default=1,
+                        help=f"stream runs: messages each stream keeps in flight (sent before the earlier ones are answered), at most {MAX_WINDOW}")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
@@ -74,6 +79,8 @@ def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int | st
         return f"--nodes: must be positive: {args.nodes}"
     if max(sizes) > MAX_NODES:
         return f"--nodes: must be at most {MAX_NODES}: {max(sizes)}"
+    if args.window > 1 and STREAM not in batches:
+        return f"--window: messages in flight on a stream: only with --batch stream: {args.batch}"
     return sizes, shapes, batches
 
 
@@ -113,11 +120,13 @@ def run(args: argparse.Namespace) -> int:
             for nodes in sizes:
                 for batch in batches:
                     per_call = batch if isinstance(batch, int) else 1
-                    shown = ", one ScheduleStream message each" if batch == STREAM else f", {per_call} per ScheduleBatch call" if per_call > 1 else ""
+                    window = args.window if batch == STREAM else 1
+                    ahead = f", {window} in flight" if window > 1 else ""
+                    shown = f", one ScheduleStream message each{ahead}" if batch == STREAM else f", {per_call} per ScheduleBatch call" if per_call > 1 else ""
                     print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
                     try:
                         results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency,
-                                               batch=per_call, stream=batch == STREAM))
+                                               batch=per_call, stream=batch == STREAM, window=window))
                     except BenchFailed as err:
                         print(f"error: {err}", file=sys.stderr)
                         return 1

@@ -105,6 +105,32 @@ def test_a_pool_cache_shared_across_checks_never_answers_for_other_objects() -> 
     assert check_allocation(req, results, cel=CEL, pools=pools) == []  # evicted (size 1), gathered again
 
 
+def test_a_pool_cache_keeps_each_devices_cel_form_for_that_device_only() -> None:
+    """The CEL form of a device is kept by the device object (shared by identical nodes) and
+    answers for it alone: verdicts with the cache equal verdicts without, a wrong device still
+    fails its selector, and a device CEL cannot read says why every time."""
+    a100 = {"cel": {"expression": f"device.attributes['{DRIVER_A}'].model == 'a100'"}}
+    slices = [slice_("s1", devices=[
+        device("d0", attributes={"model": {"string": "a100"}}),
+        device("d1", attributes={"model": {"string": "h100"}}),
+        device("d2", attributes={"model": {}}),
+    ])]
+    req = _request([claim("c", request(selectors=[a100])).decode()], slices)
+    results = _solve(req)
+    assert [i.device for i in _items(results[0])] == ["d0"]
+    pools = PoolCache()
+    for _ in range(2):
+        assert check_allocation(req, results, cel=CEL, pools=pools) == []
+    for wrong in ("d1", "d2"):
+        broken = [r.model_copy(deep=True) for r in results]
+        _items(broken[0])[0].device = wrong
+        alone = check_allocation(req, broken, cel=CEL)
+        assert _rules(alone) == {"selector"}
+        for _ in range(2):
+            assert check_allocation(req, broken, cel=CEL, pools=pools) == alone
+    assert "attribute model has no value" in str(check_allocation(req, broken, cel=CEL, pools=pools))
+
+
 def test_outcome_not_allocated_is_trivially_valid() -> None:
     req = _request([claim("c", request(count=9)).decode()], _four())
     outcome = AllocationOutcome(False, (), 0, SolveStats("test", "INFEASIBLE", 0.0))

@@ -171,6 +171,17 @@ def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> N
     (row,) = json.loads(r.stdout)
     assert (row["rpc"], row["batch"], row["concurrency"], row["placed"]) == ("ScheduleStream", 1, 2, 12)
     assert "12 pods, one ScheduleStream message each" in r.stderr
+    # Three messages in flight on each stream: the same pods placed, each timed from its sending.
+    ahead = _cli("bench", "--nodes", "10", "--shape", "gpu", "--pods", "12", "--batch", "stream", "--window", "3", "-o", "json", timeout=180)
+    assert ahead.returncode == 0, ahead.stderr
+    (row,) = json.loads(ahead.stdout)
+    assert (row["rpc"], row["window"], row["placed"]) == ("ScheduleStream", 3, 12) and row["p50_ms"] > 0
+    assert "12 pods, one ScheduleStream message each, 3 in flight" in ahead.stderr
+    for flags, message in ((("--window", "2"), "--window: messages in flight on a stream: only with --batch stream: 1"),
+                           (("--window", "0", "--batch", "stream"), "--window: must be positive: 0"),
+                           (("--window", "65", "--batch", "stream"), "--window: must be at most 64: 65")):
+        bad = _cli("bench", *flags)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
     # 10 nodes x 8 GPUs hold at most 80 pods: the rest find no node, and the run still ends cleanly.
     full = _cli("bench", "--nodes", "2", "--shape", "gpu", "--pods", "30", "-o", "json", timeout=180)
     assert full.returncode == 0, full.stderr

@@ -5,6 +5,7 @@ the emptiest, ``first-fit`` the first in name order. Devices in flight (reservat
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -143,7 +144,7 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                 fresh = list(visit_order(snap.index, names, policy, explicit=explicit, in_flight=now, memo=FlightOrder(), generation=snap.generation, full_last=full_last))
                 assert got == fresh, (step, full_last, explicit)
                 if policy in NODE_POLICIES:
-                    moved, _ = FlightOrder().ordered(snap.index, now, snap.generation, policy, full_last)
+                    moved, _, _ = FlightOrder().ordered(snap.index, now, snap.generation, policy, full_last)
                     flight_keys = {n: k for k, n in moved}
                     expected = sorted(names, key=lambda n: flight_keys.get(n) or snap.index.order_key(policy, n, full_last=full_last))
                 else:  # first-fit: the caller's order, or name order with full nodes last
@@ -153,6 +154,69 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                     twice = (*names, "n1")
                     again = list(visit_order(snap.index, twice, policy, explicit=True, in_flight=now, memo=kept, generation=snap.generation, full_last=full_last))
                     assert sorted(again) == sorted(twice) and [n for n in again if n != "n1"] == [n for n in got if n != "n1"]
+
+
+def _random_reservations(store: ReservationStore, steps: int, seed: int) -> Iterator[None]:
+    """Reserves and releases single GPUs of n1-n4 at random (a step after each change)."""
+    import random
+
+    from dra_solver.model import DeviceID
+    from dra_solver.model.cluster import AllocatedState
+
+    rng = random.Random(seed)
+    held: list[tuple[str, str, str]] = []
+    free = {n: [f"gpu-{g}" for g in range(8)] for n in ("n1", "n2", "n3", "n4")}
+    for step in range(steps):
+        open_nodes = sorted(n for n, devs in free.items() if devs)
+        if held and (rng.random() < 0.35 or not open_nodes):
+            rid, node, dev = held.pop(rng.randrange(len(held)))
+            store.release(rid)
+            free[node].append(dev)
+        else:
+            node = rng.choice(open_nodes)
+            dev = free[node].pop(rng.randrange(len(free[node])))
+            r = store.reserve(node=node, claims=[(f"ns/c{step}", f"u{step}")], state=AllocatedState(frozenset({DeviceID(DRIVER, node, dev)})),
+                              taken=AllocatedState())
+            held.append((r.id, node, dev))
+        yield
+
+
+def test_each_read_of_the_reservations_says_what_changed_since_the_one_before() -> None:
+    """``HeldNow.delta``: the previous read's fingerprints with the delta applied are this
+    read's (what FlightOrder relies on to re-key only the nodes whose pools changed)."""
+    store = ReservationStore()
+    last = store.now()
+    kept = last.fingerprints()
+    for _ in _random_reservations(store, 120, seed=3):
+        now = store.now()
+        delta = now.delta()
+        assert delta is not None and delta[0] == last.version and delta[1] == now.version
+        for pool, fingerprint in delta[2].items():
+            if fingerprint is None:
+                kept.pop(pool)
+            else:
+                kept[pool] = fingerprint
+        assert kept == now.fingerprints() and set(now.held_pools()) == set(kept)
+        assert store.now() is now and now.delta() == delta, "no change: the same read"
+        last = now
+
+
+def test_a_visit_order_kept_over_reads_out_of_sequence_equals_a_fresh_one() -> None:
+    """Concurrent calls may bring reads older or newer than the last one the order saw: it
+    then compares every pool's fingerprint instead of applying a delta."""
+    from dra_solver.model import FlightOrder
+    from dra_solver.model.schedule import visit_order
+
+    engine = _engine({"n2": 3})
+    snap = engine.current()
+    store = engine.reservations
+    reads = [store.now() for _ in _random_reservations(store, 60, seed=11)]
+    kept = FlightOrder()
+    for i in [0, 5, 4, 6, 7, 30, 29, 31, 59, 2, 3]:
+        names = snap.index.node_names
+        got = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=kept, generation=snap.generation, full_last=True))
+        fresh = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=FlightOrder(), generation=snap.generation, full_last=True))
+        assert got == fresh, i
 
 
 def test_a_snapshot_in_which_only_claims_changed_is_carried_and_says_so_in_metrics() -> None:

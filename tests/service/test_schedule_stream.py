@@ -55,6 +55,50 @@ def test_a_stream_answers_each_message_as_its_own_schedule_call(fresh: Callable[
     assert len(streamed.engine.reservations) == len(placed)
 
 
+def test_requests_sent_ahead_are_answered_in_order_as_one_by_one(fresh: Callable[..., Running]) -> None:
+    """send() keeps several requests in flight; each is answered as its own Schedule call
+    would be when its turn comes, so a later one sees what an earlier one reserved."""
+    ahead, single = fresh(), fresh()
+    claims = pods(9)
+    requests = [ahead.client.schedule_request([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
+    results = []
+    with ahead.client.schedule_stream() as stream:
+        for request in requests[:4]:
+            stream.send(request)
+        assert stream.pending == 4
+        with pytest.raises(ValueError, match="4 answers to requests sent earlier come first"):
+            stream.schedule(requests[4])
+        for request in requests[4:]:  # one more sent for each answer taken: four in flight throughout
+            results.append(stream.receive())
+            stream.send(request)
+        while stream.pending:
+            results.append(stream.receive())
+        with pytest.raises(ValueError, match="no request sent is waiting for its answer"):
+            stream.receive()
+    assert [r.status.code for r in results] == [OK] * len(claims)
+    one_by_one = [single.client.schedule([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
+    assert [(r.response.node, devices(r.response)) for r in results] == [(a.node, devices(a)) for a in one_by_one]
+    taken = [d for r in results for d in devices(r.response)]
+    assert len(taken) == len(set(taken)) and len(taken) >= 5
+    for claim, r in zip(claims, results, strict=True):
+        if r.response.node:
+            assert_valid(ahead.objects, [claim], r.response, r.response.node)
+
+
+def test_closing_a_stream_gives_the_answers_not_received_yet(fresh: Callable[..., Running]) -> None:
+    r = fresh()
+    c = r.client
+    stream = c.schedule_stream(timeout=60)
+    stream.send(c.schedule_request([one("kept-a")], reserve=True, ttl=600))
+    stream.send(c.schedule_request([one("kept-b")], reserve=True, ttl=600))
+    left = stream.close()
+    assert [res.status.code for res in left] == [OK, OK] and stream.pending == 0
+    # What they reserved is held, as for any answer: the caller has them to release.
+    assert sorted(res.id for res in r.engine.reservations.all()) == sorted(res.response.reservation.id for res in left)
+    with pytest.raises(ValueError, match="the stream is closed"):
+        stream.send(c.schedule_request([one("after")]))
+
+
 def test_a_failed_message_fails_only_itself_with_its_own_calls_status(running: Running) -> None:
     c = running.client
     good = one("fine")
