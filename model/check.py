@@ -414,12 +414,13 @@ def _q(text: str | None) -> Quantity | None:
     return parse_quantity(text) if text is not None else None
 
 
-def _consumed(requested: Quantity | None, cap: o.DeviceCapacity) -> Quantity:
-    """What one allocation consumes of a capacity under its request policy."""
+def _consumed(requested: Quantity | None, cap: o.DeviceCapacity, parse: Callable[[str], Quantity] = parse_quantity) -> Quantity:
+    """What one allocation consumes of a capacity under its request policy (``parse``: the
+    capacity's value parsed)."""
     policy = cap.request_policy
     if requested is None:
         default = _q(policy.default) if policy is not None else None
-        return default if default is not None else parse_quantity(cap.value)
+        return default if default is not None else parse(cap.value)
     if policy is None:
         return requested
     rng = policy.valid_range
@@ -893,9 +894,10 @@ class _Checker:
                 if name not in caps:
                     self.add("capacity", label, f"request {use.option.ref} asks for capacity {name} that device {use.device.id} does not have", use.index)
             consumed: dict[str, Quantity] = {}
+            parse = partial(self._amount, use.device.id)
             for name, cap in sorted(caps.items()):
                 try:
-                    amount = _consumed(_q(requests.get(name)), cap)
+                    amount = _consumed(_q(requests.get(name)), cap, parse)
                 except QuantityError as err:
                     self.add("capacity", label, f"capacity {name}: {err}", use.index)
                     continue
@@ -911,7 +913,7 @@ class _Checker:
                 totals_for = self.allocated.capacity.get(use.device.id, {})
                 for name, amount in consumed.items():
                     total = amount.add(totals_for[name]) if name in totals_for else amount
-                    if total > parse_quantity(caps[name].value):
+                    if total > parse(caps[name].value):
                         self.add("capacity", label, f"device {use.device.id}: {name} needs {total}, has {caps[name].value}", use.index)
                 continue
             mine = totals.setdefault(use.device.id, dict(self.allocated.capacity.get(use.device.id, {})))
@@ -922,6 +924,17 @@ class _Checker:
             for name, total in sorted(amounts.items()):
                 if name in caps and total > parse_quantity(caps[name].value):
                     self.add("capacity", "", f"device {dev_id}: shares need {total} of {name}, has {caps[name].value}")
+
+    def _amount(self, device: DeviceID, text: str) -> Quantity:
+        """A capacity value of ``device`` parsed, kept by its text with its pool's (a pool's
+        devices repeat a few values)."""
+        pool = self.pools.get((device.driver, device.pool))
+        if pool is None:
+            return parse_quantity(text)
+        value = pool.amounts.get(text)
+        if value is None:
+            value = pool.amounts[text] = parse_quantity(text)
+        return value
 
     # -- constraints ---------------------------------------------------------------------------
 

@@ -13,8 +13,9 @@ API:
 - ``claim_reads(claims, classes, *, compile) -> AttributeReads``: the attributes an allocation of
   ``claims`` can read: their requests' and their classes' selectors (``model.cel.reads``) and
   their constraints' attributes; ``ALL`` when any of them cannot be analysed.
-- ``device_mapping(source, target) -> dict[DeviceID, DeviceID]`` and ``remap_results(results,
-  mapping, *, claims, source_node, target_node)``: an answer found on one node, written with
+- ``device_mapping(source, target) -> dict[DeviceID, DeviceID]`` (or ``LayoutMapping``, the
+  same read through the source's positions) and ``remap_results(results, mapping, *, claims,
+  source_node, target_node, selectors=None)``: an answer found on one node, written with
   another node's device names (device references, share IDs, the node selector).
 
 Why it is sound (the invariant ``model.schedule`` relies on): two nodes with equal ``under(R)``
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -49,6 +50,7 @@ from dra_solver.model.results import share_id_for
 __all__ = [
     "ALL",
     "AttributeReads",
+    "LayoutMapping",
     "NodeShape",
     "claim_reads",
     "device_mapping",
@@ -260,6 +262,28 @@ def device_mapping(source: Sequence[DeviceID], target: Sequence[DeviceID]) -> di
     return dict(zip(source, target, strict=True))
 
 
+class LayoutMapping(Mapping[DeviceID, DeviceID]):
+    """``device_mapping(source, target)`` read through the source's positions (made once for
+    the source) rather than built for every target."""
+
+    def __init__(self, positions: Mapping[DeviceID, int], target: Sequence[DeviceID]) -> None:
+        self._positions = positions
+        self._target = target
+
+    def __getitem__(self, device: DeviceID) -> DeviceID:
+        return self._target[self._positions[device]]
+
+    def get(self, device: DeviceID, default: DeviceID | None = None) -> DeviceID | None:  # type: ignore[override]
+        at = self._positions.get(device)
+        return self._target[at] if at is not None else default
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        return iter(self._positions)
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+
 def remap_results(
     results: Sequence[o.AllocationResult],
     mapping: Mapping[DeviceID, DeviceID],
@@ -267,13 +291,15 @@ def remap_results(
     claims: Sequence[o.ResourceClaim],
     source_node: str,
     target_node: str,
+    selectors: dict[tuple[int, str], o.NodeSelector] | None = None,
 ) -> tuple[o.AllocationResult, ...]:
     """``results`` (found on ``source_node``, maybe for other claims with the same specs) for
     ``claims`` on ``target_node``. Devices outside the mapping keep their names (pools shared
     by nodes). Share IDs are derived again from the claim and the new device, as
-    ``model.results`` derives them; a node selector naming the source node names the target."""
+    ``model.results`` derives them; a node selector naming the source node names the target
+    (kept in ``selectors`` by result and target node, when given: read-only, like every answer)."""
     out: list[o.AllocationResult] = []
-    for claim, result in zip(claims, results, strict=True):
+    for at, (claim, result) in enumerate(zip(claims, results, strict=True)):
         # New objects where names change; the rest is shared with ``results`` (read-only, as
         # every answer is once made).
         update: dict[str, Any] = {}
@@ -290,7 +316,10 @@ def remap_results(
                 renamed.append(r.model_copy(update=changes) if changes else r)
             update["devices"] = result.devices.model_copy(update={"results": renamed})
         selector = result.node_selector
-        if selector is not None and any(_selects(req, source_node) for term in selector.node_selector_terms for req in term.match_fields or []):
+        known = selectors.get((at, target_node)) if selectors is not None else None
+        if known is not None:
+            update["node_selector"] = known
+        elif selector is not None and any(_selects(req, source_node) for term in selector.node_selector_terms for req in term.match_fields or []):
             terms = []
             for term in selector.node_selector_terms:
                 fields = term.match_fields or []
@@ -299,6 +328,8 @@ def remap_results(
                     term = term.model_copy(update={"match_fields": renamed_fields})
                 terms.append(term)
             update["node_selector"] = selector.model_copy(update={"node_selector_terms": terms})
+            if selectors is not None:
+                selectors[(at, target_node)] = update["node_selector"]
         out.append(result.model_copy(update=update) if update else result)
     return tuple(out)
 

@@ -56,7 +56,7 @@ from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeou
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.flight_order import FlightOrder, OrderKey
 from dra_solver.model.node_index import NodeIndex, PoolKey
-from dra_solver.model.node_state import device_mapping, remap_results
+from dra_solver.model.node_state import LayoutMapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
 from dra_solver.model.stats import SolveStats
@@ -163,6 +163,18 @@ class KnownAnswer:
     node: str
     layout: tuple[DeviceID, ...]
     outcome: AllocationOutcome
+    positions: dict[DeviceID, int] = field(init=False, repr=False, compare=False)
+    """``layout`` by device: where each one is (made once, read on every reuse)."""
+    reused: SolveStats = field(init=False, repr=False, compare=False)
+    """The outcome's statistics marked ``reused`` (made once)."""
+    selectors: dict[tuple[int, str], o.NodeSelector] = field(init=False, repr=False, compare=False)
+    """Node selectors renamed for a target node, by result and node (a node takes several
+    answers in a row as it fills; bounded)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "positions", {d: i for i, d in enumerate(self.layout)})
+        object.__setattr__(self, "reused", replace(self.outcome.stats, reused=True))
+        object.__setattr__(self, "selectors", {})
 
 
 class AnswerCache(Protocol):
@@ -181,11 +193,15 @@ def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[D
     ``layout``): devices by position, share IDs and the node selector renamed
     (``model.node_state.remap_results``); score and solver statistics are the source's,
     marked ``reused``."""
-    mapping = device_mapping(known.layout, layout)
+    if len(layout) != len(known.layout):
+        raise ValueError("layouts of different lengths")
+    if len(known.selectors) > 256:
+        known.selectors.clear()
     results = remap_results(
-        known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name
+        known.outcome.results, LayoutMapping(known.positions, layout), claims=request.claims, source_node=known.node,
+        target_node=request.node.name, selectors=known.selectors,
     )
-    return AllocationOutcome(True, results, known.outcome.score, replace(known.outcome.stats, reused=True))
+    return AllocationOutcome(True, results, known.outcome.score, known.reused)
 
 
 def choose_node(

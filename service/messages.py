@@ -6,7 +6,8 @@ exactly what a client in any language decodes with its own resource.k8s.io/v1 ty
 
 from __future__ import annotations
 
-import json
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from dra_solver.model import (
@@ -28,7 +29,8 @@ from dra_solver.service.reservations import Reservation
 
 
 def to_json(model: o.K8sModel) -> bytes:
-    return json.dumps(model.to_api(), separators=(",", ":"), sort_keys=True).encode()
+    """The object's API JSON, fields in the API's order (as an API server writes them)."""
+    return model.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
 def solve_options(msg: pb.SolveOptions) -> e.SolveOptions:
@@ -53,9 +55,45 @@ def _validation(text: str) -> ValidationMode:
 _ALLOCATORS: dict[str, AllocatorName] = {a: a for a in ALLOCATORS}
 
 
+class _Recent:
+    """The messages of the last few statistics objects, by identity (each held): an answer
+    reused on other nodes carries the same statistics object call after call."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[int, tuple[SolveStats, pb.SolverStats]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, s: SolveStats) -> pb.SolverStats | None:
+        with self._lock:
+            hit = self._entries.get(id(s))
+            return hit[1] if hit is not None and hit[0] is s else None
+
+    def put(self, s: SolveStats, message: pb.SolverStats) -> None:
+        with self._lock:
+            self._entries[id(s)] = (s, message)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+_RECENT_STATS = _Recent()
+
+
 def stats(s: SolveStats | None) -> pb.SolverStats:
+    """The message of ``s`` (shared for a reused answer's statistics: copied wherever it is set)."""
     if s is None:
         return pb.SolverStats()
+    if s.reused:
+        known = _RECENT_STATS.get(s)
+        if known is not None:
+            return known
+    out = _stats(s)
+    if s.reused:
+        _RECENT_STATS.put(s, out)
+    return out
+
+
+def _stats(s: SolveStats) -> pb.SolverStats:
     out = pb.SolverStats(
         allocator=s.allocator,
         status=s.status,

@@ -160,7 +160,7 @@ def test_each_read_of_the_reservations_shows_every_change_since_the_last() -> No
     agrees(store.now())
     clock[0] = 50.0  # d expires: node-2 holds nothing any more
     agrees(store.now())
-    assert store.now().held_pools() == tuple(pools[:2])
+    assert set(store.now().held_pools()) == set(pools[:2])
     f = hold("f", dev(0, 2))
     agrees(store.now())
     store.release(f)  # node-0 keeps a and b
