@@ -4,9 +4,10 @@ Generates a cluster (``gpu``: 8 GPUs per node; ``mig``: 8 GPUs per node, each pu
 and as MIG-like partitions sharing counters), writes it as JSON files, starts
 ``dra-solver serve`` on it in a subprocess, and schedules one-claim pods one after another
 (or from several client threads) with ``reserve=True``, as a scheduler would; ``batch`` > 1 sends
-that many pods per ``ScheduleBatch`` call instead. Reports pods/s, p50/p99 latency of a call
-seen by the client (a batch's pods all wait for the whole call), and the service's RSS
-(current and peak).
+that many pods per ``ScheduleBatch`` call instead, and ``stream`` one ``ScheduleStream`` message
+per pod (``window`` of them in flight on each stream). Reports pods/s, p50/p99 latency of a call
+seen by the client (a batch's pods all wait for the whole call; a streamed pod's runs from its
+message's sending to its answer), and the service's RSS (current and peak).
 """
 
 from __future__ import annotations
