@@ -142,8 +142,8 @@ class _Pool:
     """Every device of the newest generation, by name (all slices, not only the node's)."""
     counters: dict[str, dict[str, Quantity]] = field(default_factory=dict)
     amounts: dict[str, Quantity] = field(default_factory=dict)
-    """Counter amounts parsed, by their text (a pool's devices repeat a few; content-keyed, so
-    a pool kept by ``PoolCache`` across checks reuses them)."""
+    """Counter amounts and capacity values parsed, by their text (a pool's devices repeat a
+    few; content-keyed, so a pool kept by ``PoolCache`` across checks reuses them)."""
     positions: dict[str, int] | None = None
     """Each device's place in ``devices`` (set once gathering is done, on first use)."""
 
