@@ -373,7 +373,7 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         try:
             for raw in requests:
                 with self._counted():
-                    answer = self._stream_item(raw, context, caller).SerializeToString()
+                    answer = self._stream_item(raw, context, caller)
                 yield answer
         except grpc.RpcError:  # the caller cancelled or went away while we waited for its next message
             ended()
@@ -384,23 +384,25 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         else:
             ended()
 
-    def _stream_item(self, raw: bytes, context: grpc.ServicerContext, caller: str) -> pb.ScheduleBatchResult:
+    def _stream_item(self, raw: bytes, context: grpc.ServicerContext, caller: str) -> bytes:
+        """One message's answer, serialized."""
         try:
             item = pb.ScheduleRequest.FromString(raw)
         except Exception:  # DecodeError, invalid UTF-8 in a string field, nesting too deep
             self.metrics.allocation_duration.labels(rpc="ScheduleStream", allocator=allocator_label("Schedule", ""), outcome="invalid").observe(0.0)
             return pb.ScheduleBatchResult(status=status_pb2.Status(
-                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message="the message is not a valid drasolver.v1.ScheduleRequest message"))
+                code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message="the message is not a valid drasolver.v1.ScheduleRequest message")).SerializeToString()
         result, _ = self._batch_item(item, self._deadline(context), caller, (), rpc="ScheduleStream")
-        if result.ByteSize() + BATCH_ENVELOPE_BYTES > self.max_message_bytes:
+        answer = result.SerializeToString()
+        if len(answer) + BATCH_ENVELOPE_BYTES > self.max_message_bytes:
             # Sending it would end the whole stream (the message limit): fail this message only,
             # holding nothing for an answer that is not sent.
             self._give_back(result)
             return pb.ScheduleBatchResult(status=status_pb2.Status(
                 code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
                 message=f"not answered: the answer would pass the {self.max_message_bytes}-byte message limit; nothing was reserved "
-                "for it; send it again with chosen_verdict_only or fewer nodes"))
-        return result
+                "for it; send it again with chosen_verdict_only or fewer nodes")).SerializeToString()
+        return answer
 
     def _give_back(self, result: pb.ScheduleBatchResult) -> None:
         """Release what an answer that will not be sent reserved."""
