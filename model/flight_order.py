@@ -54,6 +54,9 @@ class FlightOrder:
         self._orders: dict[tuple[str, bool], tuple[list[tuple[OrderKey, str]], dict[str, OrderKey]]] = {}
         self._starts: dict[tuple[str, bool], int] = {}
         """How many nodes at the head of the snapshot's preference order are all in flight."""
+        self._by_state: dict[tuple[bytes, bytes, tuple[bytes, ...]], tuple[float, bool]] = {}
+        """A node's load by its state up to names (its devices, those in use, those in flight
+        per pool): identical nodes fill up through the same states, so each is computed once."""
 
     def ordered(
         self, index: NodeIndex, in_flight: FlightState, generation: int, policy: str, full_last: bool
@@ -73,6 +76,7 @@ class FlightOrder:
                 self._loads = {}
                 self._orders = {}
                 self._starts = {}
+                self._by_state = {}
             self._update(index, in_flight, self._touched(in_flight, delta))
             known = self._orders.get((policy, full_last))
             if known is None:
@@ -123,10 +127,15 @@ class FlightOrder:
             pools = tuple(sorted(p for p in {*self._pools_of.get(name, ()), *by_owner[name]} if p in fingerprints))
             if pools:
                 self._pools_of[name] = pools
-                self._loads[name] = (
-                    index.free_units(name, in_flight.state(pools)),
-                    index.no_free_device(name, in_flight.devices(pools)),
-                )
+                # Fingerprints and in-use keys have the node's name factored out, like the shape.
+                state = (index.views[name].shape, index.inuse_key(name), tuple(fingerprints[p] for p in pools))
+                load = self._by_state.get(state)
+                if load is None:
+                    load = (index.free_units(name, in_flight.state(pools)), index.no_free_device(name, in_flight.devices(pools)))
+                    if len(self._by_state) > 4 * len(index.views) + 64:
+                        self._by_state.clear()
+                    self._by_state[state] = load
+                self._loads[name] = load
             else:
                 self._pools_of.pop(name, None)
                 self._loads.pop(name, None)

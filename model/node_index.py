@@ -261,7 +261,7 @@ class NodeIndex:
         self._device_parts: dict[int, Any] = {}
         self._keys: dict[AttributeReads, dict[str, tuple[bytes, bytes, bytes]]] = {}
         self._signatures: dict[str, bytes] = {}
-        self._flight_signatures: dict[tuple[str, tuple[bytes, ...]], bytes] = {}
+        self._flight_signatures: dict[tuple[object, ...], bytes] = {}
         self._flight_keys: dict[tuple[str, AttributeReads, tuple[bytes, ...]], tuple[bytes, bytes, bytes]] = {}
 
     def _same_layout(self, inventory: Inventory, invalid_pools: Mapping[PoolKey, str], invalid_pool_nodes: Mapping[PoolKey, str]) -> bool:
@@ -363,7 +363,10 @@ class NodeIndex:
                 sig = b"" if state is None else state_signature(state, self.node_shape(node).positions())
                 self._signatures[node] = sig
             return sig
-        memo = (node, flight_key)
+        # By the node's state up to names (its devices, those in use, those in flight), so
+        # that identical nodes filling up through the same states are signed once.
+        view = self.views.get(node)
+        memo: tuple[object, ...] = ("state", view.shape, self.inuse_key(node), flight_key) if view is not None else ("node", node, flight_key)
         sig = self._flight_signatures.get(memo)
         if sig is None:
             sig = state_signature(self.in_use(node).merge(in_flight()), self.node_shape(node).positions())

@@ -110,6 +110,7 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
 
     from dra_solver.model import DeviceID, FlightOrder
     from dra_solver.model.cluster import AllocatedState
+    from dra_solver.model.node_load import node_key
     from dra_solver.model.policy import NODE_POLICIES
     from dra_solver.model.schedule import visit_order
 
@@ -144,8 +145,13 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                 fresh = list(visit_order(snap.index, names, policy, explicit=explicit, in_flight=now, memo=FlightOrder(), generation=snap.generation, full_last=full_last))
                 assert got == fresh, (step, full_last, explicit)
                 if policy in NODE_POLICIES:
-                    moved, _, _ = FlightOrder().ordered(snap.index, now, snap.generation, policy, full_last)
+                    moved, pools_of, _ = kept.ordered(snap.index, now, snap.generation, policy, full_last)
                     flight_keys = {n: k for k, n in moved}
+                    # Each node's key from its own state, not from another node's kept load.
+                    for n, pools in pools_of.items():
+                        units = snap.index.free_units(n, now.state(pools))
+                        full = snap.index.no_free_device(n, now.devices(pools))
+                        assert flight_keys[n] == (int(full_last and full), *node_key(policy, units, n)), (step, n)
                     expected = sorted(names, key=lambda n: flight_keys.get(n) or snap.index.order_key(policy, n, full_last=full_last))
                 else:  # first-fit: the caller's order, or name order with full nodes last
                     expected = sorted(names, key=lambda n: snap.index.order_key("", n, full_last=True)) if full_last else list(names)
@@ -217,6 +223,35 @@ def test_a_visit_order_kept_over_reads_out_of_sequence_equals_a_fresh_one() -> N
         got = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=kept, generation=snap.generation, full_last=True))
         fresh = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=FlightOrder(), generation=snap.generation, full_last=True))
         assert got == fresh, i
+
+
+def test_nodes_holding_the_same_devices_in_flight_are_told_apart_by_what_is_in_use() -> None:
+    """Signatures and loads with devices in flight are kept by the node's state up to names;
+    n1 and n2 hold the same GPU in flight, but n2 has three more in use: never one state."""
+    from functools import partial
+
+    from dra_solver.model import DeviceID, FlightOrder
+    from dra_solver.model.cluster import AllocatedState
+    from dra_solver.model.node_state import state_signature
+
+    engine = _engine({"n2": 3})
+    snap = engine.current()
+    index = snap.index
+    store = engine.reservations
+    for node in ("n1", "n2", "n3"):
+        store.reserve(node=node, claims=[(f"ns/{node}", node)], state=AllocatedState(frozenset({DeviceID(DRIVER, node, "gpu-5")})),
+                      taken=AllocatedState())
+    now = store.now()
+    signatures = {}
+    for node in ("n1", "n2", "n3"):
+        pools = index.views[node].pools
+        signatures[node] = index.state_signature(node, now.pool_keys(pools), partial(now.state, pools))
+        fresh = state_signature(index.in_use(node).merge(now.state(pools)), index.node_shape(node).positions())
+        assert signatures[node] == fresh, node
+    assert signatures["n1"] == signatures["n3"] != signatures["n2"]
+    moved, _, _ = FlightOrder().ordered(index, now, snap.generation, "pack", False)
+    keys = {n: k for k, n in moved}
+    assert keys["n1"][1:2] == keys["n3"][1:2] != keys["n2"][1:2], keys  # free units: 7, 7 and 4
 
 
 def test_a_snapshot_in_which_only_claims_changed_is_carried_and_says_so_in_metrics() -> None:
