@@ -193,6 +193,7 @@ class Client:
     def schedule_stream(self, *, timeout: float | None = None) -> ScheduleStream:
         """One ScheduleStream call kept open (docs/grpc-api.md#streams): ``stream.schedule(request)``
         sends one Schedule request and returns its result, as :meth:`schedule_batch` gives one;
+        ``stream.send``/``stream.receive`` keep several in flight (answered in the order sent).
         ``timeout`` is the whole stream's deadline (default: none). Close it, or use ``with``."""
         return ScheduleStream(self.stub, timeout=timeout)
 
