@@ -575,9 +575,10 @@ class _Checker:
         if len(items) > RESULTS_MAX:
             self.add("limit", label, f"{len(items)} devices exceed the limit of {RESULTS_MAX}")
         requests = claim.spec.devices.requests or []
+        per_request = [_options(req, i) for i, req in enumerate(requests)]
         options: dict[str, _Option] = {}
-        for i, req in enumerate(requests):
-            for opt in _options(req, i):
+        for listed in per_request:
+            for opt in listed:
                 options.setdefault(opt.ref, opt)
         by_option: dict[str, list[_Use]] = defaultdict(list)
         for k, item in enumerate(items):
@@ -588,7 +589,7 @@ class _Checker:
 
         selected: dict[int, _Option] = {}
         for i, req in enumerate(requests):
-            opts = list({opt.ref: opt for opt in reversed(_options(req, i))}.values())[::-1]
+            opts = list({opt.ref: opt for opt in reversed(per_request[i])}.values())[::-1]
             used = [opt for opt in opts if by_option.get(opt.ref)]
             if req.first_available and not self.gates.prioritized_list:
                 self.add("gate", label, f"request {req.name} has subrequests but PrioritizedList is off")
