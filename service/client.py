@@ -325,10 +325,19 @@ class ScheduleStream:
         self._call = stub.ScheduleStream(self._requests(), timeout=timeout)
         self._closed = False
         self._pending = 0
+        self.unreceived: list[pb.ScheduleBatchResult] = []
+        """Answers :meth:`close` read before the stream ended badly (what they reserved is held)."""
 
     def _requests(self) -> Iterator[pb.ScheduleRequest]:
         while (item := self._outgoing.get()) is not _END:
             yield cast(pb.ScheduleRequest, item)
+
+    def _finish(self) -> None:
+        """No more requests, however the stream ends: gRPC's thread that reads them waits for
+        the next one until told (a stream dropped without this kept that thread forever)."""
+        if not self._closed:
+            self._closed = True
+            self._outgoing.put(_END)
 
     @property
     def pending(self) -> int:
@@ -339,17 +348,20 @@ class ScheduleStream:
         """The request's result (``status.code`` 0: ``response`` holds the answer). Raises
         ``grpc.RpcError`` only when the stream itself ended (deadline, cancelled, server gone),
         and ValueError while answers to earlier :meth:`send` calls are still to be received."""
-        if self._closed:
-            raise ValueError("the stream is closed")
-        if self._pending:
+        if self._pending and not self._closed:
             raise ValueError(f"{self._pending} answers to requests sent earlier come first: receive them")
         self.send(request)
         return self.receive()
 
     def send(self, request: pb.ScheduleRequest) -> None:
-        """Sends without waiting for the answer (:meth:`receive` gives answers in the order sent)."""
+        """Sends without waiting for the answer (:meth:`receive` gives answers in the order
+        sent). Raises ``grpc.RpcError`` when the stream already ended, as :meth:`receive` would."""
         if self._closed:
             raise ValueError("the stream is closed")
+        if self._call.done():  # its deadline passed, or the server ended it: nothing would be answered
+            self._finish()
+            self._pending = 0
+            raise cast(grpc.RpcError, self._call)
         self._outgoing.put(request)
         self._pending += 1
 
@@ -362,7 +374,7 @@ class ScheduleStream:
         try:
             result: pb.ScheduleBatchResult = next(self._call)
         except grpc.RpcError:
-            self._closed = True  # the call is over: close() has nothing left to end or report
+            self._finish()  # the call is over: close() has nothing left to end or report
             self._pending = 0
             raise
         self._pending -= 1
@@ -371,12 +383,19 @@ class ScheduleStream:
     def close(self) -> list[pb.ScheduleBatchResult]:
         """Ends the stream once the server has answered every request sent; returns the answers
         not received yet (what they reserved is held as for any answer). Raises
-        ``grpc.RpcError`` if the stream ended badly."""
+        ``grpc.RpcError`` if the stream ended badly; the answers read before that are then in
+        :attr:`unreceived`."""
+        if self._closed:
+            return []
+        self._finish()
         left: list[pb.ScheduleBatchResult] = []
-        if not self._closed:
-            self._closed = True
-            self._outgoing.put(_END)
-            left = list(self._call)  # the server ends its side once it has read our end
+        try:
+            for result in self._call:  # the server ends its side once it has read our end
+                left.append(result)
+        except grpc.RpcError:
+            self.unreceived = left
+            raise
+        finally:
             self._pending = 0
         return left
 
@@ -385,7 +404,7 @@ class ScheduleStream:
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is not None:
-            self._closed = True
+            self._finish()
             self._call.cancel()
             return
         self.close()

@@ -712,13 +712,13 @@ class Engine:
             raise LimitExceeded(f"nodes: Too many: {len(nodes)}: must have at most {self.limits.max_candidates} items")
         if wanted < 0:
             raise InvalidInput("", ("feasibleNodesWanted",), f"Invalid value: {wanted}: must be greater than or equal to 0")
-        if reserve and not flight.stateless:
-            # The caller asks again for claims it holds: its own earlier hold must not keep
-            # their devices from them (it would be refused until it expired).
-            self.reservations.supersede([c.ref for c in claims], caller)
         for attempt in range(self.limits.reserve_retries + 1):
             snap = self.current()
             check_admin_access(claims, snap.namespaces)
+            if reserve and not flight.stateless and attempt == 0:
+                # The caller asks again for claims it holds: its own earlier hold must not keep
+                # their devices from them (it would be refused until it expired).
+                self.reservations.supersede([c.ref for c in claims], caller, pod)
             answer, request, outcome, solved_at = self._schedule_once(
                 snap, claims, nodes, opts, wanted=wanted, deadline=deadline, in_flight=self._in_flight(snap, flight, claims)
             )

@@ -101,14 +101,16 @@ class Overlay:
     """``model.InFlight`` over the replica's reservations plus a caller's in-flight devices.
 
     Per-pool fingerprints of pools the caller touches are taken over the sum (marked so they
-    never equal a reservation-only fingerprint); other pools keep the store's.
+    never equal a reservation-only fingerprint); other pools keep the store's. The store is
+    read once, when the overlay is made: fingerprints and the states they stand for then come
+    from the same read (what is kept by fingerprint, such as a node's load, relies on it).
     """
 
     def __init__(self, store: ReservationStore, extra: AllocatedState) -> None:
-        self._store = store
+        self._store = store.now()
         self._extra = extra
         self._extra_pools = _pools_of(extra)
-        self.version = store.version
+        self.version = self._store.version
 
     def held_pools(self) -> AbstractSet[PoolKey]:
         return frozenset(self._store.held_pools()) | self._extra_pools

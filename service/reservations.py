@@ -394,17 +394,22 @@ class ReservationStore:
                 self._notify("released", len(ids))
             return len(ids)
 
-    def supersede(self, claims: Iterable[str], caller: str) -> int:
+    def supersede(self, claims: Iterable[str], caller: str, pod: str = "") -> int:
         """Release ``caller``'s reservations that hold only claims among ``claims``
         (namespace/name): the caller is scheduling those claims again, so its earlier answer
         for them no longer stands (as upstream's scheduler forgets an assumed claim when its
         pod goes back to the queue). Another caller's reservation is left alone: a second
-        scheduler asking for the same claims still gets ABORTED when it reserves."""
+        scheduler asking for the same claims still gets ABORTED when it reserves. When both
+        name their pod, only a hold for the same pod is released (callers without TLS are told
+        apart by their host only: two schedulers on one host are one caller)."""
         asked = set(claims)
         with self._lock:
             self._expire()
             ids = {rid for ref in asked if (rid := self._by_claim.get(ref)) is not None}
-            mine = [rid for rid in sorted(ids) if self._by_id[rid].caller == caller and set(self._by_id[rid].claim_refs) <= asked]
+            mine = [
+                rid for rid in sorted(ids)
+                if (r := self._by_id[rid]).caller == caller and set(r.claim_refs) <= asked and (not pod or not r.pod or r.pod == pod)
+            ]
             for rid in mine:
                 self._remove(rid)
             if mine:

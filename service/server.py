@@ -378,6 +378,9 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
         except grpc.RpcError:  # the caller cancelled or went away while we waited for its next message
             ended()
             return
+        except Exception:  # a fault past each message's own handling: gRPC ends the stream UNKNOWN
+            ended(grpc.StatusCode.UNKNOWN, "error")
+            raise
         # Before the stream's status goes out: a caller that sees its stream end sees it counted.
         if context.is_active():
             ended(grpc.StatusCode.OK, "answered")

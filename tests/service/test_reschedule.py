@@ -45,3 +45,16 @@ def test_another_callers_hold_on_the_claim_still_wins(one_gpu: Running) -> None:
     assert [r.id for r in engine.reservations.all()] == [held.reservation.id], "scheduler-a's hold is untouched"
     engine.schedule([blob], caller="scheduler-a")  # without reserve: a question, nothing superseded
     assert [r.id for r in engine.reservations.all()] == [held.reservation.id]
+
+
+def test_a_hold_for_another_pod_is_not_superseded(one_gpu: Running) -> None:
+    """Callers without TLS are told apart by their host only: a second scheduler on the same
+    host asking for a claim another pod holds does not release that pod's hold."""
+    engine = one_gpu.engine
+    blob = json.dumps(ONE_GPU.named("shared").uid("uid-shared").obj()).encode()
+    held = engine.schedule([blob], reserve=True, ttl=600, caller="ipv4:10.0.0.1", pod="team/a")
+    assert held.node == "node-a" and held.reservation is not None
+    assert not engine.schedule([blob], reserve=True, ttl=600, caller="ipv4:10.0.0.1", pod="team/b").node
+    assert [r.id for r in engine.reservations.all()] == [held.reservation.id], "team/a's hold is untouched"
+    again = engine.schedule([blob], reserve=True, ttl=600, caller="ipv4:10.0.0.1", pod="team/a")
+    assert again.node == "node-a" and again.reservation is not None and again.reservation.id != held.reservation.id

@@ -4,7 +4,9 @@ answer too large for a message refused without holding anything."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -13,6 +15,7 @@ from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dra_solver.service.client import ScheduleStream
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from tests import builders as b
 from tests.service.conftest import Running, assert_valid
@@ -247,3 +250,57 @@ def test_the_streams_deadline_ends_it_and_what_was_answered_stands(fresh: Callab
     stream.close()  # the call already ended and said so: nothing left to report
     with pytest.raises(ValueError, match="the stream is closed"):
         stream.schedule(c.schedule_request([one("after")]))
+
+
+def _waiting_for_requests() -> int:
+    """Threads (gRPC's) waiting inside a client stream's request iterator."""
+    return sum(1 for frame in sys._current_frames().values() if frame.f_code is ScheduleStream._requests.__code__)
+
+
+def test_a_stream_that_ends_however_leaves_no_thread_behind(fresh: Callable[..., Running]) -> None:
+    """Cancelled, refused, past its deadline or closed: gRPC's thread that reads a client
+    stream's requests is let go (a leak would grow with each retry of a refused stream)."""
+    r = fresh(max_streams=1)
+    c = r.client
+    with c.schedule_stream() as holder:  # takes the one slot: the next streams are refused
+        assert holder.schedule(c.schedule_request([one("holder")])).status.code == OK
+        for _ in range(3):
+            with pytest.raises(grpc.RpcError), c.schedule_stream(timeout=10) as refused:
+                refused.schedule(c.schedule_request([one("refused")]))
+    for _ in range(3):
+        with pytest.raises(RuntimeError), c.schedule_stream(timeout=10) as dropped:
+            dropped.send(c.schedule_request([one("dropped")]))
+            raise RuntimeError("the caller gave up")
+    late = c.schedule_stream(timeout=0.5)
+    threading.Event().wait(1.0)
+    with pytest.raises(grpc.RpcError) as ended:  # sending on a stream already over says how it ended
+        late.send(c.schedule_request([one("late")]))
+    assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and late.pending == 0
+    deadline = time.monotonic() + 10
+    while _waiting_for_requests() and time.monotonic() < deadline:
+        threading.Event().wait(0.05)
+    assert _waiting_for_requests() == 0
+
+
+def test_a_fault_past_a_messages_own_handling_ends_the_stream_unknown_and_counted(
+    fresh: Callable[..., Running], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault the service cannot turn into a message's status (a fake: real messages are all
+    answered) ends the stream UNKNOWN, is counted as such, and gives the stream's slot back."""
+    r = fresh(max_streams=1)
+    c = r.client
+    servicer = r.service.deps.servicer
+    assert servicer is not None
+
+    def broken(*args: object) -> bytes:
+        raise RuntimeError("a fault")
+
+    monkeypatch.setattr(servicer, "_stream_item", broken)
+    with pytest.raises(grpc.RpcError) as ended, c.schedule_stream(timeout=10) as stream:
+        stream.schedule(c.schedule_request([one("faulted")]))
+    assert ended.value.code() == grpc.StatusCode.UNKNOWN
+    registry = r.engine.metrics.registry
+    assert registry.get_sample_value("dra_solver_grpc_requests_total", {"grpc_method": "ScheduleStream", "grpc_status_code": "UNKNOWN"}) == 1
+    monkeypatch.undo()
+    with c.schedule_stream(timeout=10) as again:  # its slot is free again
+        assert again.schedule(c.schedule_request([one("after")])).status.code == OK
