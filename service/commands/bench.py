@@ -18,6 +18,8 @@ from types import FrameType
 
 from dra_solver.service.bench import BenchFailed, format_results, results_json, run_one
 from dra_solver.service.commands import flagchecks as checks
+from dra_solver.service.files import one_line
+from dra_solver.service.quoting import SHOWN_CHARS, clip
 
 MAX_NODES = 100_000
 """Nodes of one generated cluster: the service's candidate nodes per Schedule."""
@@ -58,30 +60,35 @@ def _plan(args: argparse.Namespace) -> tuple[list[int], list[str], list[int | st
     try:
         sizes = [int(n) for n in args.nodes.split(",") if n.strip()]
     except ValueError:
-        return f"--nodes: not a list of integers: {args.nodes}"
+        return f"--nodes: not a list of integers: {_echo(args.nodes)}"
     if not sizes:
-        return f"--nodes: Required value: a list of cluster sizes: {args.nodes!r}"
+        return f"--nodes: Required value: a list of cluster sizes: {_echo(repr(args.nodes))}"
     shapes = [s.strip() for s in args.shape.split(",") if s.strip()]
     if any(s not in ("gpu", "mig") for s in shapes):
-        return f"--shape: unknown shape in {args.shape} (gpu, mig)"
+        return f"--shape: unknown shape in {_echo(args.shape)} (gpu, mig)"
     if not shapes:
-        return f"--shape: Required value: gpu and/or mig: {args.shape!r}"
+        return f"--shape: Required value: gpu and/or mig: {_echo(repr(args.shape))}"
     try:
         batches: list[int | str] = [STREAM if n.strip() == STREAM else int(n) for n in args.batch.split(",") if n.strip()]
     except ValueError:
         batches = []
     sizes_per_call = [n for n in batches if isinstance(n, int)]
     if not batches or any(n < 1 for n in sizes_per_call):
-        return f"--batch: not a list of positive integers (or stream): {args.batch}"
+        return f"--batch: not a list of positive integers (or stream): {_echo(args.batch)}"
     if sizes_per_call and max(sizes_per_call) > MAX_BATCH:
         return f"--batch: must be at most {MAX_BATCH}: {max(sizes_per_call)}"
     if any(n < 1 for n in sizes):
-        return f"--nodes: must be positive: {args.nodes}"
+        return f"--nodes: must be positive: {_echo(args.nodes)}"
     if max(sizes) > MAX_NODES:
         return f"--nodes: must be at most {MAX_NODES}: {max(sizes)}"
     if args.window > 1 and STREAM not in batches:
-        return f"--window: messages in flight on a stream: only with --batch stream: {args.batch}"
+        return f"--window: messages in flight on a stream: only with --batch stream: {_echo(args.batch)}"
     return sizes, shapes, batches
+
+
+def _echo(value: str) -> str:
+    """A flag's value quoted back in its error: one line, clipped."""
+    return clip(one_line(value), SHOWN_CHARS)
 
 
 @contextmanager

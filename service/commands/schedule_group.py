@@ -48,6 +48,7 @@ from dra_solver.service import engine as e
 from dra_solver.service import groups
 from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.allocate import print_input_errors
+from dra_solver.service.commands.clientopts import DEFAULT_SERVER
 from dra_solver.service.files import one_line, read_with_documents
 from dra_solver.service.quoting import SHOWN_CHARS, clip, shown
 
@@ -175,9 +176,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         checks.check(args, {"--timeout": checks.seconds()})
         clashing = [flag for flag, used in (("--node", args.node), ("--reserve", args.reserve), ("--feasible-nodes", args.feasible_nodes),
-                                            ("--allocator", args.allocator)) if used]
+                                            ("--allocator", args.allocator), ("--ttl", args.ttl)) if used]
+        # The group is placed here, from the files: flags that reach the service would be ignored.
+        clashing.extend(flag for flag, used in (("--server", args.server != DEFAULT_SERVER), ("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
+                                                 ("--tls-key", args.tls_key), ("--server-name", args.server_name)) if used)
         if clashing:
-            raise Invalid([f"{flag}: Forbidden: not with --group (the group's nodes come from its pods; nothing is reserved offline)" for flag in clashing])
+            raise Invalid([f"{flag}: Forbidden: not with --group (the group is placed here from the files: its nodes come from its pods, "
+                           "nothing is reserved and no service is called)" for flag in clashing])
         typed, raw = read_with_documents(args.files, validate=args.validate)
         resolved, bound, min_count = resolve(args.group, typed, raw)
         answer = groups.place_offline(resolved, typed, bound, min_count=min_count, policy=args.policy, gates=args.feature_gates, timeout=args.timeout)

@@ -183,9 +183,12 @@ def build(args: argparse.Namespace) -> Service:
     if bool(args.tls_cert) != bool(args.tls_key):
         raise checks.FlagError("--tls-cert and --tls-key go together")
     if args.client_ca and not args.tls_cert:
-        raise ValueError("--client-ca needs --tls-cert and --tls-key")
+        raise checks.FlagError("--client-ca needs --tls-cert and --tls-key")
     if not args.tls_cert and not args.insecure and not is_loopback(args.address):
-        raise ValueError(f"refusing plaintext on non-loopback address {args.address}: give --tls-cert/--tls-key, or --insecure")
+        raise checks.FlagError(f"refusing plaintext on non-loopback address {args.address}: give --tls-cert/--tls-key, or --insecure")
+    if args.max_streams is not None and args.max_streams >= args.workers:
+        # Each open stream holds a serving thread: as many streams as threads would leave none for calls.
+        raise checks.FlagError(f"--max-streams: must be less than --workers ({args.workers}): {args.max_streams}")
     source: InventorySource
     if args.inventory:
         mode = check_mode("ignore" if args.no_validate else args.validate)

@@ -92,9 +92,13 @@ def _basic(tmp_path: Path) -> str:
         (["train", CLUSTER, PODGROUP, *PODS], "error: --group: Invalid value"),
         (["default/train", CLUSTER, "BASIC", *PODS], "error: PodGroup default/train: spec.schedulingPolicy: the policy is not gang"),
         (["default/train", "--reserve", CLUSTER, PODGROUP, *PODS], "error: --reserve: Forbidden: not with --group"),
+        # Flags for the service: the group is placed here, so they would be ignored.
+        (["default/train", "--tls-ca", "/nonexistent", "--ttl", "5", CLUSTER, PODGROUP, *PODS],
+         "error: --ttl: Forbidden: not with --group (the group is placed here from the files"),
+        (["default/train", "--server", "solver:50051", CLUSTER, PODGROUP, *PODS], "error: --server: Forbidden: not with --group"),
         (["default/train", CLUSTER, *PODS, str(GANGS / "podgroup.yaml")], None),
     ],
-    ids=["missing-podgroup", "no-members", "bad-group", "basic-policy", "reserve", "control"],
+    ids=["missing-podgroup", "no-members", "bad-group", "basic-policy", "reserve", "client-flags", "server", "control"],
 )
 def test_invalid_input_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], message: str | None) -> None:
     args = [_basic(tmp_path) if a == "BASIC" else a for a in args]

@@ -157,12 +157,6 @@ def test_bench_runs_through_the_service() -> None:
     # The service's own CPU per pod, read from its process (ticks of 10 ms: summed over the runs).
     assert sum(row["server_cpu_ms"] for row in rows) > 0 and all(0 <= row["server_cpu_ms"] < 1000 for row in rows)
     assert "12 pods, 5 per ScheduleBatch call" in r.stderr
-    bad = _cli("bench", "--batch", "0")
-    assert bad.returncode == 2 and "--batch: not a list of positive integers (or stream)" in bad.stderr
-    for flags, message in ((("--pods", "0"), "--pods: must be positive: 0"), (("--concurrency", "-1"), "--concurrency: must be positive: -1"),
-                           (("--nodes", "0"), "--nodes: must be positive: 0")):
-        bad = _cli("bench", *flags)
-        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> None:
@@ -177,11 +171,6 @@ def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> N
     (row,) = json.loads(ahead.stdout)
     assert (row["rpc"], row["window"], row["placed"]) == ("ScheduleStream", 3, 12) and row["p50_ms"] > 0
     assert "12 pods, one ScheduleStream message each, 3 in flight" in ahead.stderr
-    for flags, message in ((("--window", "2"), "--window: messages in flight on a stream: only with --batch stream: 1"),
-                           (("--window", "0", "--batch", "stream"), "--window: must be positive: 0"),
-                           (("--window", "65", "--batch", "stream"), "--window: must be at most 64: 65")):
-        bad = _cli("bench", *flags)
-        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr
     # 10 nodes x 8 GPUs hold at most 80 pods: the rest find no node, and the run still ends cleanly.
     full = _cli("bench", "--nodes", "2", "--shape", "gpu", "--pods", "30", "-o", "json", timeout=180)
     assert full.returncode == 0, full.stderr

@@ -110,6 +110,16 @@ def test_serve_refuses_numbers_out_of_range(flag: str, value: str, message: str)
     _refused(_cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "-1", flag, value, timeout=30), message)
 
 
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--tls-cert", "/nonexistent/cert.pem"), "--tls-cert and --tls-key go together"),
+    (("--client-ca", "/nonexistent/ca.pem"), "--client-ca needs --tls-cert and --tls-key"),
+    # Each open stream holds a serving thread: as many streams as threads would starve calls.
+    (("--workers", "4", "--max-streams", "4"), "--max-streams: must be less than --workers (4): 4"),
+])
+def test_serve_refuses_flags_that_do_not_go_together(flags: tuple[str, ...], message: str) -> None:
+    _refused(_cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "-1", *flags, timeout=30), message)
+
+
 def test_serve_names_the_metrics_address_it_cannot_listen_on() -> None:
     r = _cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "0", "--metrics-address", "no-such-host.invalid", timeout=30)
     # The gRPC port was open when the metrics endpoint failed: C-core may log; the error is ours.
@@ -170,6 +180,16 @@ def test_explain_refuses_tls_flags_without_a_server(pki) -> None:  # type: ignor
     (("--concurrency", "100000000"), "--concurrency: must be at most 256: 100000000"),
     (("--batch", "5000"), "--batch: must be at most 1024: 5000"),
     (("--batch", "0,stream"), "--batch: not a list of positive integers (or stream): 0,stream"),
+    (("--batch", "0"), "--batch: not a list of positive integers (or stream): 0"),
+    (("--pods", "0"), "--pods: must be positive: 0"),
+    (("--concurrency", "-1"), "--concurrency: must be positive: -1"),
+    (("--nodes", "0"), "--nodes: must be positive: 0"),
+    (("--nodes", "a\nb"), "--nodes: not a list of integers: a b"),  # quoted back on one line
+    (("--shape", "tpu"), "--shape: unknown shape in tpu (gpu, mig)"),
+    (("--shape", "x" * 5000), "... (4936 more characters) (gpu, mig)"),  # and clipped
+    (("--window", "2"), "--window: messages in flight on a stream: only with --batch stream: 1"),
+    (("--window", "0", "--batch", "stream"), "--window: must be positive: 0"),
+    (("--window", "65", "--batch", "stream"), "--window: must be at most 64: 65"),
 ])
 def test_bench_refuses_empty_lists_and_sizes_beyond_its_bounds(args: tuple[str, ...], message: str) -> None:
     # Let through, these would run (an empty table, exit 0) or grow without bound: the timeout fails the test.
