@@ -63,7 +63,10 @@ class Client:
         server_name: str | None = None,
         channel: grpc.Channel | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        """``credentials``: TLS credentials already made from the files (``tls.channel_credentials``),
+        used instead of reading ``tls_ca``/``tls_cert``/``tls_key`` again."""
         self.target = target
         self.timeout = timeout
         options: list[tuple[str, Any]] = [
@@ -73,9 +76,10 @@ class Client:
         if server_name:
             options.append(("grpc.ssl_target_name_override", server_name))
         if channel is None:
-            if tls_ca or tls_cert or tls_key:  # a key alone is refused, not ignored
-                creds = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
-                channel = grpc.secure_channel(target, creds, options=options)
+            if credentials is None and (tls_ca or tls_cert or tls_key):  # a key alone is refused, not ignored
+                credentials = channel_credentials(ca=tls_ca, cert=tls_cert, key=tls_key)
+            if credentials is not None:
+                channel = grpc.secure_channel(target, credentials, options=options)
             else:
                 channel = grpc.insecure_channel(target, options=options)
         self.channel = channel

@@ -60,13 +60,8 @@ class CertificateFiles:
 
     def load(self) -> grpc.ServerCertificateConfiguration:
         """Read and check the files: the key must match the certificate (as ``ssl`` checks it)."""
-        chain = _read(self.flags["--tls-cert"], "--tls-cert")
-        private = _read(self.flags["--tls-key"], "--tls-key")
-        ca = _read(self.flags["--client-ca"], "--client-ca") if "--client-ca" in self.flags else None
-        try:
-            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(self.flags["--tls-cert"], self.flags["--tls-key"])
-        except (ssl.SSLError, OSError) as err:
-            raise InvalidInput("", ("--tls-key",), f"does not match --tls-cert or is not a PEM key: {err}") from None
+        chain, private = _key_pair(self.flags["--tls-cert"], self.flags["--tls-key"])
+        ca = _certificates(self.flags["--client-ca"], "--client-ca") if "--client-ca" in self.flags else None
         return grpc.ssl_server_certificate_configuration([(private, chain)], root_certificates=ca)
 
     def fetch(self) -> grpc.ServerCertificateConfiguration | None:
@@ -128,13 +123,21 @@ def client_files(*, ca: str | None = None, cert: str | None = None, key: str | N
     root = _certificates(ca, "--tls-ca") if ca else None
     if not cert or not key:
         return root, None, None
+    chain, private = _key_pair(cert, key)
+    return root, chain, private
+
+
+def _key_pair(cert: str, key: str) -> tuple[bytes, bytes]:
+    """A certificate chain and its key, server's or client's: PEM certificates, and a key that
+    matches them and is not encrypted (OpenSSL would otherwise ask for its password on the
+    terminal)."""
     chain = _certificates(cert, "--tls-cert")
     private = _read(key, "--tls-key")
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key, password=_no_password)
     except (ssl.SSLError, OSError, ValueError) as err:
         raise InvalidInput("", ("--tls-key",), f"does not match --tls-cert or is not a PEM key: {err}") from None
-    return root, chain, private
+    return chain, private
 
 
 def channel_credentials(*, ca: str | None = None, cert: str | None = None, key: str | None = None) -> grpc.ChannelCredentials:

@@ -18,7 +18,7 @@ from dra_solver.service.client import Client
 from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.files import one_line
 from dra_solver.service.quoting import shown
-from dra_solver.service.tls import client_files
+from dra_solver.service.tls import channel_credentials
 
 EXIT_CODES = {
     grpc.StatusCode.INVALID_ARGUMENT: 2,
@@ -58,13 +58,17 @@ def check_client_arguments(args: argparse.Namespace) -> None:
         raise checks.FlagError(f"--server: must be HOST:PORT or unix:PATH: {shown(args.server)}")
     if args.server_name is not None and not (args.tls_ca or args.tls_cert or args.tls_key):
         raise checks.FlagError("--server-name needs TLS: --tls-ca, or --tls-cert and --tls-key")
-    try:
-        client_files(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key)
-    except InvalidInput as err:
-        raise checks.FlagError(str(err)) from None
+    # The files read once, here: :func:`connect` dials with what they made.
+    args.tls_credentials = None
+    if args.tls_ca or args.tls_cert or args.tls_key:
+        try:
+            args.tls_credentials = channel_credentials(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key)
+        except InvalidInput as err:
+            raise checks.FlagError(str(err)) from None
 
 
 def connect(args: argparse.Namespace) -> Client:
+    """A client for the checked flags (:func:`check_client_arguments` first)."""
     return Client(
         args.server,
         timeout=args.timeout,
@@ -72,6 +76,7 @@ def connect(args: argparse.Namespace) -> Client:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         server_name=args.server_name,
+        credentials=getattr(args, "tls_credentials", None),
     )
 
 

@@ -146,6 +146,23 @@ def test_a_client_certificate_needs_its_key_and_a_key_its_certificate(pki) -> No
     _refused(_cli(*COMMANDS["explain --server"], "--tls-key", str(pki.client_key)), "error: --tls-cert and --tls-key go together")
 
 
+def test_serve_checks_its_tls_files_as_the_clients_do(pki, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from cryptography.hazmat.primitives import serialization
+
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_bytes(os.urandom(300))
+    key = serialization.load_pem_private_key(pki.server_key.read_bytes(), None)
+    encrypted = tmp_path / "encrypted-key.pem"
+    encrypted.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")))
+    serve = ("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "-1")
+    _refused(_cli(*serve, "--tls-cert", str(garbage), "--tls-key", str(pki.server_key), timeout=30),
+             f"error: --tls-cert: {garbage} is not a PEM certificate file")
+    # Before: OpenSSL asked for the key's password on the terminal.
+    _refused(_cli(*serve, "--tls-cert", str(pki.server_cert), "--tls-key", str(encrypted), timeout=30), "the key is encrypted")
+    _refused(_cli(*serve, "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key), "--client-ca", str(garbage), timeout=30),
+             f"error: --client-ca: {garbage} is not a PEM certificate file")
+
+
 def test_client_tls_files_are_checked_before_dialing(pki, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     garbage = tmp_path / "garbage.pem"
     garbage.write_bytes(os.urandom(300))
