@@ -85,6 +85,7 @@ from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
 from dra_solver.model.decode import (
     DEFAULT_LIMITS,
     DOCUMENT_API_VERSIONS,
+    PODGROUP_API_VERSION,
     VALIDATION_MODES,
     DecodeLimits,
     ValidationMode,
@@ -167,7 +168,6 @@ from dra_solver.model.podfit import (
 )
 from dra_solver.model.podgroup import (
     POD_CLAIM_ANNOTATION,
-    PODGROUP_API_VERSION,
     PODGROUP_CLAIM_ANNOTATION,
     ResolvedGroup,
     ResolvedPod,

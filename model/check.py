@@ -147,6 +147,13 @@ class _Pool:
     positions: dict[str, int] | None = None
     """Each device's place in ``devices`` (set once gathering is done, on first use)."""
 
+    def amount(self, text: str) -> Quantity:
+        """``text`` parsed, kept in :attr:`amounts`."""
+        value = self.amounts.get(text)
+        if value is None:
+            value = self.amounts[text] = parse_quantity(text)
+        return value
+
     def position(self, name: str) -> int:
         positions = self.positions
         if positions is None or len(positions) != len(self.devices):
@@ -770,12 +777,13 @@ class _Checker:
         if any(name not in caps for name in requests):
             return False
         already = self.allocated.capacity.get(dev.id, {})
+        parse = self.pools[(dev.id.driver, dev.id.pool)].amount
         for name, cap in caps.items():
-            amount = _consumed(_q(requests.get(name)), cap)
+            amount = _consumed(_q(requests.get(name)), cap, parse)
             if _breaks_policy(amount, cap):
                 return False
             total = amount.add(already[name]) if name in already else amount
-            if total > parse_quantity(cap.value):
+            if total > parse(cap.value):
                 return False
         return True
 
@@ -846,15 +854,12 @@ class _Checker:
             pool = self.pools[key]
             used: dict[tuple[str, str], Quantity] = {}
             touched: set[tuple[str, str]] = set()
-            amounts = pool.amounts
             for dev in self._counted(pool, key, names):
                 new = dev.id.device in names
                 for consumption in dev.device.consumes_counters or []:
                     for counter, amount in consumption.counters.items():
                         slot = (consumption.counter_set, counter)
-                        value = amounts.get(amount.value)
-                        if value is None:
-                            value = amounts[amount.value] = parse_quantity(amount.value)
+                        value = pool.amount(amount.value)
                         used[slot] = used[slot].add(value) if slot in used else value
                         if new:
                             touched.add(slot)
@@ -895,7 +900,7 @@ class _Checker:
                 if name not in caps:
                     self.add("capacity", label, f"request {use.option.ref} asks for capacity {name} that device {use.device.id} does not have", use.index)
             consumed: dict[str, Quantity] = {}
-            parse = partial(self._amount, use.device.id)
+            parse = self.pools[(use.device.id.driver, use.device.id.pool)].amount  # every use's device is in its pool
             for name, cap in sorted(caps.items()):
                 try:
                     amount = _consumed(_q(requests.get(name)), cap, parse)
@@ -921,21 +926,11 @@ class _Checker:
             for name, amount in consumed.items():
                 mine[name] = mine[name].add(amount) if name in mine else amount
         for dev_id, amounts in sorted(totals.items()):
-            caps = self.pools[(dev_id.driver, dev_id.pool)].devices[dev_id.device].device.capacity or {}
+            pool = self.pools[(dev_id.driver, dev_id.pool)]
+            caps = pool.devices[dev_id.device].device.capacity or {}
             for name, total in sorted(amounts.items()):
-                if name in caps and total > parse_quantity(caps[name].value):
+                if name in caps and total > pool.amount(caps[name].value):
                     self.add("capacity", "", f"device {dev_id}: shares need {total} of {name}, has {caps[name].value}")
-
-    def _amount(self, device: DeviceID, text: str) -> Quantity:
-        """A capacity value of ``device`` parsed, kept by its text with its pool's (a pool's
-        devices repeat a few values)."""
-        pool = self.pools.get((device.driver, device.pool))
-        if pool is None:
-            return parse_quantity(text)
-        value = pool.amounts.get(text)
-        if value is None:
-            value = pool.amounts[text] = parse_quantity(text)
-        return value
 
     # -- constraints ---------------------------------------------------------------------------
 

@@ -954,9 +954,11 @@ def _list_shape() -> _Shape:
 
 # --- documents (Pod, PodGroup) -----------------------------------------------------------------
 
+PODGROUP_API_VERSION = "scheduling.k8s.io/v1beta1"
+
 DOCUMENT_API_VERSIONS: dict[str, tuple[str, ...]] = {
     "Pod": ("v1",),
-    "PodGroup": ("scheduling.k8s.io/v1beta1",),
+    "PodGroup": (PODGROUP_API_VERSION,),
 }
 """The kinds read as documents (the API's JSON form, no typed model) and their versions."""
 

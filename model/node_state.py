@@ -13,10 +13,10 @@ API:
 - ``claim_reads(claims, classes, *, compile) -> AttributeReads``: the attributes an allocation of
   ``claims`` can read: their requests' and their classes' selectors (``model.cel.reads``) and
   their constraints' attributes; ``ALL`` when any of them cannot be analysed.
-- ``device_mapping(source, target) -> dict[DeviceID, DeviceID]`` (or ``LayoutMapping``, the
-  same read through the source's positions) and ``remap_results(results, mapping, *, claims,
-  source_node, target_node, selectors=None)``: an answer found on one node, written with
-  another node's device names (device references, share IDs, the node selector).
+- ``device_mapping(source, target, *, positions=None) -> Mapping[DeviceID, DeviceID]`` and
+  ``remap_results(results, mapping, *, claims, source_node, target_node, selectors=None)``: an
+  answer found on one node, written with another node's device names (device references,
+  share IDs, the node selector).
 
 Why it is sound (the invariant ``model.schedule`` relies on): two nodes with equal ``under(R)``
 and equal state signatures, asked for claims whose reads are within ``R``, pose isomorphic
@@ -50,7 +50,6 @@ from dra_solver.model.results import share_id_for
 __all__ = [
     "ALL",
     "AttributeReads",
-    "LayoutMapping",
     "NodeShape",
     "claim_reads",
     "device_mapping",
@@ -255,17 +254,18 @@ def claim_reads(
 # --- answers on another node -----------------------------------------------------------------
 
 
-def device_mapping(source: Sequence[DeviceID], target: Sequence[DeviceID]) -> dict[DeviceID, DeviceID]:
-    """Position by position: a device of the source layout to the target's."""
+def device_mapping(
+    source: Sequence[DeviceID], target: Sequence[DeviceID], *, positions: Mapping[DeviceID, int] | None = None
+) -> Mapping[DeviceID, DeviceID]:
+    """Position by position: a device of the source layout to the target's. ``positions``: the
+    source's devices by position, when the caller keeps them (an answer reused on many nodes),
+    so that nothing is built per target."""
     if len(source) != len(target):
         raise ValueError("layouts of different lengths")
-    return dict(zip(source, target, strict=True))
+    return _ByPosition(positions if positions is not None else {d: i for i, d in enumerate(source)}, target)
 
 
-class LayoutMapping(Mapping[DeviceID, DeviceID]):
-    """``device_mapping(source, target)`` read through the source's positions (made once for
-    the source) rather than built for every target."""
-
+class _ByPosition(Mapping[DeviceID, DeviceID]):
     def __init__(self, positions: Mapping[DeviceID, int], target: Sequence[DeviceID]) -> None:
         self._positions = positions
         self._target = target

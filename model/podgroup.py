@@ -29,6 +29,7 @@ from typing import Any
 
 from dra_solver.model import objects as o
 from dra_solver.model.cluster import AllocatedState
+from dra_solver.model.decode import PODGROUP_API_VERSION
 from dra_solver.model.errors import format_field_path
 from dra_solver.model.features import FeatureGates
 from dra_solver.model.group_request import GroupPath, GroupPod, GroupRequest, NodeRoom
@@ -39,7 +40,6 @@ from dra_solver.model.validation import podgroup_spec_problems
 
 Obj = Mapping[str, Any]
 
-PODGROUP_API_VERSION = "scheduling.k8s.io/v1beta1"
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 PODGROUP_CLAIM_ANNOTATION = "resource.kubernetes.io/podgroup-claim-name"
 

@@ -40,9 +40,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import heapq
+import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -54,9 +55,9 @@ from dra_solver.model.cel import ALL, AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
-from dra_solver.model.flight_order import FlightOrder, OrderKey
+from dra_solver.model.flight_order import FlightOrder
 from dra_solver.model.node_index import NodeIndex, PoolKey
-from dra_solver.model.node_state import LayoutMapping, remap_results
+from dra_solver.model.node_state import device_mapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
 from dra_solver.model.score import best_possible_score
 from dra_solver.model.stats import SolveStats
@@ -193,13 +194,11 @@ def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[D
     ``layout``): devices by position, share IDs and the node selector renamed
     (``model.node_state.remap_results``); score and solver statistics are the source's,
     marked ``reused``."""
-    if len(layout) != len(known.layout):
-        raise ValueError("layouts of different lengths")
+    mapping = device_mapping(known.layout, layout, positions=known.positions)
     if len(known.selectors) > 256:
         known.selectors.clear()
     results = remap_results(
-        known.outcome.results, LayoutMapping(known.positions, layout), claims=request.claims, source_node=known.node,
-        target_node=request.node.name, selectors=known.selectors,
+        known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name, selectors=known.selectors,
     )
     return AllocationOutcome(True, results, known.outcome.score, known.reused)
 
@@ -419,7 +418,7 @@ def visit_order(
         return index.preference_names(policy, full_last=full_last)
     moved, by_node, start = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last) if flying else ([], {}, 0)
     if not explicit:
-        rest = ((k, n) for k, n in _tail(index.preference_order(policy, full_last=full_last), start) if n not in by_node)
+        rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n not in by_node)
         return (n for _, n in heapq.merge(moved, rest))
     wanted = set(names)
     if len(wanted) != len(names):
@@ -429,14 +428,8 @@ def visit_order(
     # rather than keyed one by one on every call; names the index does not know keyed here.
     unknown = sorted((own_key(n), n) for n in wanted if n not in index.views)
     mine = [(k, n) for k, n in moved if n in wanted]
-    rest = ((k, n) for k, n in _tail(index.preference_order(policy, full_last=full_last), start) if n in wanted and n not in by_node)
+    rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n in wanted and n not in by_node)
     return (n for _, n in heapq.merge(mine, rest, unknown))
-
-
-def _tail(order: Sequence[tuple[OrderKey, str]], start: int) -> Iterator[tuple[OrderKey, str]]:
-    """``order[start:]``, lazily (not copied: a visit reads a few of thousands)."""
-    for i in range(start, len(order)):
-        yield order[i]
 
 
 def too_few_free_reason(free: int, need: int) -> str:
