@@ -178,8 +178,7 @@ def _by_step(workload: list[dict[str, Any]], step: str) -> list[dict[str, Any]]:
 
 def _tour(grpc_addr: str, metrics_addr: str, workload: list[dict[str, Any]], *, backtracking_timeout: float) -> None:
     with Client(grpc_addr, timeout=30) as solver:
-        solver.wait_ready(timeout=30)
-        _wait_serving(solver)
+        solver.wait_ready(timeout=30)  # this channel's own connection (the service is SERVING already)
         inv = solver.inventory()
         objects = ", ".join(f"{n} {k}" for k, n in sorted(inv.objects.items()))
         _say(f"inventory {inv.source} (generation {inv.generation}): {inv.nodes} nodes; {objects}")
@@ -257,14 +256,6 @@ def _placement(solver: Any) -> None:
         _say(f"{policy:9} placed {len(placed):2}/{len(stream)} claims ({whole} took a whole GPU) "
              f"in {time.perf_counter() - start:.1f} s")
     _say("(dra-solver compare --replay runs the whole stream on 4 nodes: docs/placement.md)")
-
-
-def _wait_serving(solver: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while solver.health() != "SERVING":
-        if time.monotonic() > deadline:
-            raise RuntimeError("the service never reported SERVING")
-        time.sleep(0.05)
 
 
 def _name(claim: dict[str, Any]) -> str:

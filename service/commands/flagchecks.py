@@ -40,9 +40,9 @@ Rule = Callable[[str, Any], None]
 """Checks one flag's parsed value; raises :class:`FlagError` naming the flag."""
 
 
-def seconds(*, least: float = 0.0, zero: bool = False, most: float = MAX_SECONDS) -> Rule:
-    """A number of seconds: finite, at most ``most``; greater than zero (``zero``: 0 or more;
-    ``least``: at least that)."""
+def seconds(*, least: float = 0.0, zero: bool = False) -> Rule:
+    """A number of seconds: finite, at most :data:`MAX_SECONDS`; greater than zero (``zero``: 0
+    or more; ``least``: at least that)."""
     if least:
         what = f"a number of seconds of at least {least:g}"
     elif zero:
@@ -57,8 +57,8 @@ def seconds(*, least: float = 0.0, zero: bool = False, most: float = MAX_SECONDS
             raise FlagError(f"{flag}: Invalid value: {number}: must be greater than zero")
         if not math.isfinite(number) or number < least:
             raise FlagError(f"{flag}: must be {what}: {number}")
-        if number > most:
-            raise FlagError(f"{flag}: must be at most {most:g} seconds: {number}")
+        if number > MAX_SECONDS:
+            raise FlagError(f"{flag}: must be at most {MAX_SECONDS:g} seconds: {number}")
 
     return rule
 

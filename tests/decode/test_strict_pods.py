@@ -7,7 +7,7 @@ and status opaque). Every problem names the file and the object."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +243,11 @@ def test_a_new_key_in_a_map_field_is_data_not_an_unknown_field() -> None:
     pod = _with_field(_load(FULL_POD), ("metadata", "labels"), "anything", "x")
     pod = _with_field(pod, ("spec", "nodeSelector"), "example.com/any", "x")
     pod = _with_field(pod, ("spec", "containers", 0, "resources", "requests"), "example.com/thing", 2)
-    decode_document(pod)
+    decode_document(pod)  # strict: raises on an unknown field
+    warnings: list[StrictDecodingError] = []
+    decode_document(pod, validate="warn", warnings=warnings)
+    assert warnings == []
+    assert pod["metadata"]["labels"]["anything"] == "x"  # the edit is there: the map was read, not skipped
 
 
 # --- an unknown field anywhere is rejected with its path ------------------------------------
@@ -294,21 +298,24 @@ def test_a_duplicate_field_in_a_pod_is_reported() -> None:
 
 
 def _podgroup(text: str = "") -> dict[str, Any]:
-    return next(d for d in parse_documents(Path(PODGROUP).read_text()) if d["kind"] == "PodGroup") if not text else _load(text)
+    """The example PodGroup, or the one in ``text``."""
+    return next(d for d in parse_documents(text or Path(PODGROUP).read_text()) if d["kind"] == "PodGroup")
+
+
+PODGROUP_TYPOS: list[tuple[Callable[[str], str], str]] = [
+    (lambda s: s.replace("schedulingConstraints:", "schedulingConstraint:"), "spec.schedulingConstraint"),
+    (lambda s: s.replace("minCount", "minCont"), "spec.schedulingPolicy.gang.minCont"),
+]
+"""Misspelt PodGroup fields (the example file edited) and the field strict decoding names."""
 
 
 @pytest.mark.parametrize(
     ("edit", "field"),
-    [
-        (lambda s: s.replace("schedulingConstraints:", "schedulingConstraint:"), "spec.schedulingConstraint"),
-        (lambda s: s.replace("minCount", "minCont"), "spec.schedulingPolicy.gang.minCont"),
-        (lambda s: s.replace("gang:\n", "basic: {x: 1}\n    gang:\n"), "spec.schedulingPolicy.basic.x"),
-    ],
+    [*PODGROUP_TYPOS, (lambda s: s.replace("gang:\n", "basic: {x: 1}\n    gang:\n"), "spec.schedulingPolicy.basic.x")],
     ids=["constraints-typo", "mincount-typo", "basic-is-an-empty-struct"],
 )
-def test_podgroup_typos_are_unknown_fields(edit: Any, field: str) -> None:
-    text = edit(Path(PODGROUP).read_text())
-    doc = next(d for d in parse_documents(text) if d["kind"] == "PodGroup")
+def test_podgroup_typos_are_unknown_fields(edit: Callable[[str], str], field: str) -> None:
+    doc = _podgroup(edit(Path(PODGROUP).read_text()))
     with pytest.raises(StrictDecodingError) as info:
         decode_document(doc, source="pg.yaml")
     assert str(info.value) == f'pg.yaml: PodGroup default/train: strict decoding error: unknown field "{field}"'
@@ -381,21 +388,24 @@ def test_read_with_documents_validates_a_podgroup_naming_the_file(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("edit", "expected"),
-    [
-        (lambda s: s.replace("schedulingConstraints:", "schedulingConstraint:"), 'unknown field "spec.schedulingConstraint"'),
-        (lambda s: s.replace("minCount", "minCont"), 'unknown field "spec.schedulingPolicy.gang.minCont"'),
-    ],
+    ("edit", "field", "warned"),
+    [(*PODGROUP_TYPOS[0], 0), (*PODGROUP_TYPOS[1], 2)],
+    ids=["constraints-typo", "mincount-typo"],
 )
-def test_schedule_group_rejects_a_podgroup_typo(tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Any, expected: str) -> None:
+def test_schedule_group_rejects_a_podgroup_typo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: Callable[[str], str], field: str, warned: int
+) -> None:
     bad = _write(tmp_path, "pg.yaml", edit(Path(PODGROUP).read_text()))
     code = main(["schedule", "--group", "default/train", CLUSTER, bad, *PODS])
     _, err = capsys.readouterr()
     assert code == 2
-    assert err.strip() == f"error: {bad}: PodGroup default/train: strict decoding error: {expected}"
+    assert err.strip() == f'error: {bad}: PodGroup default/train: strict decoding error: unknown field "{field}"'
+    # Warned of, the typo is dropped: the group is placed without the misspelt constraint, and a
+    # misspelt minCount leaves the required one missing.
     code = main(["schedule", "--group", "default/train", "--validate", "warn", CLUSTER, bad, *PODS])
     _, err = capsys.readouterr()
-    assert f"warning: {bad}: PodGroup default/train: {expected}" in err
+    assert f'warning: {bad}: PodGroup default/train: unknown field "{field}"' in err
+    assert code == warned, err
 
 
 # --- apiVersion, kind, metadata.name, int64, unnamed objects, Lists --------------------------

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,12 @@ from dra_solver.service.server import ServerDeps, Service
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo"
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``dra-solver ARGS...`` in a child process, from the repository, output captured."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "dra_solver.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 def demo_objects() -> list[o.TypedObject]:

@@ -19,11 +19,7 @@ from dra_solver.service.bench import serve_process
 from dra_solver.service.client import Client
 from tests import builders as b
 from tests.service.conftest import DEMO, ROOT, workload
-
-
-def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dra_solver.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+from tests.service.conftest import run_cli as _cli
 
 
 @pytest.fixture(scope="module")

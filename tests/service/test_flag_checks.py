@@ -22,6 +22,7 @@ import pytest
 from dra_solver.service.bench import serve_process
 from dra_solver.service.client import Client
 from tests.service.conftest import DEMO, ROOT
+from tests.service.conftest import run_cli as _cli
 
 CLUSTER = str(DEMO / "cluster.yaml")
 NOTEBOOK = str(DEMO / "claims" / "notebook.yaml")
@@ -30,11 +31,6 @@ REPLAY_CLUSTER = str(ROOT / "examples" / "replay" / "gpu8-cluster.yaml")
 REPLAY_WORKLOAD = str(ROOT / "examples" / "replay" / "gpu8-workload.yaml")
 NOBODY = "127.0.0.1:1"
 """Nothing listens here: a check that is missing shows as UNAVAILABLE (exit 4), not exit 2."""
-
-
-def _cli(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "dra_solver.cli", *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
 def _refused(r: subprocess.CompletedProcess[str], message: str) -> None:

@@ -63,47 +63,65 @@ def pods(count: int, prefix: str = "pod") -> list[dict[str, Any]]:
     ]
 
 
-def test_a_batch_answers_as_the_same_calls_one_after_the_other(fresh: Callable[..., Running]) -> None:
-    batched, single = fresh(), fresh()
-    claims = pods(9)
-    requests = [batched.client.schedule_request([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
-    results = batched.client.schedule_batch(requests)
+def reserving_requests(c: Client, claims: list[dict[str, Any]]) -> list[pb.ScheduleRequest]:
+    """A Schedule request with reserve for each claim's pod."""
+    return [c.schedule_request([claim], reserve=True, ttl=600, pod=f"team/p{i}") for i, claim in enumerate(claims)]
+
+
+def assert_as_one_by_one(ran: Running, single: Running, claims: list[dict[str, Any]], results: list[pb.ScheduleBatchResult]) -> None:
+    """``results`` (of ``reserving_requests(claims)`` on ``ran``) are what the same calls one
+    after the other give on ``single``: each valid, each holding its own reservation, no device
+    twice, most of them placed."""
     assert [r.status.code for r in results] == [OK] * len(claims)
     one_by_one = [single.client.schedule([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
     assert [(r.response.node, devices(r.response)) for r in results] == [(a.node, devices(a)) for a in one_by_one]
-    assert sum(1 for r in results if r.response.node) >= 5, "the demo cluster places most of them"
+    placed = [(claim, r) for claim, r in zip(claims, results, strict=True) if r.response.node]
+    assert len(placed) >= 5, "the demo cluster places most of them"
     taken: list[str] = []
-    for claim, r in zip(claims, results, strict=True):
-        if r.response.node:
-            assert r.response.reservation.id, "each reserving item holds its own reservation"
-            assert_valid(batched.objects, [claim], r.response, r.response.node)
-            taken.extend(devices(r.response))
-    assert len(taken) == len(set(taken)), "an item never gets a device an earlier item reserved"
-    assert len(batched.engine.reservations) == sum(1 for r in results if r.response.node)
+    for claim, r in placed:
+        assert r.response.reservation.id, "each reserving request holds its own reservation"
+        assert_valid(ran.objects, [claim], r.response, r.response.node)
+        taken.extend(devices(r.response))
+    assert len(taken) == len(set(taken)), "a request never gets a device an earlier one reserved"
+    assert len(ran.engine.reservations) == len(placed)
 
 
-def test_a_failed_item_fails_only_itself_with_its_own_calls_status(running: Running) -> None:
-    c = running.client
+def mixed_requests(c: Client) -> tuple[list[pb.ScheduleRequest], list[grpc.StatusCode]]:
+    """Good requests among bad ones, and the status each one's own Schedule call ends with."""
     good = one("fine")
-    requests = [
+    return [
         c.schedule_request([good]),
         c.schedule_request([b.SOLVER_TEST.named("bad").request("gpu", count=0).obj()]),
         c.schedule_request([good], policy="tightest"),
         c.schedule_request([b.SOLVER_TEST.named("nosuch").request("gpu", cls="no-such-class").obj()]),
         pb.ScheduleRequest(claims=[b"{not json"]),
         c.schedule_request([good], ["no-such-node"]),
-    ]
-    results = c.schedule_batch(requests)
-    codes = [code_named(r.status.code) for r in results]
+    ], [grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
+
+
+def assert_mixed_answers(c: Client, requests: list[pb.ScheduleRequest], codes: list[grpc.StatusCode], results: list[pb.ScheduleBatchResult]) -> None:
+    """Each of ``mixed_requests`` answered alone: its own call's code and message, details."""
     assert_each_as_its_own_call(c, requests, results)
-    assert codes == [grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
-                     grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
+    assert [code_named(r.status.code) for r in results] == codes
     assert results[0].response.node and not results[1].HasField("response")
     assert "spec.devices.requests[0].exactly.count" in results[1].status.message
     detail = error_details_pb2.BadRequest()
     assert results[1].status.details[0].Unpack(detail)
     assert any("spec.devices.requests[0].exactly.count" in v.field for v in detail.field_violations)
     assert not results[5].response.node and "not found" in results[5].response.nodes[0].reason
+
+
+def test_a_batch_answers_as_the_same_calls_one_after_the_other(fresh: Callable[..., Running]) -> None:
+    batched, single = fresh(), fresh()
+    claims = pods(9)
+    assert_as_one_by_one(batched, single, claims, batched.client.schedule_batch(reserving_requests(batched.client, claims)))
+
+
+def test_a_failed_item_fails_only_itself_with_its_own_calls_status(running: Running) -> None:
+    c = running.client
+    requests, codes = mixed_requests(c)
+    assert_mixed_answers(c, requests, codes, c.schedule_batch(requests))
 
 
 def test_warnings_stay_with_their_item(running: Running) -> None:

@@ -106,10 +106,7 @@ def test_nodes_without_a_free_device_are_visited_last_by_claims_that_need_one() 
 
 @pytest.mark.parametrize("policy", ["pack", "spread", "first-fit"])
 def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> None:
-    import random
-
-    from dra_solver.model import DeviceID, FlightOrder
-    from dra_solver.model.cluster import AllocatedState
+    from dra_solver.model import FlightOrder
     from dra_solver.model.node_load import node_key
     from dra_solver.model.policy import NODE_POLICIES
     from dra_solver.model.schedule import visit_order
@@ -118,22 +115,8 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
     store = engine.reservations
     snap = engine.current()
     kept = FlightOrder()
-    rng = random.Random(7)
-    held: list[str] = []
-    free = {n: [f"gpu-{g}" for g in range(8)] for n in ("n1", "n2", "n3")}
-    for g in range(3):
-        free["n2"].remove(f"gpu-{g}")
-    for step in range(80):
-        if held and rng.random() < 0.35:
-            store.release(held.pop(rng.randrange(len(held))))
-        else:
-            node = rng.choice(sorted(n for n, devs in free.items() if devs) or ["n1"])
-            if not free[node]:
-                continue
-            dev = free[node].pop(rng.randrange(len(free[node])))
-            r = store.reserve(node=node, claims=[(f"ns/c{step}", f"u{step}")], state=AllocatedState(frozenset({DeviceID(DRIVER, node, dev)})),
-                              taken=AllocatedState())
-            held.append(r.id)
+    # n4 is full in the snapshot; n2 has three GPUs in use.
+    for step in _random_reservations(store, 80, seed=7, free={"n1": 8, "n2": 5, "n3": 8}):
         now = store.now()
         # now() keeps per-pool states between calls: they must be what the store holds.
         assert now.fingerprints() == store.fingerprints() and now.state() == store.state()
@@ -162,8 +145,9 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                     assert sorted(again) == sorted(twice) and [n for n in again if n != "n1"] == [n for n in got if n != "n1"]
 
 
-def _random_reservations(store: ReservationStore, steps: int, seed: int) -> Iterator[None]:
-    """Reserves and releases single GPUs of n1-n4 at random (a step after each change)."""
+def _random_reservations(store: ReservationStore, steps: int, seed: int, free: dict[str, int] | None = None) -> Iterator[int]:
+    """Reserves and releases single GPUs at random, yielding each step's number after its
+    change. ``free``: each node's free GPUs, its last ones (default: n1-n4, all 8)."""
     import random
 
     from dra_solver.model import DeviceID
@@ -171,20 +155,21 @@ def _random_reservations(store: ReservationStore, steps: int, seed: int) -> Iter
 
     rng = random.Random(seed)
     held: list[tuple[str, str, str]] = []
-    free = {n: [f"gpu-{g}" for g in range(8)] for n in ("n1", "n2", "n3", "n4")}
+    counts = free or {n: 8 for n in ("n1", "n2", "n3", "n4")}
+    free_of = {n: [f"gpu-{g}" for g in range(8 - count, 8)] for n, count in counts.items()}
     for step in range(steps):
-        open_nodes = sorted(n for n, devs in free.items() if devs)
+        open_nodes = sorted(n for n, devs in free_of.items() if devs)
         if held and (rng.random() < 0.35 or not open_nodes):
             rid, node, dev = held.pop(rng.randrange(len(held)))
             store.release(rid)
-            free[node].append(dev)
+            free_of[node].append(dev)
         else:
             node = rng.choice(open_nodes)
-            dev = free[node].pop(rng.randrange(len(free[node])))
+            dev = free_of[node].pop(rng.randrange(len(free_of[node])))
             r = store.reserve(node=node, claims=[(f"ns/c{step}", f"u{step}")], state=AllocatedState(frozenset({DeviceID(DRIVER, node, dev)})),
                               taken=AllocatedState())
             held.append((r.id, node, dev))
-        yield
+        yield step
 
 
 def test_each_read_of_the_reservations_says_what_changed_since_the_one_before() -> None:

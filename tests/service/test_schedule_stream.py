@@ -11,21 +11,22 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dra_solver.service.client import ScheduleStream
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
-from tests import builders as b
 from tests.service.conftest import Running, assert_valid
 from tests.service.test_schedule_batch import (
     OK,
-    assert_each_as_its_own_call,
+    assert_as_one_by_one,
+    assert_mixed_answers,
     code_named,
     devices,
+    mixed_requests,
     one,
     pods,
+    reserving_requests,
 )
 
 METHOD = "/drasolver.v1.AllocationService/ScheduleStream"
@@ -41,21 +42,9 @@ def raw_stream(target: str, messages: list[bytes], timeout: float = 30) -> list[
 def test_a_stream_answers_each_message_as_its_own_schedule_call(fresh: Callable[..., Running]) -> None:
     streamed, single = fresh(), fresh()
     claims = pods(9)
-    requests = [streamed.client.schedule_request([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
     with streamed.client.schedule_stream() as stream:
-        results = [stream.schedule(request) for request in requests]
-    assert [r.status.code for r in results] == [OK] * len(claims)
-    one_by_one = [single.client.schedule([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
-    assert [(r.response.node, devices(r.response)) for r in results] == [(a.node, devices(a)) for a in one_by_one]
-    placed = [(claim, r) for claim, r in zip(claims, results, strict=True) if r.response.node]
-    assert len(placed) >= 5, "the demo cluster places most of them"
-    taken: list[str] = []
-    for claim, r in placed:
-        assert r.response.reservation.id, "each reserving message holds its own reservation"
-        assert_valid(streamed.objects, [claim], r.response, r.response.node)
-        taken.extend(devices(r.response))
-    assert len(taken) == len(set(taken)), "a message never gets a device an earlier one reserved"
-    assert len(streamed.engine.reservations) == len(placed)
+        results = [stream.schedule(request) for request in reserving_requests(streamed.client, claims)]
+    assert_as_one_by_one(streamed, single, claims, results)
 
 
 def test_requests_sent_ahead_are_answered_in_order_as_one_by_one(fresh: Callable[..., Running]) -> None:
@@ -63,7 +52,7 @@ def test_requests_sent_ahead_are_answered_in_order_as_one_by_one(fresh: Callable
     would be when its turn comes, so a later one sees what an earlier one reserved."""
     ahead, single = fresh(), fresh()
     claims = pods(9)
-    requests = [ahead.client.schedule_request([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
+    requests = reserving_requests(ahead.client, claims)
     results = []
     with ahead.client.schedule_stream() as stream:
         for request in requests[:4]:
@@ -78,14 +67,7 @@ def test_requests_sent_ahead_are_answered_in_order_as_one_by_one(fresh: Callable
             results.append(stream.receive())
         with pytest.raises(ValueError, match="no request sent is waiting for its answer"):
             stream.receive()
-    assert [r.status.code for r in results] == [OK] * len(claims)
-    one_by_one = [single.client.schedule([c], reserve=True, ttl=600, pod=f"team/p{i}") for i, c in enumerate(claims)]
-    assert [(r.response.node, devices(r.response)) for r in results] == [(a.node, devices(a)) for a in one_by_one]
-    taken = [d for r in results for d in devices(r.response)]
-    assert len(taken) == len(set(taken)) and len(taken) >= 5
-    for claim, r in zip(claims, results, strict=True):
-        if r.response.node:
-            assert_valid(ahead.objects, [claim], r.response, r.response.node)
+    assert_as_one_by_one(ahead, single, claims, results)
 
 
 def test_closing_a_stream_gives_the_answers_not_received_yet(fresh: Callable[..., Running]) -> None:
@@ -104,25 +86,10 @@ def test_closing_a_stream_gives_the_answers_not_received_yet(fresh: Callable[...
 
 def test_a_failed_message_fails_only_itself_with_its_own_calls_status(running: Running) -> None:
     c = running.client
-    good = one("fine")
-    requests = [
-        c.schedule_request([good]),
-        c.schedule_request([b.SOLVER_TEST.named("bad").request("gpu", count=0).obj()]),
-        c.schedule_request([good], policy="tightest"),
-        pb.ScheduleRequest(claims=[b"{not json"]),
-        c.schedule_request([good], ["no-such-node"]),
-    ]
+    requests, codes = mixed_requests(c)
     with c.schedule_stream(timeout=60) as stream:
         results = [stream.schedule(request) for request in requests]
-    assert_each_as_its_own_call(c, requests, results)
-    assert [code_named(r.status.code) for r in results] == [
-        grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.INVALID_ARGUMENT,
-        grpc.StatusCode.OK,
-    ]
-    detail = error_details_pb2.BadRequest()
-    assert results[1].status.details[0].Unpack(detail)
-    assert any("spec.devices.requests[0].exactly.count" in v.field for v in detail.field_violations)
-    assert results[0].response.node and not results[4].response.node
+    assert_mixed_answers(c, requests, codes, results)
 
 
 def test_bytes_that_are_not_a_request_fail_that_message_only(running: Running) -> None:
