@@ -275,7 +275,7 @@ def run_one(
                     sent: deque[tuple[dict[str, Any], float, int]] = deque()
                     while True:
                         while len(sent) < window and (taken := take(1)):
-                            messages.send(client.schedule_request(taken, reserve=True, ttl=3600, chosen_verdict_only=True))
+                            messages.send(_request(client, taken[0]))
                             sent.append((taken[0], time.perf_counter(), 1))
                         if not sent:
                             return
@@ -283,7 +283,7 @@ def run_one(
                         claim, t, attempt = sent.popleft()
                         if result.status.code == _ABORTED and attempt < _ATTEMPTS:
                             # A concurrent stream took its devices first: asked again, its time still running.
-                            messages.send(client.schedule_request([claim], reserve=True, ttl=3600, chosen_verdict_only=True))
+                            messages.send(_request(client, claim))
                             sent.append((claim, t, attempt + 1))
                             continue
                         if result.status.code:
@@ -327,6 +327,12 @@ _ATTEMPTS = 20
 """Times a pod is asked for while concurrent callers keep taking its devices first."""
 
 
+def _request(client: Client, claim: dict[str, Any]) -> pb.ScheduleRequest:
+    """One pod's Schedule request, as the dra-solver scheduler sends it: reserve, and only the
+    chosen node's verdict back."""
+    return client.schedule_request([claim], reserve=True, ttl=3600, chosen_verdict_only=True)
+
+
 def _schedule_all(client: Client, claims: list[dict[str, Any]], *, batched: bool, attempts: int = _ATTEMPTS) -> list[pb.ScheduleResponse]:
     """Schedule and reserve each claim's pod, as the dra-solver scheduler asks (the chosen
     node's verdict only): one call per pod, or one ScheduleBatch call for all of them. A pod
@@ -341,7 +347,7 @@ def _schedule_all(client: Client, claims: list[dict[str, Any]], *, batched: bool
                 if err.code() != grpc.StatusCode.ABORTED:
                     raise
                 continue
-        requests = [client.schedule_request([c], reserve=True, ttl=3600, chosen_verdict_only=True) for c in pending]
+        requests = [_request(client, c) for c in pending]
         again = []
         for claim, result in zip(pending, client.schedule_batch(requests), strict=True):
             if result.status.code == _ABORTED:

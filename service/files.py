@@ -29,7 +29,6 @@ from dra_solver.model import (
     ValidationMode,
     decode_document,
     decode_object,
-    decode_text,
     iter_documents,
     validate_document,
 )
@@ -170,15 +169,10 @@ def read_inputs(
             warnings: list[StrictDecodingError] = []
             errors: list[InvalidInput] = []
             text = read_text(path, stdin=stdin, limits=limits)
-            if documents is not None:
-                before = len(documents)
-                objects = _decode_with_documents(text, shown, validate=validate, limits=limits, warnings=warnings, documents=documents,
-                                                 errors=errors)
-                found += len(documents) - before
-            elif progress is not None and len(text) >= PROGRESS_MIN_CHARS:
-                objects = _decode_with_progress(text, shown, validate=validate, limits=limits, warnings=warnings, progress=progress)
-            else:
-                objects = decode_text(text, source=shown, validate=validate, limits=limits, warnings=warnings)
+            before = len(documents) if documents is not None else 0
+            objects = _decode_file(text, shown, validate=validate, limits=limits, warnings=warnings, documents=documents, errors=errors,
+                                   progress=progress if len(text) >= PROGRESS_MIN_CHARS else None)
+            found += len(documents) - before if documents is not None else 0
             for warning in warnings:  # first: a misspelt field often explains an error
                 report(warning.warning())
             if errors:
@@ -192,46 +186,37 @@ def read_inputs(
     return inputs
 
 
-def _decode_with_documents(
+def _decode_file(
     text: str, source: str, *, validate: ValidationMode, limits: DecodeLimits, warnings: list[StrictDecodingError],
-    documents: list[dict[str, Any]], errors: list[InvalidInput],
+    documents: list[dict[str, Any]] | None, errors: list[InvalidInput], progress: Warn | None,
 ) -> list[o.TypedObject]:
-    """The typed objects of ``text``; its Pods and PodGroups are decoded as documents into
-    ``documents``, and what the API server's validation says of them (unless
-    ``validate="ignore"``) into ``errors``."""
-    objects: list[o.TypedObject] = []
-    for doc in iter_documents(text, source=source, limits=limits, validate=validate, warnings=warnings):
-        if doc.get("kind") in DOCUMENT_API_VERSIONS:
-            document = decode_document(doc, source=source, validate=validate, warnings=warnings)
-            if validate != "ignore":
-                errors.extend(validate_document(document, source=source))
-            documents.append(document)
-        else:
-            objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
-    return objects
-
-
-def _decode_with_progress(
-    text: str, source: str, *, validate: ValidationMode, limits: DecodeLimits, warnings: list[StrictDecodingError], progress: Warn
-) -> list[o.TypedObject]:
-    """:func:`decode_text` of a large file, saying how far it got every few seconds."""
+    """The typed objects of one file. ``documents``: its Pods and PodGroups are decoded as
+    documents into it, and what the API server's validation says of them (unless
+    ``validate="ignore"``) into ``errors`` (None: they are unknown kinds, as anywhere else).
+    ``progress``: told how far the file is read every few seconds, and when it is done."""
     started = time.monotonic()
     next_line = started + PROGRESS_INTERVAL
     read = 0
-    objects: list[o.TypedObject] = []
 
     def at(position: int) -> None:
         nonlocal read
         read = position
 
     mb = 1_000_000
-    for doc in iter_documents(text, source=source, limits=limits, progress=at, validate=validate, warnings=warnings):
-        objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
-        now = time.monotonic()
-        if now >= next_line:
+    objects: list[o.TypedObject] = []
+    for doc in iter_documents(text, source=source, limits=limits, progress=at if progress is not None else None, validate=validate, warnings=warnings):
+        if documents is not None and doc.get("kind") in DOCUMENT_API_VERSIONS:
+            document = decode_document(doc, source=source, validate=validate, warnings=warnings)
+            if validate != "ignore":
+                errors.extend(validate_document(document, source=source))
+            documents.append(document)
+        else:
+            objects.append(decode_object(doc, source=source, validate=validate, warnings=warnings))
+        if progress is not None and (now := time.monotonic()) >= next_line:
             next_line = now + PROGRESS_INTERVAL
             progress(f"{source}: read {len(objects):,} objects ({read / mb:.0f}/{len(text) / mb:.0f} MB)")
-    progress(f"{source}: read {len(objects):,} objects ({len(text) / mb:.0f} MB) in {time.monotonic() - started:.1f}s")
+    if progress is not None:
+        progress(f"{source}: read {len(objects):,} objects ({len(text) / mb:.0f} MB) in {time.monotonic() - started:.1f}s")
     return objects
 
 

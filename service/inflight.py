@@ -110,10 +110,11 @@ class Overlay:
         self._store = store.now()
         self._extra = extra
         self._extra_pools = _pools_of(extra)
+        self._held = frozenset(self._store.held_pools()) | self._extra_pools
         self.version = self._store.version
 
     def held_pools(self) -> AbstractSet[PoolKey]:
-        return frozenset(self._store.held_pools()) | self._extra_pools
+        return self._held
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
         out = self._store.fingerprints()

@@ -531,9 +531,12 @@ def create_server(address: str, deps: ServerDeps) -> tuple[grpc.Server, int]:
     reflection.enable_server_reflection(
         (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME), server
     )
-    port = server.add_secure_port(address, deps.credentials) if deps.credentials else server.add_insecure_port(address)
+    try:
+        port = server.add_secure_port(address, deps.credentials) if deps.credentials else server.add_insecure_port(address)
+    except RuntimeError:  # gRPC's "Failed to bind to address ...": the reason went to its log
+        port = 0
     if port == 0 and not address.startswith("unix:"):
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"cannot listen on {address}: the port is in use, or the host is not an address of this machine")
     server.start()
     return server, port
 

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         service.stop(0)
         if service.server is None:  # not past the gRPC port
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {'--address' if args.address.startswith('unix:') else '--port'}: {err}", file=sys.stderr)
             return 2
         # The gRPC port is open: the metrics endpoint's address or port is at fault.
         where = _hostport(_metrics_host(args), args.metrics_port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -104,6 +105,19 @@ def test_other_number_flags_of_the_clients(args: tuple[str, ...], message: str) 
 def test_serve_refuses_numbers_out_of_range(flag: str, value: str, message: str) -> None:
     # A flag let through would start a server that runs until the timeout: the test fails.
     _refused(_cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "-1", flag, value, timeout=30), message)
+
+
+def test_serve_says_which_port_it_cannot_listen_on() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        grpc_port = _cli("serve", "--inventory", CLUSTER, "--port", port, "--metrics-port", "-1", timeout=30)
+        # gRPC's own log line comes first (it writes it itself); ours names the flag.
+        assert grpc_port.returncode == 2 and grpc_port.stderr.splitlines()[-1] == (
+            f"error: --port: cannot listen on 127.0.0.1:{port}: the port is in use, or the host is not an address of this machine"), grpc_port.stderr
+        _refused(_cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", port, timeout=30),
+                 f"error: --metrics-port: cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
 @pytest.mark.parametrize(("flags", "message"), [
