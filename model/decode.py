@@ -1095,7 +1095,8 @@ def _type_problem(spec: str, value: Any, path: FieldPath) -> tuple[FieldPath, st
     fields = coreschema.TYPES.get(spec)
     if fields is not None:
         if not isinstance(value, dict):
-            return path, _wrong_type(value, f"an object ({spec})")
+            # The generator's one name for Go's empty structs names nothing a user wrote.
+            return path, _wrong_type(value, "an object" if spec == "Empty" else f"an object ({spec})")
         for key, item in value.items():
             child = fields.get(key)
             if child is not None:

@@ -354,6 +354,14 @@ def test_a_wrong_type_is_a_decoding_error_whatever_validate_says() -> None:
     pod["spec"]["containers"] = 5
     with pytest.raises(InvalidInput, match=r"Pod default/full: spec.containers: Invalid value: 5: must be a list, not a number"):
         decode_document(pod, validate="ignore")
+    # An empty Go struct (BasicSchedulingPolicy) is "an object": no type name the user never wrote.
+    doc["spec"]["schedulingPolicy"] = {"basic": True}
+    with pytest.raises(InvalidInput) as info:
+        decode_document(doc)
+    assert str(info.value).endswith("spec.schedulingPolicy.basic: Invalid value: true: must be an object, not a boolean")
+    pod["spec"]["containers"] = [{"name": "c", "resources": True}]
+    with pytest.raises(InvalidInput, match=r"must be an object \(ResourceRequirements\), not a boolean"):
+        decode_document(pod)
 
 
 # --- the file reader ``schedule --group`` uses ---------------------------------------------
