@@ -169,8 +169,10 @@ class KnownAnswer:
     reused: SolveStats = field(init=False, repr=False, compare=False)
     """The outcome's statistics marked ``reused`` (made once)."""
     selectors: dict[tuple[int, str], o.NodeSelector] = field(init=False, repr=False, compare=False)
-    """Node selectors renamed for a target node, by result and node (a node takes several
-    answers in a row as it fills; bounded)."""
+    """Node selectors renamed for the last target node, by result and node: a node meets the
+    same answer again only when asked again in the same state (no reservation between); a
+    node filling up meets each answer once, so older nodes' entries are dropped at once
+    rather than piling up (dropping hundreds at a time stalled a call)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "positions", {d: i for i, d in enumerate(self.layout)})
@@ -195,8 +197,9 @@ def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[D
     (``model.node_state.remap_results``); score and solver statistics are the source's,
     marked ``reused``."""
     mapping = device_mapping(known.layout, layout, positions=known.positions)
-    if len(known.selectors) > 256:
-        known.selectors.clear()
+    kept = known.selectors
+    if kept and next(iter(kept))[1] != request.node.name:
+        kept.clear()
     results = remap_results(
         known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name, selectors=known.selectors,
     )

@@ -244,3 +244,31 @@ def test_kept_keys_with_devices_in_flight_follow_reads_and_the_fingerprint() -> 
     held_b = AllocatedState(devices=frozenset({DeviceID(DRIVER, "node-b", "gpu-0")}))
     assert index.state_key("node-b", naming, (b"v1",), lambda: held_b) != busy_naming
     assert index.state_key("node-b", unread, (b"v1",), lambda: held_b) == busy_unread
+
+
+def test_an_answer_reused_node_after_node_keeps_renamed_selectors_for_the_last_node_only() -> None:
+    """A filling cluster reuses one answer on node after node: each gets its own node selector,
+    asked again on the same node the renamed selector is reused, and what is kept does not
+    grow with the nodes visited (clearing hundreds of them at once stalled a call)."""
+    from dra_solver.model.schedule import KnownAnswer, answer_on
+
+    names = [f"node-{i:03}" for i in range(300)]
+    inventory = _inventory([(n, f"pool-{n}", ["dev-0", "dev-1"], [0, 0], [False, False]) for n in names])
+    index = NodeIndex(inventory)
+    claims = _claims()[0]
+    source = _solve(index, claims, names[0])
+    assert source.allocated
+    known = KnownAnswer(names[0], index.node_shape(names[0]).layout, source)
+
+    def on(name: str) -> Any:
+        req = AllocationRequest(claims=claims, node=index.nodes_by_name[name], inventory=index.node_inventory(name), policy="pack")
+        return answer_on(known, req, index.node_shape(name).layout)
+
+    first = on(names[1])
+    again = on(names[1])
+    assert again.results[0].node_selector is first.results[0].node_selector
+    for name in names[1:]:
+        mapped = on(name)
+        fresh = _solve(index, claims, name)
+        assert [r.to_api() for r in mapped.results] == [r.to_api() for r in fresh.results], name
+        assert {node for _, node in known.selectors} == {name}
