@@ -34,7 +34,7 @@ from grpc_status import rpc_status
 
 from dra_solver.model import ALLOCATORS, AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.service import engine as e
-from dra_solver.service import groups, messages
+from dra_solver.service import gc_pauses, groups, messages
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inflight import CallerFlight, FlightClaim
@@ -562,7 +562,13 @@ class Service:
     order, for callers that want a ready service when it returns.
     """
 
-    def __init__(self, address: str, deps: ServerDeps, *, metrics_address: str | None = None, metrics_port: int | None = None) -> None:
+    def __init__(
+        self, address: str, deps: ServerDeps, *, metrics_address: str | None = None, metrics_port: int | None = None,
+        full_collection_interval: float | None = None,
+    ) -> None:
+        """``full_collection_interval``: once the inventory is loaded, full garbage collections
+        on that clock instead of the collector's own (``service.gc_pauses``; process-wide, so
+        only for a process that is this service: ``dra-solver serve``)."""
         self.deps = deps
         self.engine = deps.engine
         self._address = address
@@ -574,6 +580,9 @@ class Service:
         self._stopped = threading.Event()
         self._health_update: Callable[[Snapshot], None] | None = None
         self._loader: threading.Thread | None = None
+        self._full_collection_interval = full_collection_interval
+        self._release_collector: Callable[[], None] | None = None
+        self._collector_lock = threading.Lock()
 
     def start(self) -> Service:
         """Listen, then load the inventory (returns once it is loaded, or raises)."""
@@ -610,6 +619,10 @@ class Service:
         # its millions of objects on every collection (they are still freed by refcounting).
         gc.collect()
         gc.freeze()
+        if self._full_collection_interval is not None:
+            with self._collector_lock:
+                if self._release_collector is None and not self._stopped.is_set():
+                    self._release_collector = gc_pauses.hold_full_collections(self._full_collection_interval)
 
     def load_in_background(self, on_failed: Callable[[BaseException], None]) -> None:
         """:meth:`load` on an ``inventory-load`` thread; ``on_failed`` gets what it raised."""
@@ -662,6 +675,10 @@ class Service:
         self.engine.source.stop()
         if self.metrics_server is not None:
             self.metrics_server.stop()
+        with self._collector_lock:
+            release, self._release_collector = self._release_collector, None
+        if release is not None:
+            release()
         return drained
 
     def wait(self) -> None:

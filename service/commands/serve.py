@@ -32,6 +32,7 @@ from dra_solver.service import engine as e
 from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.commands.gateflag import add_feature_gates_argument
 from dra_solver.service.files import add_validate_argument, one_line
+from dra_solver.service.gc_pauses import FULL_COLLECTION_INTERVAL
 from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
 from dra_solver.service.kubeapi.client import ConfigError, api_client
 from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
@@ -227,4 +228,7 @@ def build(args: argparse.Namespace) -> Service:
         credentials=creds,
     )
     address = args.address if args.address.startswith("unix:") else _hostport(args.address, args.port)
-    return Service(address, deps, metrics_address=_metrics_host(args), metrics_port=None if args.metrics_port < 0 else args.metrics_port)
+    return Service(
+        address, deps, metrics_address=_metrics_host(args), metrics_port=None if args.metrics_port < 0 else args.metrics_port,
+        full_collection_interval=FULL_COLLECTION_INTERVAL,
+    )
