@@ -35,7 +35,7 @@ def test_full_collections_come_on_the_clock_and_stop_puts_the_thresholds_back() 
     seen, note = _full_collections()
     gc.callbacks.append(note)
     try:
-        stop = gc_pauses.hold_full_collections(0.05)
+        stop = gc_pauses.hold_full_collections(0.05, share=1.0)
         try:
             young, middle, full = gc.get_threshold()
             assert (young, middle) == (700, 1)
@@ -73,11 +73,34 @@ def test_automatic_full_collections_stay_off_while_held() -> None:
         del kept
 
 
-@pytest.mark.parametrize("interval", [0.0, -1.0])
-def test_an_interval_must_be_positive(interval: float) -> None:
+def test_a_slow_full_collection_holds_the_next_one_off() -> None:
+    """At most ``share`` of the time: a collection of 1 ms or more with a share of a millionth
+    waits at least 1,000 s for the next, whatever the interval."""
+    seen, note = _full_collections()
+    gc.callbacks.append(note)
+    try:
+        stop = gc_pauses.hold_full_collections(0.05, share=1e-6)
+        try:
+            deadline = time.monotonic() + 10
+            while not seen and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert seen, "no full collection on the clock"
+            time.sleep(0.5)
+            assert len(seen) == 1
+        finally:
+            stop()
+    finally:
+        gc.callbacks.remove(note)
+
+
+@pytest.mark.parametrize(("interval", "share", "message"), [
+    (0.0, 0.001, "interval: must be positive"), (-1.0, 0.001, "interval: must be positive"),
+    (60.0, 0.0, "share: must be in"), (60.0, 1.5, "share: must be in"),
+])
+def test_bad_settings_are_refused(interval: float, share: float, message: str) -> None:
     before = gc.get_threshold()
-    with pytest.raises(ValueError, match="must be positive"):
-        gc_pauses.hold_full_collections(interval)
+    with pytest.raises(ValueError, match=message):
+        gc_pauses.hold_full_collections(interval, share=share)
     assert gc.get_threshold() == before
 
 
