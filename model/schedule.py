@@ -198,7 +198,8 @@ def answer_on(known: KnownAnswer, request: AllocationRequest, layout: Sequence[D
     marked ``reused``."""
     mapping = device_mapping(known.layout, layout, positions=known.positions)
     kept = known.selectors
-    if kept and next(iter(kept))[1] != request.node.name:
+    # ``list`` copies the keys in one step: another call may be changing them meanwhile.
+    if any(node != request.node.name for _, node in list(kept)):
         kept.clear()
     results = remap_results(
         known.outcome.results, mapping, claims=request.claims, source_node=known.node, target_node=request.node.name, selectors=known.selectors,
