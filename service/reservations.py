@@ -25,9 +25,10 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
 from dra_solver.service.inventory import Snapshot
@@ -76,6 +77,14 @@ class UnknownReservation(Exception):
     """No reservation with that id (or for those claims)."""
 
 
+PoolState = tuple[AllocatedState, bytes]
+"""A pool's devices in flight and the fingerprint of that state."""
+
+_RECENT_MAX = 64
+"""Pools a read keeps apart from its base table before one is made with them: a read costs
+O(this) plus, once in this many changes, O(pools held)."""
+
+
 class HeldNow:
     """``model.InFlight`` over one read of a ``ReservationStore`` (``now()``): what a Schedule
     call visits nodes with, without taking the store's lock for every node. ``version`` is the
@@ -84,43 +93,112 @@ class HeldNow:
 
     ``base`` and ``changed``: the version of the read this one was made from (-1: none) and
     the pools whose state differs from it, so that a caller that kept what it derived from
-    that read (``model.FlightOrder``) re-reads only those."""
+    that read (``model.FlightOrder``) re-reads only those.
+
+    Pool states are a base table shared by successive reads (never changed once made) and the
+    pools changed since it (``None``: no longer held), so that a read after a change costs
+    O(changes since the base), not a copy of every pool held: a scheduler holding thousands
+    of pods' devices changes one pool per call."""
 
     def __init__(
-        self, version: int, pools: dict[PoolKey, tuple[AllocatedState, bytes]], *, base: int = -1, changed: frozenset[PoolKey] = frozenset()
+        self, version: int, pools: dict[PoolKey, PoolState], *, base: int = -1, changed: frozenset[PoolKey] = frozenset(),
+        recent: dict[PoolKey, PoolState | None] | None = None, count: int | None = None,
     ) -> None:
         self.version = version
-        self._pools = pools
+        self._table = pools
+        self._recent: dict[PoolKey, PoolState | None] = recent or {}
+        self._count = len(pools) if count is None else count
         self._base = base
         self._changed = changed
+        self._keys = _HeldPools(self)
+
+    def then(self, version: int, changes: dict[PoolKey, PoolState | None], changed: frozenset[PoolKey]) -> HeldNow:
+        """The read after this one: ``changes`` (a pool's new state, or None when it holds
+        nothing any more) on top of this read's pools."""
+        recent = {**self._recent, **changes}
+        count = self._count
+        for pool, entry in changes.items():
+            count += (entry is not None) - (self._entry(pool) is not None)
+        table = self._table
+        if len(recent) > _RECENT_MAX:
+            merged = dict(table)
+            for pool, maybe in recent.items():
+                if maybe is None:
+                    merged.pop(pool, None)
+                else:
+                    merged[pool] = maybe
+            table, recent = merged, {}
+        return HeldNow(version, table, base=self.version, changed=changed, recent=recent, count=count)
+
+    def _entry(self, pool: PoolKey) -> PoolState | None:
+        entry = self._recent.get(pool, _ABSENT)
+        return self._table.get(pool) if entry is _ABSENT else entry  # type: ignore[return-value]
+
+    def _items(self) -> Iterable[tuple[PoolKey, PoolState]]:
+        recent = self._recent
+        for pool, entry in self._table.items():
+            if pool not in recent:
+                yield pool, entry
+        for pool, maybe in recent.items():
+            if maybe is not None:
+                yield pool, maybe
 
     def held_pools(self) -> AbstractSet[PoolKey]:
-        return self._pools.keys()  # the dict is never changed once made
+        return self._keys
 
     def fingerprints(self) -> dict[PoolKey, bytes]:
-        return {p: entry[1] for p, entry in self._pools.items()}
+        return {p: entry[1] for p, entry in self._items()}
 
     def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
         if self._base < 0:
             return None
-        return self._base, self.version, {p: (entry[1] if (entry := self._pools.get(p)) is not None else None) for p in self._changed}
+        return self._base, self.version, {p: (entry[1] if (entry := self._entry(p)) is not None else None) for p in self._changed}
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
-        held = [entry[0].devices for p in pools if (entry := self._pools.get(p)) is not None]
+        held = [entry[0].devices for p in pools if (entry := self._entry(p)) is not None]
         if not held:
             return frozenset()
         return held[0] if len(held) == 1 else frozenset().union(*held)
 
     def pool_keys(self, pools: Iterable[PoolKey]) -> tuple[bytes, ...]:
-        return tuple(entry[1] for p in pools if (entry := self._pools.get(p)) is not None)
+        return tuple(entry[1] for p in pools if (entry := self._entry(p)) is not None)
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
         out = AllocatedState()
-        for pool in self.held_pools() if pools is None else pools:
-            entry = self._pools.get(pool)
-            if entry is not None:
+        if pools is None:
+            for _, entry in self._items():
                 out = out.merge(entry[0])
+            return out
+        for pool in pools:
+            found = self._entry(pool)
+            if found is not None:
+                out = out.merge(found[0])
         return out
+
+
+_ABSENT = object()
+
+
+class _HeldPools(AbstractSet[PoolKey]):
+    """The pools a read holds devices in, as a set (read-only, like the read)."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read: HeldNow) -> None:
+        self._read = read
+
+    def __contains__(self, pool: object) -> bool:
+        return self._read._entry(pool) is not None  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[PoolKey]:
+        return (pool for pool, _ in self._read._items())
+
+    def __len__(self) -> int:
+        return self._read._count
+
+    def isdisjoint(self, other: Iterable[Any]) -> bool:
+        entry = self._read._entry
+        return not any(entry(pool) is not None for pool in other)
 
 
 @dataclass
@@ -228,20 +306,15 @@ class ReservationStore:
             last = self._held_now
             if last is not None and last.version == self.version:
                 return last
+            changed = frozenset(self._changed)
+            self._changed.clear()
             if last is None:
-                pools = {p: self._pool_state(p) for p in sorted(self._by_pool)}
+                self._held_now = HeldNow(self.version, {p: self._pool_state(p) for p in sorted(self._by_pool)})
             else:
                 # Only the changed pools are read again (a Schedule with reserve changes one
                 # pool, while hundreds may hold devices).
-                pools = dict(last._pools)
-                for p in sorted(self._changed):  # new pools in a known order (they go last)
-                    if p in self._by_pool:
-                        pools[p] = self._pool_state(p)
-                    else:
-                        pools.pop(p, None)
-            changed = frozenset(self._changed)
-            self._changed.clear()
-            self._held_now = HeldNow(self.version, pools, base=last.version if last is not None else -1, changed=changed)
+                changes = {p: self._pool_state(p) if p in self._by_pool else None for p in sorted(changed)}
+                self._held_now = last.then(self.version, changes, changed)
             return self._held_now
 
     def holders(self) -> dict[DeviceID, str]:
