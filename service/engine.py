@@ -23,7 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 
 from dra_solver import model
 from dra_solver.model import (
@@ -275,6 +275,7 @@ class Engine:
         self._devices = DeviceParseCache(self.limits.parsed_devices)
         self._flight_order = model.FlightOrder()
         self._node_phases: tuple[Histogram, ...] | None = None
+        self._device_counters: dict[str, Counter] = {}
         self._flights = FlightDecoder()
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:
@@ -573,9 +574,14 @@ class Engine:
         # Drivers of the server's inventory only: an inline inventory names any driver it likes.
         served = self.source.snapshot()
         known = served.index.device_count_by_driver if served.ready else {}
+        counters = self._device_counters
         for result in outcome.results:
             for r in (result.devices.results or []) if result.devices else []:
-                self.metrics.allocated_devices.labels(driver_name=r.driver if r.driver in known else "other").inc()
+                name = r.driver if r.driver in known else "other"
+                counter = counters.get(name)
+                if counter is None:  # the labelled child, looked up once per driver
+                    counter = counters[name] = self.metrics.allocated_devices.labels(driver_name=name)
+                counter.inc()
 
     # --- Reserve ----------------------------------------------------------------------------
 

@@ -164,16 +164,19 @@ class HeldNow:
         return tuple(entry[1] for p in pools if (entry := self._entry(p)) is not None)
 
     def state(self, pools: Iterable[PoolKey] | None = None) -> AllocatedState:
-        out = AllocatedState()
         if pools is None:
-            for _, entry in self._items():
-                out = out.merge(entry[0])
-            return out
-        for pool in pools:
-            found = self._entry(pool)
-            if found is not None:
-                out = out.merge(found[0])
+            held = [entry[0] for _, entry in self._items()]
+        else:
+            held = [found[0] for pool in pools if (found := self._entry(pool)) is not None]
+        if not held:
+            return _NOTHING_HELD
+        out = held[0]  # states are immutable: one pool's is returned as it is
+        for more in held[1:]:
+            out = out.merge(more)
         return out
+
+
+_NOTHING_HELD = AllocatedState()
 
 
 _ABSENT = object()
