@@ -34,7 +34,7 @@ class FlightState(Protocol):
 
     def fingerprints(self) -> dict[PoolKey, bytes]: ...
 
-    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None: ...
+    def changes_since(self, version: int) -> tuple[int, dict[PoolKey, bytes | None] | None]: ...
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]: ...
 
@@ -64,9 +64,6 @@ class FlightOrder:
         """Copies (the caller iterates them lazily while other calls update this), and how many
         nodes at the head of ``index.preference_order(policy, full_last)`` are in flight (all
         of them: the caller starts its walk of that order after them)."""
-        # Read before any fingerprints: if they come from a later state than the delta's, the
-        # version kept is the older one, and a later delta is applied to them again (harmless).
-        delta = in_flight.delta()
         with self._lock:
             if generation != self._generation:
                 self._generation = generation
@@ -77,7 +74,7 @@ class FlightOrder:
                 self._orders = {}
                 self._starts = {}
                 self._by_state = {}
-            self._update(index, in_flight, self._touched(in_flight, delta))
+            self._update(index, in_flight, self._touched(in_flight))
             known = self._orders.get((policy, full_last))
             if known is None:
                 keys = {name: self._key(name, policy, full_last) for name in self._loads}
@@ -91,27 +88,29 @@ class FlightOrder:
             self._starts[(policy, full_last)] = start
             return list(known[0]), dict(self._pools_of), start
 
-    def _touched(self, in_flight: FlightState, delta: tuple[int, int, dict[PoolKey, bytes | None]] | None) -> set[PoolKey]:
+    def _touched(self, in_flight: FlightState) -> set[PoolKey]:
         """Pools whose in-flight state changed since the last call (``_fingerprints`` brought
-        up to date): from the in-flight state's own list of changes when it continues the
-        state last seen (a call after a call: thousands of pools held, one changed), else by
-        comparing every pool's fingerprint."""
-        if delta is not None and self._version >= 0 and delta[1] == self._version:
-            return set()
-        if delta is not None and self._version >= 0 and delta[0] == self._version:
-            self._version = delta[1]
-            for pool, fingerprint in delta[2].items():
+        up to date): from the in-flight state's own record of changes since the version last
+        seen (thousands of pools held, a few changed), else by comparing every pool's
+        fingerprint."""
+        # The version is read before any fingerprints: if these come from a later state (a
+        # live store read again), the version kept is the older one, and its later changes
+        # are applied to them again (harmless: the same values).
+        current, changes = in_flight.changes_since(self._version)
+        if changes is not None and self._version >= 0:
+            self._version = current
+            for pool, fingerprint in changes.items():
                 if fingerprint is None:
                     self._fingerprints.pop(pool, None)
                 else:
                     self._fingerprints[pool] = fingerprint
-            return set(delta[2])
+            return set(changes)
         fingerprints = in_flight.fingerprints()
         old = self._fingerprints
         touched = {p for p, fp in fingerprints.items() if old.get(p) != fp}
         touched.update(p for p in old if p not in fingerprints)
         self._fingerprints = dict(fingerprints)
-        self._version = delta[1] if delta is not None else -1
+        self._version = current
         return touched
 
     def _update(self, index: NodeIndex, in_flight: FlightState, touched: set[PoolKey]) -> None:

@@ -142,10 +142,11 @@ class InFlight(Protocol):
         """Every pool in ``held_pools`` -> what ``pool_keys`` gives for it."""
         ...
 
-    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
-        """``(base, version, changed)``: this state is version ``version``, and differs from
-        version ``base`` in the pools of ``changed`` (each one's ``pool_keys`` value, None
-        where nothing is held any more); None when unknown (``fingerprints`` is read instead)."""
+    def changes_since(self, version: int) -> tuple[int, dict[PoolKey, bytes | None] | None]:
+        """``(current, changed)``: this state is version ``current`` (-1: not versioned) and
+        differs from version ``version`` in the pools of ``changed`` (each one's
+        ``pool_keys`` value, None where nothing is held any more); ``changed`` is None when
+        that is not known (``fingerprints`` is read instead)."""
         ...
 
 

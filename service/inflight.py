@@ -122,8 +122,8 @@ class Overlay:
             out[pool] = self._caller_pool_key(pool)
         return out
 
-    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
-        return None  # the caller's devices are not versioned: fingerprints are compared
+    def changes_since(self, version: int) -> tuple[int, dict[PoolKey, bytes | None] | None]:
+        return -1, None  # the caller's devices are not versioned: fingerprints are compared
 
     def _caller_pool_key(self, pool: PoolKey) -> bytes:
         return b"+" + state_key(self.state([pool]), "")

@@ -80,6 +80,10 @@ class UnknownReservation(Exception):
 PoolState = tuple[AllocatedState, bytes]
 """A pool's devices in flight and the fingerprint of that state."""
 
+_HISTORY_MAX = 64
+"""Reads a read remembers the changes from: a caller that last looked further back compares
+every pool's fingerprint instead."""
+
 _RECENT_MAX = 64
 """Pools a read keeps apart from its base table before one is made with them: a read costs
 O(this) plus, once in this many changes, O(pools held)."""
@@ -91,9 +95,10 @@ class HeldNow:
     store's at the read, so a reservation made from an answer is checked again when the store
     changed since (``ReservationStore.reserve(solved_at=...)``).
 
-    ``base`` and ``changed``: the version of the read this one was made from (-1: none) and
-    the pools whose state differs from it, so that a caller that kept what it derived from
-    that read (``model.FlightOrder``) re-reads only those.
+    ``history``: the last reads' versions and the pools each changed, so that a caller that
+    kept what it derived from one of them (``model.FlightOrder``) re-reads only the pools
+    changed since (``changes_since``), even when other reads came in between (a reservation
+    made or expired by the same call).
 
     Pool states are a base table shared by successive reads (never changed once made) and the
     pools changed since it (``None``: no longer held), so that a read after a change costs
@@ -101,15 +106,16 @@ class HeldNow:
     of pods' devices changes one pool per call."""
 
     def __init__(
-        self, version: int, pools: dict[PoolKey, PoolState], *, base: int = -1, changed: frozenset[PoolKey] = frozenset(),
+        self, version: int, pools: dict[PoolKey, PoolState], *, history: tuple[tuple[int, frozenset[PoolKey]], ...] = (),
         recent: dict[PoolKey, PoolState | None] | None = None, count: int | None = None,
     ) -> None:
         self.version = version
         self._table = pools
         self._recent: dict[PoolKey, PoolState | None] = recent or {}
         self._count = len(pools) if count is None else count
-        self._base = base
-        self._changed = changed
+        self._history = history
+        """(version of a read before this one, the pools changed from it to the next read),
+        oldest first, the last one leading to this read."""
         self._keys = _HeldPools(self)
 
     def then(self, version: int, changes: dict[PoolKey, PoolState | None], changed: frozenset[PoolKey]) -> HeldNow:
@@ -128,7 +134,8 @@ class HeldNow:
                 else:
                     merged[pool] = maybe
             table, recent = merged, {}
-        return HeldNow(version, table, base=self.version, changed=changed, recent=recent, count=count)
+        history = (*self._history[1 - _HISTORY_MAX:], (self.version, changed))
+        return HeldNow(version, table, history=history, recent=recent, count=count)
 
     def _entry(self, pool: PoolKey) -> PoolState | None:
         entry = self._recent.get(pool, _ABSENT)
@@ -149,10 +156,17 @@ class HeldNow:
     def fingerprints(self) -> dict[PoolKey, bytes]:
         return {p: entry[1] for p, entry in self._items()}
 
-    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
-        if self._base < 0:
-            return None
-        return self._base, self.version, {p: (entry[1] if (entry := self._entry(p)) is not None else None) for p in self._changed}
+    def changes_since(self, version: int) -> tuple[int, dict[PoolKey, bytes | None] | None]:
+        if version == self.version:
+            return self.version, {}
+        pools: set[PoolKey] = set()
+        for base, changed in reversed(self._history):
+            pools |= changed
+            if base == version:
+                return self.version, {p: (entry[1] if (entry := self._entry(p)) is not None else None) for p in pools}
+            if base < version:
+                break
+        return self.version, None
 
     def devices(self, pools: Iterable[PoolKey]) -> frozenset[DeviceID]:
         held = [entry[0].devices for p in pools if (entry := self._entry(p)) is not None]
@@ -298,9 +312,9 @@ class ReservationStore:
         """Every pool with devices in flight -> the fingerprint of its in-flight state."""
         return self.now().fingerprints()
 
-    def delta(self) -> tuple[int, int, dict[PoolKey, bytes | None]] | None:
-        """See ``model.InFlight.delta``."""
-        return self.now().delta()
+    def changes_since(self, version: int) -> tuple[int, dict[PoolKey, bytes | None] | None]:
+        """See ``model.InFlight.changes_since``."""
+        return self.now().changes_since(version)
 
     def now(self) -> HeldNow:
         """The allocations in flight as of this moment (one lock, per-pool states cached)."""

@@ -172,24 +172,32 @@ def _random_reservations(store: ReservationStore, steps: int, seed: int, free: d
         yield step
 
 
-def test_each_read_of_the_reservations_says_what_changed_since_the_one_before() -> None:
-    """``HeldNow.delta``: the previous read's fingerprints with the delta applied are this
-    read's (what FlightOrder relies on to re-key only the nodes whose pools changed)."""
+def test_each_read_of_the_reservations_says_what_changed_since_an_earlier_one() -> None:
+    """``HeldNow.changes_since``: an earlier read's fingerprints with the changes since it
+    applied are this read's, whether the earlier read is the one just before or several
+    before (reads made in between, as a reservation's own check makes them); what FlightOrder
+    relies on to re-key only the nodes whose pools changed. Too far back: not known."""
     store = ReservationStore()
-    last = store.now()
-    kept = last.fingerprints()
-    for _ in _random_reservations(store, 120, seed=3):
+    reads = [store.now()]
+    for _ in _random_reservations(store, 150, seed=3):
         now = store.now()
-        delta = now.delta()
-        assert delta is not None and delta[0] == last.version and delta[1] == now.version
-        for pool, fingerprint in delta[2].items():
-            if fingerprint is None:
-                kept.pop(pool)
-            else:
-                kept[pool] = fingerprint
-        assert kept == now.fingerprints() and set(now.held_pools()) == set(kept)
-        assert store.now() is now and now.delta() == delta, "no change: the same read"
-        last = now
+        for back in (1, 2, 5, 64):
+            if back > len(reads):
+                continue
+            earlier = reads[-back]
+            kept = earlier.fingerprints()
+            current, changes = now.changes_since(earlier.version)
+            assert current == now.version and changes is not None, back
+            for pool, fingerprint in changes.items():
+                if fingerprint is None:
+                    kept.pop(pool)
+                else:
+                    kept[pool] = fingerprint
+            assert kept == now.fingerprints() and set(now.held_pools()) == set(kept), back
+        assert store.now() is now and now.changes_since(now.version) == (now.version, {}), "no change: the same read"
+        if len(reads) > 65:
+            assert now.changes_since(reads[-66].version) == (now.version, None)
+        reads.append(now)
 
 
 def test_a_visit_order_kept_over_reads_out_of_sequence_equals_a_fresh_one() -> None:
@@ -208,6 +216,40 @@ def test_a_visit_order_kept_over_reads_out_of_sequence_equals_a_fresh_one() -> N
         got = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=kept, generation=snap.generation, full_last=True))
         fresh = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=reads[i], memo=FlightOrder(), generation=snap.generation, full_last=True))
         assert got == fresh, i
+
+
+def test_a_visit_order_kept_over_reads_it_did_not_see_re_keys_from_the_changes() -> None:
+    """Reads the order never saw (a reservation's own check, an expiry, another caller) come
+    between the ones it sees: it still applies the changes since the last one it saw instead
+    of comparing every pool's fingerprint (which, under steady expiry, took a fifth of a
+    streamed Schedule), and orders as a fresh one does."""
+    from dra_solver.model import FlightOrder
+    from dra_solver.model.schedule import visit_order
+
+    class NoFullComparison:
+        def __init__(self, read: Any) -> None:
+            self.read = read
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.read, name)
+
+        def fingerprints(self) -> dict[Any, bytes]:
+            raise AssertionError("compared every pool's fingerprint")
+
+    engine = _engine({"n2": 3})
+    snap = engine.current()
+    store = engine.reservations
+    kept = FlightOrder()
+    names = snap.index.node_names
+    for step in _random_reservations(store, 90, seed=5):
+        read = store.now()
+        if step % 3:
+            continue  # read by someone else
+        # The first read the order sees is compared in full: it knows no version yet.
+        seen = read if step == 0 else NoFullComparison(read)
+        got = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=seen, memo=kept, generation=snap.generation, full_last=True))
+        fresh = list(visit_order(snap.index, names, "pack", explicit=False, in_flight=read, memo=FlightOrder(), generation=snap.generation, full_last=True))
+        assert got == fresh, step
 
 
 def test_nodes_holding_the_same_devices_in_flight_are_told_apart_by_what_is_in_use() -> None:
