@@ -128,8 +128,12 @@ def test_the_visit_order_kept_across_calls_equals_a_fresh_one(policy: str) -> No
                 fresh = list(visit_order(snap.index, names, policy, explicit=explicit, in_flight=now, memo=FlightOrder(), generation=snap.generation, full_last=full_last))
                 assert got == fresh, (step, full_last, explicit)
                 if policy in NODE_POLICIES:
-                    moved, pools_of, _ = kept.ordered(snap.index, now, snap.generation, policy, full_last)
+                    moved, _ = kept.ordered(snap.index, now, snap.generation, policy, full_last)
                     flight_keys = {n: k for k, n in moved}
+                    held = now.held_pools()
+                    pools_of = {n: pools for n in snap.index.node_names if (pools := tuple(p for p in snap.index.views[n].pools if p in held))}
+                    assert set(flight_keys) == set(pools_of) and len(moved) == len(pools_of), step
+                    assert all(n in moved for n in pools_of) and "n9" not in moved and not any(n in moved for n in set(snap.index.node_names) - set(pools_of))
                     # Each node's key from its own state, not from another node's kept load.
                     for n, pools in pools_of.items():
                         units = snap.index.free_units(n, now.state(pools))
@@ -276,7 +280,7 @@ def test_nodes_holding_the_same_devices_in_flight_are_told_apart_by_what_is_in_u
         fresh = state_signature(index.in_use(node).merge(now.state(pools)), index.node_shape(node).positions())
         assert signatures[node] == fresh, node
     assert signatures["n1"] == signatures["n3"] != signatures["n2"]
-    moved, _, _ = FlightOrder().ordered(index, now, snap.generation, "pack", False)
+    moved, _ = FlightOrder().ordered(index, now, snap.generation, "pack", False)
     keys = {n: k for k, n in moved}
     assert keys["n1"][1:2] == keys["n3"][1:2] != keys["n2"][1:2], keys  # free units: 7, 7 and 4
 
