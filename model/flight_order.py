@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Protocol
@@ -151,9 +152,9 @@ class FlightOrder:
 
 _MISSING = object()
 
-_RECENT_MAX = 64
-"""Nodes re-keyed since a ``FlightNodes``' sorted base before a new base is made: a call's
-update costs O(this), and once in this many updates O(nodes in flight)."""
+_RECENT_MIN = 8
+"""Nodes re-keyed since a ``FlightNodes``' sorted base before a new base is made, at least
+(more with a large base: see ``with_key``)."""
 
 
 class FlightNodes:
@@ -161,7 +162,7 @@ class FlightNodes:
     a new one), so a call iterates it lazily without copying it while others update.
 
     A sorted base shared by successive ones and the nodes re-keyed since (None: out of
-    flight), kept sorted: copying every node in flight on each call (their references) cost
+    flight), kept sorted, about the square root of the base in number: copying every node in flight on each call (their references) cost
     a Schedule 37 us with 600 nodes in flight."""
 
     __slots__ = ("_added", "_base", "_base_keys", "_count", "_recent")
@@ -188,14 +189,18 @@ class FlightNodes:
         """This with ``name`` at ``key`` (None: out of flight)."""
         before = self.key(name)
         count = self._count + (key is not None) - (before is not None)
-        added = list(self._added)
+        added = self._added
         was = self._recent.get(name)
         if was is not None:
-            del added[bisect.bisect_left(added, (was, name))]
+            at = bisect.bisect_left(added, (was, name))
+            added = added[:at] + added[at + 1:]
         if key is not None:
-            bisect.insort(added, (key, name))
+            at = bisect.bisect_left(added, (key, name))
+            added = (*added[:at], (key, name), *added[at:])
         recent = {**self._recent, name: key}
-        if len(recent) > _RECENT_MAX:
+        # Kept apart up to about the square root of the base: a call copies this many, and a
+        # new base (sorting every node in flight) comes once in as many re-keyed nodes.
+        if len(recent) > max(_RECENT_MIN, math.isqrt(len(self._base))):
             keys = dict(self._base_keys)
             for node, k in recent.items():
                 if k is None:
@@ -203,7 +208,7 @@ class FlightNodes:
                 else:
                     keys[node] = k
             return FlightNodes.of(keys)
-        return FlightNodes(self._base, self._base_keys, recent, tuple(added), count)
+        return FlightNodes(self._base, self._base_keys, recent, added, count)
 
     def __iter__(self) -> Iterator[tuple[OrderKey, str]]:
         recent = self._recent

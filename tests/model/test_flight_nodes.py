@@ -13,8 +13,8 @@ NAMES = [f"node-{i:03}" for i in range(150)]
 
 some_key = st.tuples(st.integers(0, 1), st.integers(-80, 80).map(lambda i: i / 10), st.just(""))
 keys = st.one_of(st.none(), some_key, some_key)
-# Enough steps on enough names that more than the 64 re-keyed nodes a base keeps apart
-# are passed, and new bases are made.
+# Enough steps on enough names that more re-keyed nodes than a base keeps apart (about the
+# square root of its size, at least 8) are passed, and new bases are made.
 steps = st.lists(st.tuples(st.integers(0, len(NAMES) - 1), keys), min_size=150, max_size=400)
 
 
