@@ -4,6 +4,7 @@ answer too large for a message refused without holding anything."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
@@ -221,7 +222,16 @@ def test_the_streams_deadline_ends_it_and_what_was_answered_stands(fresh: Callab
 
 def _waiting_for_requests() -> int:
     """Threads (gRPC's) waiting inside a client stream's request iterator."""
-    return sum(1 for frame in sys._current_frames().values() if frame.f_code is ScheduleStream._requests.__code__)
+    # With the collector off: on Python 3.11, a collection that starts inside
+    # sys._current_frames() can deadlock it (CPython gh-106883; it hung a CI run here).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        frames = sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
+    return sum(1 for frame in frames.values() if frame.f_code is ScheduleStream._requests.__code__)
 
 
 def test_a_stream_that_ends_however_leaves_no_thread_behind(fresh: Callable[..., Running]) -> None:
