@@ -408,7 +408,10 @@ class ScheduleStream:
 
     def __exit__(self, *exc: object) -> None:
         if exc[0] is not None:
-            self._finish()
+            # Cancel before the request iterator ends: ending it half-closes the stream, and a
+            # half-close that reached the server first would have it answer (and reserve for)
+            # every request sent, and end the stream OK.
             self._call.cancel()
+            self._finish()
             return
         self.close()

@@ -382,6 +382,11 @@ class AllocationServicer(pb_grpc.AllocationServiceServicer):
             ended(grpc.StatusCode.UNKNOWN, "error")
             raise
         # Before the stream's status goes out: a caller that sees its stream end sees it counted.
+        # gRPC may report a cancelled stream's end of requests just before the cancellation
+        # itself (two events on its polling thread): a moment's wait lets it land, so that a
+        # cancel is not counted as a half-close (once per stream, not per message).
+        if context.is_active():
+            time.sleep(0.002)
         if context.is_active():
             ended(grpc.StatusCode.OK, "answered")
         else:
