@@ -142,7 +142,7 @@ class FlightOrder:
                 self._pools_of.pop(name, None)
                 self._loads.pop(name, None)
                 self._starts = {}  # a node out of flight may be anywhere in the head
-            for at, nodes in self._orders.items():
+            for at, nodes in list(self._orders.items()):
                 self._orders[at] = nodes.with_key(name, self._key(name, *at) if pools else None)
 
     def _key(self, name: str, policy: str, full_last: bool) -> OrderKey:

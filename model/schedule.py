@@ -43,7 +43,7 @@ import heapq
 import itertools
 import json
 import re
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -55,7 +55,7 @@ from dra_solver.model.cel import ALL, AttributeReads
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.errors import AllocationError, NodeLocalError, SolveTimeout
 from dra_solver.model.features import FeatureGates
-from dra_solver.model.flight_order import FlightOrder, OrderKey
+from dra_solver.model.flight_order import FlightNodes, FlightOrder
 from dra_solver.model.node_index import NodeIndex, PoolKey
 from dra_solver.model.node_state import device_mapping, remap_results
 from dra_solver.model.policy import DEFAULT_POLICY, NODE_POLICIES
@@ -421,15 +421,11 @@ def visit_order(
     flying = bool(policy) and bool(in_flight.held_pools())
     if not flying and not explicit:
         return index.preference_names(policy, full_last=full_last)
-    moved: Iterable[tuple[OrderKey, str]]
-    by_node: Container[str]
-    if flying:
-        nodes, start = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last)
-        moved, by_node = nodes, nodes
-    else:
-        moved, by_node, start = (), (), 0
+    # The nodes in flight: iterated in their visiting order, and asked ``name in moved``.
+    moved: FlightNodes | tuple[()]
+    moved, start = (memo or FlightOrder()).ordered(index, in_flight, generation, policy, full_last) if flying else ((), 0)
     if not explicit:
-        rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n not in by_node)
+        rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n not in moved)
         return (n for _, n in heapq.merge(moved, rest))
     wanted = set(names)
     if len(wanted) != len(names):
@@ -439,7 +435,7 @@ def visit_order(
     # rather than keyed one by one on every call; names the index does not know keyed here.
     unknown = sorted((own_key(n), n) for n in wanted if n not in index.views)
     mine = [(k, n) for k, n in moved if n in wanted]
-    rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n in wanted and n not in by_node)
+    rest = ((k, n) for k, n in itertools.islice(index.preference_order(policy, full_last=full_last), start, None) if n in wanted and n not in moved)
     return (n for _, n in heapq.merge(mine, rest, unknown))
 
 

@@ -66,15 +66,13 @@ def hold_full_collections(interval: float = FULL_COLLECTION_INTERVAL, *, share: 
 
     thread = threading.Thread(target=collect_on_the_clock, name="gc-full-collections", daemon=True)
     thread.start()
-    stopped = threading.Lock()
-    done = [False]
+    once = threading.Lock()
 
     def stop() -> None:
-        with stopped:
-            if done[0]:
+        with once:
+            if stopping.is_set():
                 return
-            done[0] = True
-        stopping.set()
+            stopping.set()
         thread.join(timeout=5.0)
         gc.set_threshold(*before)
 
