@@ -147,6 +147,14 @@ class BenchResult:
     window: int = 1
     """``ScheduleStream`` runs: messages each stream keeps in flight (sent, not answered yet);
     a pod's latency runs from its message's sending to its answer."""
+    pin: str = "none"
+    """:meth:`Pinning.describe`: ``python@1`` (serve's Python threads on CPU 1), ``serve@1``
+    (the whole process) or ``none``."""
+    serving_thread_cpus: tuple[int, ...] = ()
+    """The CPUs serve's busiest thread (the one answering) could run on, read back from
+    ``/proc`` at the end of the run."""
+    client_cpus: tuple[int, ...] = ()
+    """The CPUs the client was kept on (empty: any)."""
 
 
 def _rss(pid: int) -> tuple[float, float]:
@@ -161,17 +169,107 @@ def _rss(pid: int) -> tuple[float, float]:
     return mib("VmRSS"), mib("VmHWM")
 
 
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this thread may run on (empty where the platform cannot pin)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return ()
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+PIN_MODES = ("python", "serve", "none")
+"""``--pin``: serve's Python threads on a CPU of their own (``serve --python-cpu``), the whole
+``serve`` process on one, or nothing pinned."""
+
+
+@dataclass(frozen=True)
+class Pinning:
+    """Where a run puts ``serve`` and its own client. ``cpu``: the CPU given to serve's Python
+    threads (``python``) or to the whole process (``serve``); ``client``: the others, where the
+    client runs, so that serve's CPU is its own, as on a node where the scheduler runs
+    elsewhere."""
+
+    mode: str = "none"
+    cpu: int | None = None
+    client: tuple[int, ...] = ()
+
+    @staticmethod
+    def choose(mode: str) -> Pinning:
+        """``mode`` on this machine: the last usable CPU for serve; nothing pinned with fewer
+        than two CPUs (or where the platform cannot pin)."""
+        if mode not in PIN_MODES:
+            raise ValueError(f"--pin: not one of {', '.join(PIN_MODES)}: {mode!r}")
+        usable = usable_cpus()
+        if mode == "none" or len(usable) < 2:
+            return Pinning()
+        return Pinning(mode, usable[-1], usable[:-1])
+
+    def serve_flags(self) -> tuple[str, ...]:
+        return ("--python-cpu", str(self.cpu)) if self.mode == "python" else ()
+
+    def serve_cpus(self) -> tuple[int, ...]:
+        """The CPUs the serve process may use (its Python threads are pinned by serve itself)."""
+        if self.mode == "serve" and self.cpu is not None:
+            return (self.cpu,)
+        return usable_cpus() if self.mode == "python" else ()
+
+    def describe(self) -> str:
+        return f"{self.mode}@{self.cpu}" if self.cpu is not None else "none"
+
+
+def thread_cpus(pid: int) -> list[tuple[int, tuple[int, ...]]]:
+    """(CPU ticks used, CPUs it may run on) of each thread of process ``pid`` (Linux /proc;
+    empty elsewhere)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+    out = []
+    for tid in threads:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            out.append((int(fields[11]) + int(fields[12]), tuple(sorted(os.sched_getaffinity(tid)))))
+        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            continue
+    return out
+
+
+def busiest_thread_cpus(pid: int) -> tuple[int, ...]:
+    """The CPUs the thread of ``pid`` that used the most CPU may run on: a busy service's
+    serving thread."""
+    threads = thread_cpus(pid)
+    return max(threads)[1] if threads else ()
+
+
 @contextmanager
-def serve_process(inventory: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def on_cpus(cpus: Sequence[int]) -> Iterator[None]:
+    """This thread on ``cpus`` for the block (a child started meanwhile inherits them; other
+    threads keep theirs); nothing when ``cpus`` is empty."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+@contextmanager
+def serve_process(inventory: Path, *flags: str, cpus: Sequence[int] = ()) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``dra-solver serve`` on ``inventory`` in a child process (any free port, no metrics
     endpoint, ``flags`` added) for the block: the process and its gRPC target, once it
-    listens (its inventory may still be loading). Stopped by SIGTERM (killed after 30 s)."""
+    listens (its inventory may still be loading). Stopped by SIGTERM (killed after 30 s).
+    ``cpus``: the CPUs it may run on (all of its threads; empty: those of the calling thread)."""
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
     cmd = [sys.executable, "-m", "dra_solver.cli", "serve", "--inventory", str(inventory), "--port", "0", "--metrics-port", "-1", *flags]
     # stderr to a file, not a pipe nobody reads: a long run's logs would fill the pipe and stall serve.
     with tempfile.TemporaryFile("w+") as errors:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
+        with on_cpus(cpus):
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
         try:
             assert proc.stdout is not None
             first = proc.stdout.readline().strip()
@@ -208,10 +306,11 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def run_one(
     *, nodes: int, shape: str, pods: int, concurrency: int = 1, batch: int = 1, stream: bool = False, workdir: Path | None = None,
-    seed: int = 1, window: int = 1,
+    seed: int = 1, window: int = 1, pin: Pinning = Pinning(),
 ) -> BenchResult:
     """``stream``: each pod one message of a ScheduleStream (one stream per client thread;
-    ``batch`` must be 1), with up to ``window`` messages in flight on each stream."""
+    ``batch`` must be 1), with up to ``window`` messages in flight on each stream. ``pin``:
+    where serve and the client run."""
     if stream and batch != 1:
         raise ValueError("a stream sends one pod per message: batch must be 1")
     if window < 1 or (window > 1 and not stream):
@@ -221,7 +320,7 @@ def run_one(
         started = time.perf_counter()
         flags = ("--reservation-ttl", "3600", "--poll-interval", "3600", "--max-concurrent", str(max(64, concurrency * 2)),
                  "--max-reservations-per-caller", str(max(2000, pods)), "--max-reservations", str(max(100_000, pods)))
-        with serve_process(cluster, *flags) as (proc, target):
+        with serve_process(cluster, *flags, *pin.serve_flags(), cpus=pin.serve_cpus()) as (proc, target), on_cpus(pin.client):
             rng = random.Random(seed)
             # Made as they are sent, in order (memory does not grow with --pods).
             first = pod_claim(0, shape=shape, rng=rng)
@@ -299,6 +398,7 @@ def run_one(
                     th.join()
                 seconds = time.perf_counter() - t0
                 server_cpu = cpu_seconds(proc.pid) - cpu0
+                serving_cpus = busiest_thread_cpus(proc.pid)
                 if failures:
                     raise BenchFailed(f"{shape} x {nodes} nodes: {_describe(failures[0])}")
             rss, peak = _rss(proc.pid)
@@ -308,7 +408,8 @@ def run_one(
         p99_ms=_percentile(latencies, 0.99) * 1000, startup_seconds=startup, rss_mib=rss, peak_rss_mib=peak,
         solves=stats["solves"], cache_hits=stats["cache_hits"], floor_ms=floor, batch=batch,
         server_cpu_ms=server_cpu / pods * 1000 if pods else 0.0,
-        rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule", window=window,
+        rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule", window=window, pin=pin.describe(),
+        serving_thread_cpus=serving_cpus, client_cpus=pin.client,
     )
 
 
@@ -375,11 +476,11 @@ def _empty_call_ms(client: Client, calls: int = 300) -> float:
 
 def format_results(results: Sequence[BenchResult]) -> str:
     header = ("shape", "nodes", "pods", "placed", "threads", "rpc", "batch", "pods/s", "p50 ms", "p99 ms", "startup s", "RSS MiB", "peak MiB", "solves",
-              "empty call ms", "serve CPU ms/pod", "window")
+              "empty call ms", "serve CPU ms/pod", "window", "pin")
     rows = [header] + [
         (r.shape, str(r.nodes), str(r.pods), str(r.placed), str(r.concurrency), r.rpc, str(r.batch), f"{r.pods_per_second:.0f}", f"{r.p50_ms:.1f}",
          f"{r.p99_ms:.1f}", f"{r.startup_seconds:.1f}", f"{r.rss_mib:.0f}", f"{r.peak_rss_mib:.0f}", str(r.solves), f"{r.floor_ms:.2f}",
-         f"{r.server_cpu_ms:.2f}", str(r.window) if r.rpc == "ScheduleStream" else "-")
+         f"{r.server_cpu_ms:.2f}", str(r.window) if r.rpc == "ScheduleStream" else "-", r.pin)
         for r in results
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -34,7 +34,7 @@ from grpc_status import rpc_status
 
 from dra_solver.model import ALLOCATORS, AllocationError, InvalidInput, InvalidInputs, SolveTimeout
 from dra_solver.service import engine as e
-from dra_solver.service import gc_pauses, groups, messages
+from dra_solver.service import gc_pauses, groups, messages, python_cpu
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2_grpc as pb_grpc
 from dra_solver.service.inflight import CallerFlight, FlightClaim
@@ -569,11 +569,13 @@ class Service:
 
     def __init__(
         self, address: str, deps: ServerDeps, *, metrics_address: str | None = None, metrics_port: int | None = None,
-        full_collection_interval: float | None = None,
+        full_collection_interval: float | None = None, python_cpu: int | None = None,
     ) -> None:
         """``full_collection_interval``: once the inventory is loaded, full garbage collections
         on that clock instead of the collector's own (``service.gc_pauses``; process-wide, so
-        only for a process that is this service: ``dra-solver serve``)."""
+        only for a process that is this service: ``dra-solver serve``). ``python_cpu``: the
+        process's Python threads on that CPU from :meth:`listen` to :meth:`stop`
+        (``service.python_cpu``; process-wide too)."""
         self.deps = deps
         self.engine = deps.engine
         self._address = address
@@ -588,6 +590,8 @@ class Service:
         self._full_collection_interval = full_collection_interval
         self._release_collector: Callable[[], None] | None = None
         self._collector_lock = threading.Lock()
+        self._python_cpu = python_cpu
+        self._unpin: Callable[[], None] | None = None
 
     def start(self) -> Service:
         """Listen, then load the inventory (returns once it is loaded, or raises)."""
@@ -606,6 +610,11 @@ class Service:
         self.engine.source.add_listener(health_update)
         self.engine.reservations.on_change = self._reservation_event
         self.server, self.port = create_server(self._address, self.deps)
+        if self._python_cpu is not None:
+            # After the server starts its polling thread: it and the serving threads it starts
+            # later are pinned; gRPC's C threads, started with the server, are not.
+            self._unpin = python_cpu.pin_python_threads(self._python_cpu)
+            log.info("python threads pinned to CPU %d", self._python_cpu)
         if self._metrics_port is not None:
             self.metrics_server = MetricsServer(
                 self.engine.metrics, address=self._metrics_address or "127.0.0.1", port=self._metrics_port, readiness=self._readiness
@@ -684,6 +693,9 @@ class Service:
             release, self._release_collector = self._release_collector, None
         if release is not None:
             release()
+        unpin, self._unpin = self._unpin, None
+        if unpin is not None:
+            unpin()
         return drained
 
     def wait(self) -> None:

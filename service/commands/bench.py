@@ -1,6 +1,7 @@
 """``dra-solver bench``: the whole-cluster Schedule benchmark through the gRPC service.
 
-    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8,stream] [--window 1] [-o json]
+    dra-solver bench [--nodes 500,5000] [--shape gpu,mig] [--pods 1000] [--concurrency 1] [--batch 1,8,stream] [--window 1]
+                     [--pin python|serve|none] [-o json]
 
 See ``service.bench`` (and ``benchmarks/schedule_service.py``, the same as a script). SIGTERM
 ends a run as Ctrl-C does: the child ``serve`` is stopped and the generated cluster removed.
@@ -16,7 +17,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from dra_solver.service.bench import BenchFailed, format_results, results_json, run_one
+from dra_solver.service.bench import (
+    PIN_MODES,
+    BenchFailed,
+    Pinning,
+    format_results,
+    results_json,
+    run_one,
+)
 from dra_solver.service.commands import flagchecks as checks
 from dra_solver.service.files import one_line
 from dra_solver.service.quoting import SHOWN_CHARS, clip
@@ -47,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "more = ScheduleBatch calls, stream = a ScheduleStream message per pod (one stream per client thread)")
     parser.add_argument("--window", type=int, default=1,
                         help=f"stream runs: messages each stream keeps in flight (sent before the earlier ones are answered), at most {MAX_WINDOW}")
+    parser.add_argument("--pin", choices=list(PIN_MODES), default="python",
+                        help="python (default): serve's Python threads on the last CPU (serve --python-cpu), the client on the others; "
+                        "serve: the whole serve process on the last CPU; none: nothing pinned")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table", help="output format")
 
 
@@ -121,6 +132,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {plan}", file=sys.stderr)
         return 2
     sizes, shapes, batches = plan
+    pin = Pinning.choose(args.pin)
+    if pin.cpu is not None:
+        what = "serve's Python threads" if pin.mode == "python" else "serve"
+        print(f"{what} on CPU {pin.cpu}, the client on CPU {','.join(map(str, pin.client))} (--pin none: nothing pinned)",
+              file=sys.stderr, flush=True)
+    elif args.pin != "none":
+        print("nothing pinned: this command may use fewer than two CPUs, or the platform cannot pin", file=sys.stderr, flush=True)
     results = []
     with _sigterm_exits():
         for shape in shapes:
@@ -133,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                     print(f"running {shape} x {nodes} nodes, {args.pods} pods{shown} ...", file=sys.stderr, flush=True)
                     try:
                         results.append(run_one(nodes=nodes, shape=shape, pods=args.pods, concurrency=args.concurrency,
-                                               batch=per_call, stream=batch == STREAM, window=window))
+                                               batch=per_call, stream=batch == STREAM, window=window, pin=pin))
                     except BenchFailed as err:
                         print(f"error: {err}", file=sys.stderr)
                         return 1

@@ -37,6 +37,7 @@ from dra_solver.service.inventory import FileSource, InventorySource, KubeSource
 from dra_solver.service.kubeapi.client import ConfigError, api_client
 from dra_solver.service.logsetup import add_logging_arguments, setup_from_args
 from dra_solver.service.metrics import Metrics
+from dra_solver.service.python_cpu import allowed_cpus, choose_cpu
 from dra_solver.service.reservations import ReservationStore
 from dra_solver.service.server import ServerDeps, Service
 from dra_solver.service.tls import is_loopback, server_credentials
@@ -75,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_validate_argument(parser, what="--inventory files")
     parser.add_argument("--no-validate", action="store_true", help="the same as --validate=ignore (kept for old scripts)")
     parser.add_argument("--grace", type=float, default=10.0, help="seconds in-flight calls get on shutdown (0 to 86400)")
+    parser.add_argument("--python-cpu", default="none", metavar="none|auto|CPU",
+                        help="keep the service's Python threads on one CPU (gRPC's I/O threads stay free): none (default), "
+                        "auto (the last CPU it may use, when it may use two or more) or a CPU number (docs/deploying.md)")
     add_logging_arguments(parser)
 
 
@@ -187,6 +191,10 @@ def build(args: argparse.Namespace) -> Service:
         raise checks.FlagError("--client-ca needs --tls-cert and --tls-key")
     if not args.tls_cert and not args.insecure and not is_loopback(args.address):
         raise checks.FlagError(f"refusing plaintext on non-loopback address {args.address}: give --tls-cert/--tls-key, or --insecure")
+    try:
+        python_cpu = choose_cpu(args.python_cpu, allowed_cpus())
+    except ValueError as err:
+        raise checks.FlagError(f"--python-cpu: {one_line(str(err))[:200]}") from None
     if args.max_streams is not None and args.max_streams >= args.workers:
         # Each open stream holds a serving thread: as many streams as threads would leave none for calls.
         raise checks.FlagError(f"--max-streams: must be less than --workers ({args.workers}): {args.max_streams}")
@@ -230,5 +238,5 @@ def build(args: argparse.Namespace) -> Service:
     address = args.address if args.address.startswith("unix:") else _hostport(args.address, args.port)
     return Service(
         address, deps, metrics_address=_metrics_host(args), metrics_port=None if args.metrics_port < 0 else args.metrics_port,
-        full_collection_interval=FULL_COLLECTION_INTERVAL,
+        full_collection_interval=FULL_COLLECTION_INTERVAL, python_cpu=python_cpu,
     )

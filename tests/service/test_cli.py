@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_solver.service.bench import serve_process
+from dra_solver.service.bench import serve_process, thread_cpus
 from dra_solver.service.client import Client
 from tests import builders as b
 from tests.service.conftest import DEMO, ROOT, workload
@@ -153,6 +153,49 @@ def test_bench_runs_through_the_service() -> None:
     # The service's own CPU per pod, read from its process (ticks of 10 ms: summed over the runs).
     assert sum(row["server_cpu_ms"] for row in rows) > 0 and all(0 <= row["server_cpu_ms"] < 1000 for row in rows)
     assert "12 pods, 5 per ScheduleBatch call" in r.stderr
+
+
+def test_bench_gives_serve_s_python_threads_a_cpu_of_their_own_unless_told_otherwise() -> None:
+    # Read back from the running serve: the thread that answered may run on that CPU only.
+    usable = sorted(os.sched_getaffinity(0))
+    args = ("bench", "--nodes", "10", "--shape", "gpu", "--pods", "12", "--batch", "stream", "-o", "json")
+    r = _cli(*args, timeout=180)
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["placed"] == 12
+    if len(usable) < 2:
+        assert row["pin"] == "none" and "nothing pinned: this command may use fewer than two CPUs" in r.stderr
+        return
+    last, others = usable[-1], usable[:-1]
+    assert (row["pin"], row["serving_thread_cpus"], row["client_cpus"]) == (f"python@{last}", [last], others)
+    assert f"serve's Python threads on CPU {last}, the client on CPU {','.join(map(str, others))}" in r.stderr
+    whole = _cli(*args, "--pin", "serve", timeout=180)
+    assert whole.returncode == 0, whole.stderr
+    (row,) = json.loads(whole.stdout)
+    assert (row["pin"], row["serving_thread_cpus"], row["client_cpus"]) == (f"serve@{last}", [last], others)
+    free = _cli("bench", "--nodes", "10", "--shape", "gpu", "--pods", "12", "--pin", "none", timeout=180)
+    assert free.returncode == 0, free.stderr
+    header, row_text = free.stdout.splitlines()[-2:]
+    assert header.split()[-1] == "pin" and row_text.split()[-1] == "none"
+    assert "pinned" not in free.stderr and "on CPU" not in free.stderr
+
+
+def test_serve_keeps_its_python_threads_on_one_cpu_and_leaves_grpc_s_own_threads_free() -> None:
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < 2:
+        pytest.skip("one CPU: nothing to choose between")
+    cpu = usable[0]
+    with serve_process(DEMO / "cluster.yaml", "--python-cpu", str(cpu)) as (proc, target):
+        with Client(target, timeout=30) as client:
+            client.wait_ready(timeout=60)
+            for _ in range(20):  # the serving thread starts with the first call
+                client.schedule([b.SOLVER_TEST.named("pinned").request("gpu").obj()], nodes=[], reserve=False)
+        threads = thread_cpus(proc.pid)
+    busiest = max(threads)
+    assert busiest[1] == (cpu,), threads
+    # gRPC's C threads (its network I/O) were started before the pinning and keep every CPU.
+    assert any(cpus == tuple(usable) for _, cpus in threads), threads
+    assert sum(1 for _, cpus in threads if cpus == (cpu,)) >= 3, threads  # main, gRPC's poller, a serving thread
 
 
 def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> None:

@@ -125,6 +125,8 @@ def test_serve_says_which_port_it_cannot_listen_on() -> None:
     (("--client-ca", "/nonexistent/ca.pem"), "--client-ca needs --tls-cert and --tls-key"),
     # Each open stream holds a serving thread: as many streams as threads would starve calls.
     (("--workers", "4", "--max-streams", "4"), "--max-streams: must be less than --workers (4): 4"),
+    (("--python-cpu", "4096"), "--python-cpu: CPU 4096 is not one this process may run on"),
+    (("--python-cpu", "fast"), "--python-cpu: not none, auto or a CPU number: 'fast'"),
 ])
 def test_serve_refuses_flags_that_do_not_go_together(flags: tuple[str, ...], message: str) -> None:
     _refused(_cli("serve", "--inventory", CLUSTER, "--port", "0", "--metrics-port", "-1", *flags, timeout=30), message)
@@ -221,6 +223,13 @@ def test_explain_refuses_tls_flags_without_a_server(pki) -> None:  # type: ignor
 def test_bench_refuses_empty_lists_and_sizes_beyond_its_bounds(args: tuple[str, ...], message: str) -> None:
     # Let through, these would run (an empty table, exit 0) or grow without bound: the timeout fails the test.
     _refused(_cli("bench", *args, timeout=30), message)
+
+
+def test_bench_refuses_an_unknown_pinning() -> None:
+    r = _cli("bench", "--pin", "fast", timeout=30)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == ("dra-solver bench: error: argument --pin: invalid choice: 'fast' (choose from 'python', 'serve', 'none') "
+                                "(see dra-solver bench --help)")
 
 
 def _processes_naming(text: str) -> list[int]:
