@@ -84,6 +84,20 @@ def test_values_change_what_they_name() -> None:
     assert binding["subjects"][0]["namespace"] == "gpu-scheduling"
 
 
+def test_solver_python_cpu_and_resources() -> None:
+    # A replica with two CPUs of its own (Guaranteed, whole CPUs), its Python threads on one.
+    objects = realhelm.objects(
+        "--set", "solver.pythonCpu=auto", "--set-string", "solver.resources.requests.cpu=2", "--set-string", "solver.resources.limits.cpu=2",
+        "--set", "solver.resources.requests.memory=1Gi", "--set", "solver.resources.limits.memory=1Gi",
+    )
+    solver = _find(objects, "Deployment", "dra-solver")
+    assert "--python-cpu=auto" in _args(solver)
+    assert solver["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}}
+    assert "--python-cpu=3" in _args(_find(realhelm.objects("--set", "solver.pythonCpu=3"), "Deployment", "dra-solver"))
+    assert not [a for a in _args(_find(realhelm.objects(), "Deployment", "dra-solver")) if a.startswith("--python-cpu")]
+
+
 def test_existing_namespace_and_custom_devices() -> None:
     objects = realhelm.objects("--set", "namespace.create=false", "--set-string", "kubeletPlugin.devices=gpus: {count: 2}\n")
     assert not [o for o in objects if o["kind"] == "Namespace"]
@@ -94,6 +108,8 @@ def test_existing_namespace_and_custom_devices() -> None:
 def test_bad_values_are_refused() -> None:
     with pytest.raises(AssertionError, match="logFormat: Unsupported value"):
         realhelm.render("--set", "logFormat=xml")
+    with pytest.raises(AssertionError, match='solver.pythonCpu: Unsupported value: "fast"'):
+        realhelm.render("--set", "solver.pythonCpu=fast")
 
 
 def test_the_chart_copies_match_their_sources() -> None:
