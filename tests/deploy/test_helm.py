@@ -108,7 +108,7 @@ def test_existing_namespace_and_custom_devices() -> None:
 def test_bad_values_are_refused() -> None:
     with pytest.raises(AssertionError, match="logFormat: Unsupported value"):
         realhelm.render("--set", "logFormat=xml")
-    with pytest.raises(AssertionError, match='solver.pythonCpu: Unsupported value: "fast"'):
+    with pytest.raises(AssertionError, match=r'solver\.pythonCpu: Unsupported value: "fast"'):
         realhelm.render("--set", "solver.pythonCpu=fast")
 
 
