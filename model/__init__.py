@@ -126,7 +126,7 @@ from dra_solver.model.explain import (
     summarize,
 )
 from dra_solver.model.features import FeatureGates, gate_value
-from dra_solver.model.flight_order import FlightOrder
+from dra_solver.model.flight_order import FlightOrder, with_changes
 from dra_solver.model.group import schedule_group
 from dra_solver.model.group_request import (
     GROUP_PATHS,
@@ -367,5 +367,6 @@ __all__ = [
     "validate_object",
     "validate_objects",
     "warm_up",
+    "with_changes",
     "without_devices",
 ]

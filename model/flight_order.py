@@ -8,6 +8,8 @@ API:
   ``(no free device, *node_key)``, the key ``NodeIndex.preference_order`` gives the other
   nodes; ``name in nodes`` tells a node in flight), and how many nodes at the head of
   ``NodeIndex.preference_order`` are in flight.
+- ``with_changes(base, changes)``: a copy of a table with the changes kept apart from it
+  applied (None removes a key).
 
 Why: the nodes a visit re-keys are those whose free units change with their devices in
 flight. A scheduler holding thousands of reservations (pods assumed, bindings not yet seen)
@@ -22,8 +24,8 @@ import bisect
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Protocol, TypeVar
 
 from dra_solver.model.cluster import AllocatedState, DeviceID
 from dra_solver.model.node_index import NodeIndex, PoolKey
@@ -152,6 +154,22 @@ class FlightOrder:
 
 _MISSING = object()
 
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def with_changes(base: Mapping[K, V], changes: Mapping[K, V | None]) -> dict[K, V]:
+    """A copy of ``base`` with ``changes`` applied (None: the key removed): how a table shared
+    by successive reads takes in the changes kept apart from it (``FlightNodes`` here, the
+    service's reservation reads)."""
+    out = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
 _RECENT_MIN = 8
 """Nodes re-keyed since a ``FlightNodes``' sorted base before a new base is made, at least
 (more with a large base: see ``with_key``)."""
@@ -201,13 +219,7 @@ class FlightNodes:
         # Kept apart up to about the square root of the base: a call copies this many, and a
         # new base (sorting every node in flight) comes once in as many re-keyed nodes.
         if len(recent) > max(_RECENT_MIN, math.isqrt(len(self._base))):
-            keys = dict(self._base_keys)
-            for node, k in recent.items():
-                if k is None:
-                    keys.pop(node, None)
-                else:
-                    keys[node] = k
-            return FlightNodes.of(keys)
+            return FlightNodes.of(with_changes(self._base_keys, recent))
         return FlightNodes(self._base, self._base_keys, recent, added, count)
 
     def __iter__(self) -> Iterator[tuple[OrderKey, str]]:

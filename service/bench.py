@@ -33,6 +33,7 @@ import grpc
 
 from dra_solver.service.client import Client, ScheduleStream
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.python_cpu import allowed_cpus
 
 DRIVER = "gpu.example.com"
 PROFILES = (("1g.10gb", 1, 10, 7), ("2g.20gb", 2, 20, 3), ("3g.40gb", 3, 40, 2), ("4g.40gb", 4, 40, 1))
@@ -169,13 +170,6 @@ def _rss(pid: int) -> tuple[float, float]:
     return mib("VmRSS"), mib("VmHWM")
 
 
-def usable_cpus() -> tuple[int, ...]:
-    """The CPUs this thread may run on (empty where the platform cannot pin)."""
-    if not hasattr(os, "sched_getaffinity"):
-        return ()
-    return tuple(sorted(os.sched_getaffinity(0)))
-
-
 PIN_MODES = ("python", "serve", "none")
 """``--pin``: serve's Python threads on a CPU of their own (``serve --python-cpu``), the whole
 ``serve`` process on one, or nothing pinned."""
@@ -198,7 +192,7 @@ class Pinning:
         than two CPUs (or where the platform cannot pin)."""
         if mode not in PIN_MODES:
             raise ValueError(f"--pin: not one of {', '.join(PIN_MODES)}: {mode!r}")
-        usable = usable_cpus()
+        usable = allowed_cpus()
         if mode == "none" or len(usable) < 2:
             return Pinning()
         return Pinning(mode, usable[-1], usable[:-1])
@@ -207,10 +201,9 @@ class Pinning:
         return ("--python-cpu", str(self.cpu)) if self.mode == "python" else ()
 
     def serve_cpus(self) -> tuple[int, ...]:
-        """The CPUs the serve process may use (its Python threads are pinned by serve itself)."""
-        if self.mode == "serve" and self.cpu is not None:
-            return (self.cpu,)
-        return usable_cpus() if self.mode == "python" else ()
+        """The CPUs the whole serve process is pinned to (empty: those of the thread starting
+        it; with ``python``, serve pins its Python threads itself)."""
+        return (self.cpu,) if self.mode == "serve" and self.cpu is not None else ()
 
     def describe(self) -> str:
         return f"{self.mode}@{self.cpu}" if self.cpu is not None else "none"
@@ -227,11 +220,13 @@ def thread_cpus(pid: int) -> list[tuple[int, tuple[int, ...]]]:
         return []
     out = []
     for tid in threads:
+        ticks = _cpu_ticks(Path(f"/proc/{pid}/task/{tid}/stat"))
         try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-            out.append((int(fields[11]) + int(fields[12]), tuple(sorted(os.sched_getaffinity(tid)))))
-        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            cpus = tuple(sorted(os.sched_getaffinity(tid)))
+        except OSError:  # a thread that ended meanwhile
             continue
+        if ticks is not None:
+            out.append((ticks, cpus))
     return out
 
 
@@ -288,13 +283,20 @@ def serve_process(inventory: Path, *flags: str, cpus: Sequence[int] = ()) -> Ite
                     proc.wait()
 
 
+def _cpu_ticks(stat: Path) -> int | None:
+    """User plus system clock ticks from a /proc ``stat`` file (a process's or a thread's);
+    None where it cannot be read (gone, or no /proc)."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = _cpu_ticks(Path(f"/proc/{pid}/stat"))
+    return 0.0 if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

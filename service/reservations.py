@@ -30,7 +30,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key
+from dra_solver.model import AllocatedState, DeviceID, PoolKey, state_key, with_changes
 from dra_solver.service.inventory import Snapshot
 
 
@@ -127,13 +127,7 @@ class HeldNow:
             count += (entry is not None) - (self._entry(pool) is not None)
         table = self._table
         if len(recent) > _RECENT_MAX:
-            merged = dict(table)
-            for pool, maybe in recent.items():
-                if maybe is None:
-                    merged.pop(pool, None)
-                else:
-                    merged[pool] = maybe
-            table, recent = merged, {}
+            table, recent = with_changes(table, recent), {}
         history = (*self._history[1 - _HISTORY_MAX:], (self.version, changed))
         return HeldNow(version, table, history=history, recent=recent, count=count)
 
