@@ -272,7 +272,8 @@ class Scheduler:
         self._lock = threading.Lock()
         self.pending = PendingPods(backoff_initial=backoff_initial, backoff_max=backoff_max, solver_lag=solver_lag)
         self._usage = logic.NodeUsage()
-        """What bound pods take on each node, from pod events (the API's view); under ``_lock``."""
+        """What pods take on each node: the bound ones from pod events (the API's view), and the
+        ones in ``_assumed`` (under their keys until the API shows them bound); under ``_lock``."""
         for pod in self.pods.store.objects():  # a cache that started first (normally empty here)
             self._usage.update(ob.key(pod), pod)
         self._assumed: dict[str, tuple[str, str, logic.Resources]] = {}
@@ -292,8 +293,15 @@ class Scheduler:
         """Pods handed to the binder pool whose binding cycle has not started (under ``_lock``)."""
         self._binding = 0
         """Binding cycles queued or running (under ``_lock``)."""
-        self._allocatable: dict[str, tuple[str, logic.Resources]] = {}
-        """Node name -> (resourceVersion, allocatable), parsed once per node version."""
+        self._binding_room = threading.Condition(self._lock)
+        """Notified when a binding cycle ends (:meth:`_wait_for_binder`)."""
+        self.max_binding = 2 * binders
+        """Binding cycles queued or running beyond which new attempts wait: with a backlog of
+        pods, scheduling ran thousands of pods ahead of their binds, every one of them holding a
+        solver reservation, until the service refused more (RESOURCE_EXHAUSTED) and the
+        refused attempts were solved again and again."""
+        self._allocatable: dict[int, tuple[Mapping[str, Any], logic.Resources]] = {}
+        """id of a Node object in the cache -> (that object, its allocatable)."""
         self._placements = logic.PlacementVerdicts()
         """The node filter's placement verdicts, kept across pods (per placement and node)."""
         self._held: dict[str, set[str]] = {}
@@ -325,6 +333,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._binding_room:
+            self._binding_room.notify_all()  # attempts waiting for the binder
         self.prebind.stop()
         self.runner.stop()
         self._stop_binder()
@@ -349,9 +359,11 @@ class Scheduler:
         k = ob.key(pod)
         placed = new is None or ob.pod_node(new) or ob.pod_terminal(new)
         with self._lock:
-            self._usage.update(k, new)
             if placed:
-                self._assumed.pop(k, None)  # counted by the usage now (or gone)
+                self._assumed.pop(k, None)  # counted as bound now (or gone)
+                self._usage.update(k, new)
+            elif k not in self._assumed:  # an assumed pod stays counted where we put it
+                self._usage.update(k, new)
         # A pod leaving a node (or finishing) frees CPU, memory and, soon, its devices.
         if old is not None and ob.pod_node(old) and (new is None or ob.pod_terminal(new)):
             self._cluster_changed("AssignedPodDelete" if new is None else "AssignedPodUpdate")
@@ -460,7 +472,22 @@ class Scheduler:
             return  # bound by us; the cache has not caught up yet
         if not self.cluster.wait_synced(0):
             raise Requeue(0.2, "caches not synced yet")
+        self._wait_for_binder()
         self._counted_attempt(key, lambda start: self._attempt(pod, start))
+
+    def _wait_for_binder(self) -> None:
+        """Hold the next attempt while the binder is :attr:`max_binding` cycles behind (or
+        until stopping): kube-scheduler's binds need no reservation, ours do."""
+        if self._binder is None:
+            return
+        with self._binding_room:
+            while self._binding >= self.max_binding and not self._stop.is_set():
+                self._binding_room.wait(0.5)
+
+    def _binding_ended(self, cycles: int = 1) -> None:
+        """Under ``_lock``: ``cycles`` binding cycles ended (or were dropped)."""
+        self._binding -= cycles
+        self._binding_room.notify_all()
 
     def _counted_attempt(self, key: str, run: Callable[[float], str]) -> None:
         """``run(start)`` as one attempt for ``key``: in flight meanwhile, then ended and counted
@@ -488,13 +515,17 @@ class Scheduler:
         self.metrics.scheduling_latency.labels(result=result).observe(time.perf_counter() - started)
 
     def _node_allocatable(self, node: Mapping[str, Any]) -> logic.Resources:
-        """The node's allocatable, parsed once per resourceVersion (not once per pod and node)."""
-        name, version = ob.name(node), str(ob.meta(node).get("resourceVersion") or "")
-        cached = self._allocatable.get(name)
-        if cached is not None and cached[0] == version and version:
+        """The node's allocatable, parsed once per Node object the cache holds (not once per pod
+        and node). Found by the object's identity: the cache replaces the object when the node
+        changes, and even reading the name and resourceVersion of every node on every attempt
+        showed in the profile."""
+        cached = self._allocatable.get(id(node))
+        if cached is not None and cached[0] is node:
             return cached[1]
         parsed = logic.node_allocatable(node)
-        self._allocatable[name] = (version, parsed)
+        if len(self._allocatable) > 2 * len(self.nodes.store.by_key()) + 16:
+            self._allocatable.clear()  # objects of nodes that changed since
+        self._allocatable[id(node)] = (node, parsed)  # holding the object keeps its id unique
         return parsed
 
     def _sync_group(self, key: str) -> None:
@@ -505,16 +536,12 @@ class Scheduler:
         self._counted_attempt(key, lambda _start: gang.attempt(key))
 
     def used_resources(self) -> dict[str, logic.Resources]:
-        """Node -> what its pods take: the bound ones the cache shows, plus the pods we assumed
-        there that it does not show bound yet (a fresh dict, the caller's to change)."""
+        """Node -> what its pods take: the bound ones the pod events showed, plus the pods we
+        assumed there that they have not shown bound yet (a fresh dict, the caller's to change).
+        Kept as running totals: summing the assumed pods on every attempt cost a fifth of the
+        scheduler's CPU with thousands of pods waiting for their binds."""
         with self._lock:
-            used = self._usage.used()
-            assumed = list(self._assumed.items())
-        for k, (_uid, node, req) in assumed:
-            current = self.pods.store.get(k)
-            if current is None or not ob.pod_node(current):
-                used[node] = used.get(node, logic.Resources()).plus(req)
-        return used
+            return self._usage.used()
 
     def _attempt(self, pod: Obj, started: float) -> str:
         key = ob.key(pod)
@@ -551,7 +578,7 @@ class Scheduler:
         except RuntimeError:  # the pool shut down: we are stopping
             with self._lock:
                 self._to_bind.pop(key, None)
-                self._binding -= 1
+                self._binding_ended()
             self.forget(key, pods=[key])
             self.release_reservation(placement.reservation)
             raise Requeue(0.0, "stopping") from None
@@ -579,7 +606,7 @@ class Scheduler:
         finally:
             self._end_attempt(key, result, failed=failed, started=started)
             with self._lock:
-                self._binding -= 1
+                self._binding_ended()
 
     def _binding_cycle(self, pod: Obj, gathered: logic.Gathered, placement: Placement) -> str:
         """PreBind and Bind: write the claims, wait for binding conditions, bind; roll back on
@@ -620,7 +647,7 @@ class Scheduler:
             self.pending.end(key)
             log.info("pod %s: binding cycle dropped on stop", key)
         with self._lock:
-            self._binding -= len(dropped)
+            self._binding_ended(len(dropped))
         binder.shutdown(wait=True, cancel_futures=True)
 
     def binding(self) -> int:
@@ -947,7 +974,9 @@ class Scheduler:
                     raise AttemptFailed(f"node {p.node} no longer fits{whose}: {why}")
                 used[p.node] = used.get(p.node, logic.Resources()).plus(logic.pod_requests(p.pod))
             for p in placed:
-                self._assumed[ob.key(p.pod)] = (ob.uid(p.pod), p.node, logic.pod_requests(p.pod))
+                pk, requests = ob.key(p.pod), logic.pod_requests(p.pod)
+                self._assumed[pk] = (ob.uid(p.pod), p.node, requests)
+                self._usage.put(pk, (p.node, requests))
             self._add_inflight(key, allocations)
 
     def settle(self, key: str, allocations: Mapping[str, Obj], *, unbound: Iterable[str] = ()) -> None:
@@ -969,7 +998,8 @@ class Scheduler:
         with self._lock:
             self._drop_inflight(key)
             for k in pods:
-                self._assumed.pop(k, None)
+                if self._assumed.pop(k, None) is not None:
+                    self._usage.put(k, None)  # not bound: the API's view has nothing of it
 
     def _add_inflight(self, key: str, allocations: Mapping[str, Obj]) -> None:
         """Under ``_lock``: ``key``'s allocations (a pod's, or a PodGroup's) are in flight."""

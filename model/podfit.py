@@ -182,6 +182,11 @@ class PlacementCheck:
                 return f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"
         return ""
 
+    @property
+    def has_claim_selectors(self) -> bool:
+        """Whether :meth:`claims` can refuse a node."""
+        return bool(self._claims_raw)
+
     def claims(self, node: o.Node | Obj) -> str:
         """Why ``node`` cannot reach the devices of the pod's allocated claims ("" when it can)."""
         if not self._claims_raw:

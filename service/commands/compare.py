@@ -97,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sched.add_argument("--run-timeout", dest="timeout_run", type=float, default=None, metavar="SECONDS",
                        help=f"--schedulers: time limit per scheduler and workload, at most {checks.MAX_SECONDS:g} (default 600)")
     sched.add_argument("--keep-logs", metavar="DIR", help="--schedulers: copy the components' logs here")
+    sched.add_argument("--backlog", action="store_true",
+                       help="--schedulers: create every pod and its claims before the scheduler starts, and count "
+                            "pods/s from its start (the scheduler's own rate, not the API server's creation rate)")
     parser.add_argument("--upstream", choices=("auto", "on", "off"), default="auto",
                         help="a third column (scenarios) or an upstream row (--replay) from upstream's own "
                              "Go allocator: auto (default: when built), on (an error if not built), off; build "
@@ -134,6 +137,7 @@ USED_BY: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("--pods", "pods", frozenset({"schedulers"})),
     ("--run-timeout", "timeout_run", frozenset({"schedulers"})),
     ("--keep-logs", "keep_logs", frozenset({"schedulers"})),
+    ("--backlog", "backlog", frozenset({"schedulers"})),
     ("--kubeconfig", "kubeconfig", frozenset({"scenarios"})),
     ("--in-cluster", "in_cluster", frozenset({"scenarios"})),
     ("--namespace", "namespace", frozenset({"scenarios"})),

@@ -35,11 +35,11 @@ def parse_workloads(text: str) -> list[str]:
 
 def compare_workload(workload: workloads.Workload, bins: Binaries, *, schedulers: Sequence[str] = SCHEDULERS,
                      timeout: float = 600.0, policy: str = "", keep_logs: Path | None = None,
-                     progress: Callable[[str], None] | None = None) -> WorkloadComparison:
+                     progress: Callable[[str], None] | None = None, backlog: bool = False) -> WorkloadComparison:
     sides = {}
     for scheduler in schedulers:
         sides[scheduler] = run_side(workload, scheduler, bins, timeout=timeout, policy=policy,
-                                    keep_logs=keep_logs, progress=progress)
+                                    keep_logs=keep_logs, progress=progress, backlog=backlog)
     return WorkloadComparison(workload, sides)
 
 
@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = parse_workloads(args.schedulers)
         built = [workloads.build(n, nodes=args.nodes, pods=args.pods) for n in names]
+        if getattr(args, "backlog", False):
+            churned = [w.name for w in built if w.churn is not None]
+            if churned:
+                raise ValueError(f"--backlog: Forbidden: {', '.join(churned)} deletes pods as others arrive "
+                                 "(a backlog run creates every pod before the scheduler starts)")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         if not bins.path("kube-scheduler").is_file():
             raise ControlPlaneError(f"{bins.path('kube-scheduler')} is missing: run scripts/build-upstream.sh")
         results = [compare_workload(w, bins, timeout=args.timeout_run, policy=args.policy, progress=progress,
-                                    keep_logs=Path(args.keep_logs) if args.keep_logs else None)
+                                    keep_logs=Path(args.keep_logs) if args.keep_logs else None,
+                                    backlog=bool(getattr(args, "backlog", False)))
                    for w in built]
     except ControlPlaneError as err:
         print(f"error: {' '.join(str(err).split())[:400]}", file=sys.stderr)

@@ -248,6 +248,14 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
+def _backlog_line(name: str, side: SideResult) -> str:
+    first = side.first_bound
+    started = side.scheduler_started - side.first_created
+    after = "no pod bound" if first is None else f"first bind {first - side.scheduler_started:.1f} s after its start"
+    return (f"  {name}: started {started:.0f} s after the first creation; {after}; "
+            f"last bind after {side.seconds:.1f} s")
+
+
 def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
     body: list[list[str]] = []
     for c in comparisons:
@@ -268,13 +276,21 @@ def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
                            "PLACED BY SIZE", "DEVICES TWICE"], body)]
     for c in comparisons:
         split_lines = [line for name, side in c.sides.items()
-                       for line in split.format_split(name, side.split, side.cpu, side.cpu_window)]
+                       for line in split.format_split(name, side.split, side.cpu, side.cpu_window,
+                                                      window="scheduler started until all settled" if side.backlog
+                                                      else "pods created until all settled")]
         if split_lines:
             created = {n: max(0.0, s.last_created - s.first_created) for n, s in c.sides.items()}
             lines.append("")
             lines.append(f"{c.workload.name}: where the time went (pods created in "
                          + ", ".join(f"{v:.0f} s ({n})" for n, v in created.items()) + ")")
             lines.extend(split_lines)
+        backlog_lines = [_backlog_line(name, side) for name, side in c.sides.items() if side.backlog]
+        if backlog_lines:
+            lines.append("")
+            lines.append(f"{c.workload.name}: backlog run: every pod and its claims existed before the scheduler "
+                         "started; PODS/S and BIND count from its start (start-up and informer sync included)")
+            lines.extend(backlog_lines)
     for c in comparisons:
         diffs = c.diffs
         if diffs:

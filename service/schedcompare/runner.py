@@ -84,6 +84,8 @@ class PodOutcome:
     """The ``request`` of each allocation result (``gpu/h100`` for a FirstAvailable choice)."""
     unschedulable: str = ""
     """The last ``PodScheduled=False`` message seen (empty: none)."""
+    queued: float = 0.0
+    """A backlog run: when the scheduler started (the pod waited for it, not in its queue)."""
     deleted: bool = False
     holds: list[Hold] = field(default_factory=list)
     """Each allocation of the pod's claim as the claim watch saw it, in order (one, unless a
@@ -91,7 +93,7 @@ class PodOutcome:
 
     @property
     def latency(self) -> float | None:
-        return None if self.bound_at is None else max(0.0, self.bound_at - self.created)
+        return None if self.bound_at is None else max(0.0, self.bound_at - max(self.created, self.queued))
 
     @property
     def placed_at(self) -> float | None:
@@ -125,6 +127,23 @@ class SideResult:
     """Seconds the CPU figures cover: from the first creation until every pod settled."""
     split: dict[str, Any] = field(default_factory=dict)
     """dra-solver: its scheduler's time per bound pod by part (:func:`.split.scheduler_split`)."""
+    scheduler_started: float = 0.0
+    """A backlog run: when the scheduler was started, after every pod and claim existed
+    (0: the scheduler ran while the pods were created)."""
+
+    @property
+    def backlog(self) -> bool:
+        return self.scheduler_started > 0.0
+
+    @property
+    def window_start(self) -> float:
+        """Where pods/s counts from: the first creation, or in a backlog run the scheduler's start
+        (its start-up and informer sync count against it)."""
+        return self.scheduler_started if self.backlog else self.first_created
+
+    @property
+    def first_bound(self) -> float | None:
+        return min((p.bound_at for p in self.pods.values() if p.bound_at is not None), default=None)
 
     @property
     def bound(self) -> int:
@@ -132,7 +151,7 @@ class SideResult:
 
     @property
     def seconds(self) -> float:
-        return max(0.0, self.last_bound - self.first_created) if self.bound else 0.0
+        return max(0.0, self.last_bound - self.window_start) if self.bound else 0.0
 
     @property
     def pods_per_second(self) -> float:
@@ -176,7 +195,12 @@ class SideResult:
             # the scheduler, set the pace.
             "creationSeconds": round(max(0.0, self.last_created - self.first_created), 3),
             "cpuSeconds": dict(sorted(self.cpu.items())), "cpuWindowSeconds": self.cpu_window,
-            "split": self.split,
+            "split": self.split, "backlog": self.backlog,
+            # A backlog run: the scheduler's start after the first creation, and its first bind
+            # after its start (start-up and informer sync).
+            "schedulerStartedSeconds": round(self.scheduler_started - self.first_created, 3) if self.backlog else None,
+            "firstBindSeconds": (round(first - self.scheduler_started, 3)
+                                 if self.backlog and (first := self.first_bound) is not None else None),
         }
 
 
@@ -261,29 +285,48 @@ class _Companion:
                 self.popen.wait(5)
 
 
-def start_dra_solver(cp: ControlPlane, *, policy: str = "", timeout: float = 120.0) -> list[_Companion]:
+def _companion_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
+
+
+def start_controllers(cp: ControlPlane, grpc_addr: str, *, name: str = "dra-solver controllers", log: str = "controllers.log",
+                      enable: Iterable[str] = (), policy: str = "", timeout: float = 120.0) -> _Companion:
+    """``dra-solver controllers`` (``enable``: only those; default all), its /metrics address known."""
+    args = [*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}", f"--solver={grpc_addr}",
+            "--metrics-port=0"]  # Events on: kube-scheduler records its own
+    if enable:
+        args.append(f"--enable={','.join(enable)}")
+    if policy:
+        args.append(f"--policy={policy}")
+    ctl = _Companion(name, args, cp.dir / log, _companion_env())
+    try:
+        port = ctl.wait_line("metrics=", timeout).split()[0].rsplit(":", 1)[1]
+    except BaseException:
+        ctl.stop()
+        raise
+    ctl.metrics = f"127.0.0.1:{port}"
+    return ctl
+
+
+def start_dra_solver(cp: ControlPlane, *, policy: str = "", enable: Iterable[str] = (),
+                     timeout: float = 120.0) -> tuple[list[_Companion], str]:
+    """``dra-solver serve`` and ``dra-solver controllers`` (``enable``: only those); the
+    processes and serve's gRPC address."""
     started: list[_Companion] = []
     try:
         solver = _Companion("dra-solver serve", [*dra_solver_command(), "serve", f"--kubeconfig={cp.kubeconfig}",
-                                                 "--port=0", "--metrics-port=0"], cp.dir / "solver.log", env)
+                                                 "--port=0", "--metrics-port=0"], cp.dir / "solver.log", _companion_env())
         started.append(solver)
         grpc_addr = solver.wait_line("grpc=", timeout).split()[0].split("=", 1)[1]
-        args = [*dra_solver_command(), "controllers", f"--kubeconfig={cp.kubeconfig}", f"--solver={grpc_addr}",
-                "--metrics-port=0"]  # Events on: kube-scheduler records its own
-        if policy:
-            args.append(f"--policy={policy}")
-        ctl = _Companion("dra-solver controllers", args, cp.dir / "controllers.log", env)
-        started.append(ctl)
-        port = ctl.wait_line("metrics=", timeout).split()[0].rsplit(":", 1)[1]
-        ctl.metrics = f"127.0.0.1:{port}"
+        started.append(start_controllers(cp, grpc_addr, enable=enable, policy=policy, timeout=timeout))
     except BaseException:
         for proc in reversed(started):
             proc.stop()
         raise
-    return started
+    return started, grpc_addr
 
 
 def _short_name(process: str) -> str:
@@ -320,6 +363,8 @@ class _Tracker:
         self.lock = threading.Lock()
         self.last_change = time.monotonic()
         self.bound_order: list[str] = []
+        self.claimed: set[str] = set()
+        """Pods whose every claim exists (named in their status, as the claim controller does)."""
 
     def on_event(self, kind: str, pod: dict[str, Any], now: float) -> None:
         name = pod.get("metadata", {}).get("name", "")
@@ -327,6 +372,9 @@ class _Tracker:
             out = self.pods.get(name)
             if out is None or kind == "DELETED":
                 return
+            wanted = len(pod.get("spec", {}).get("resourceClaims") or [])
+            if len(pod.get("status", {}).get("resourceClaimStatuses") or []) >= wanted:
+                self.claimed.add(name)
             node = pod.get("spec", {}).get("nodeName") or ""
             if node and out.bound_at is None:
                 out.bound_at = now
@@ -342,6 +390,10 @@ class _Tracker:
     def settled(self) -> bool:
         with self.lock:
             return all(p.bound_at is not None or p.unschedulable for p in self.pods.values())
+
+    def claimed_count(self) -> int:
+        with self.lock:
+            return len(self.claimed)
 
 
 def _results(claim: dict[str, Any]) -> list[dict[str, Any]]:
@@ -380,7 +432,11 @@ class _ClaimTracker:
 
 
 def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float, settle: float = 3.0,
-          progress: Callable[[str], None] | None = None) -> SideResult:
+          progress: Callable[[str], None] | None = None,
+          start_scheduler: Callable[[], None] | None = None) -> SideResult:
+    """Create the workload's pods and watch them until each is bound or unschedulable.
+    ``start_scheduler``: a backlog run: every pod is created and every claim made from its
+    templates before this is called; pods/s and bind latency count from that moment on."""
     pods = {s.name: PodOutcome(s.name, s.size) for s in workload.pods}
     result = SideResult(scheduler, workload.name, pods, workload.capacity)
     tracker = _Tracker(pods)
@@ -402,8 +458,19 @@ def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float,
     result.first_created = start
     next_report = start + 10
     try:
+        if start_scheduler is not None:
+            _backlog(list(objects), create, tracker, deadline, scheduler, progress, start)
+            start_scheduler()
+            result.scheduler_started = time.monotonic()
+            with tracker.lock:
+                for pod in pods.values():
+                    pod.queued = result.scheduler_started
+            if progress:
+                progress(f"{scheduler}: scheduler started {result.scheduler_started - start:.0f} s after the first "
+                         f"creation, {len(tracker.bound_order)} bound before")
         if workload.churn is None:
-            creator = threading.Thread(target=_parallel, args=(create, list(objects)), daemon=True)
+            creator = threading.Thread(target=_parallel, args=(create, [] if start_scheduler else list(objects)),
+                                       daemon=True)
             creator.start()
             while time.monotonic() < deadline:
                 time.sleep(0.25)
@@ -427,6 +494,24 @@ def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float,
     result.last_bound = max(bound) if bound else start
     result.last_created = max((p.created for p in pods.values()), default=start)
     return result
+
+
+def _backlog(names: list[str], create: Callable[[str], None], tracker: _Tracker, deadline: float, scheduler: str,
+             progress: Callable[[str], None] | None, start: float) -> None:
+    """Create every pod, then wait until each has its claims (no scheduler runs yet)."""
+    _parallel(create, names)
+    if progress:
+        progress(f"{scheduler}: {len(names)} pods created in {time.monotonic() - start:.0f} s; waiting for their claims")
+    next_report = time.monotonic() + 10
+    while (claimed := tracker.claimed_count()) < len(names):
+        now = time.monotonic()
+        if now > deadline:
+            raise ControlPlaneError(f"{scheduler}: {claimed} of {len(names)} pods had their claims before the run's "
+                                    "time limit (backlog run: the claim controller made the rest too slowly)")
+        if progress and now >= next_report:
+            next_report = now + 10
+            progress(f"{scheduler}: {claimed}/{len(names)} pods have their claims")
+        time.sleep(0.25)
 
 
 def _churn(client: Client, workload: Workload, tracker: _Tracker, create: Callable[[str], None], deadline: float,
@@ -537,7 +622,8 @@ def overlapping_holds(pods: Iterable[PodOutcome]) -> list[str]:
 
 @dataclass
 class LiveSide:
-    """A control plane with the workload's cluster and one scheduler, live."""
+    """A control plane with the workload's cluster and one scheduler, live (in a backlog run:
+    ready to start, by :meth:`start_scheduler`)."""
 
     cp: ControlPlane
     client: Client
@@ -546,15 +632,33 @@ class LiveSide:
     scheduler_name: str
     """What the pods' ``spec.schedulerName`` says."""
     setup_seconds: float
+    deferred: Callable[[], _Companion | None] | None = None
+    """A backlog run: starts the scheduler (dra-solver's process, None for kube-scheduler's)."""
+
+    def start_scheduler(self) -> None:
+        """Start the scheduler a backlog run held back (nothing when it already runs)."""
+        if self.deferred is not None:
+            started = self.deferred()
+            self.deferred = None
+            if started is not None:
+                self.companions.append(started)
+
+
+# dra-solver's side of a backlog run: claims and taints first, the scheduler in its own process.
+BACKLOG_FIRST = ("claim", "eviction")
+BACKLOG_LATER = ("scheduler",)
 
 
 @contextlib.contextmanager
 def live_side(workload: Workload, scheduler: str, bins: Binaries, *, upstream_controllers: Iterable[str] = ("resourceclaim-controller",),
-              policy: str = "", keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> Iterator[LiveSide]:
+              policy: str = "", keep_logs: Path | None = None, progress: Callable[[str], None] | None = None,
+              backlog: bool = False) -> Iterator[LiveSide]:
     """Fresh control plane, the workload's cluster, ``scheduler`` alone and live (a canary pod
     bound); everything stopped on the way out. On kube-scheduler's side kube-controller-manager
     also runs ``upstream_controllers``. ``keep_logs``: the control plane's logs copied there
-    first. An API error becomes a ``ControlPlaneError`` naming the scheduler."""
+    first. ``backlog``: the scheduler is not started (no canary): the claim controllers run,
+    and :meth:`LiveSide.start_scheduler` starts it. An API error becomes a
+    ``ControlPlaneError`` naming the scheduler."""
     if scheduler not in SCHEDULERS:
         raise ValueError(f"scheduler: Unsupported value: {scheduler!r}: supported values: {', '.join(SCHEDULERS)}")
     upstream = scheduler == "kube-scheduler"
@@ -566,22 +670,35 @@ def live_side(workload: Workload, scheduler: str, bins: Binaries, *, upstream_co
     )
     companions: list[_Companion] = []
     client: Client | None = None
+    side: LiveSide | None = None
     try:
         cp.start()
         client = Client(cp.url, cp.ssl_context())
         if progress:
             progress(f"{scheduler}: creating {len(workload.nodes)} nodes and their devices")
         create_cluster(client, cp, workload)
+        deferred: Callable[[], _Companion | None] | None = None
         if upstream:
-            cp.start_scheduler(config=scheduler_config(cp.scheduler_kubeconfig))
+            def kube_scheduler() -> None:
+                cp.start_scheduler(config=scheduler_config(cp.scheduler_kubeconfig))
+            if backlog:
+                deferred = kube_scheduler
+            else:
+                kube_scheduler()
         else:
-            companions = start_dra_solver(cp, policy=policy)
-        _canary(client, scheduler, timeout=180)
-        yield LiveSide(cp, client, companions, _scheduler_name(scheduler), time.monotonic() - t0)
+            companions, grpc_addr = start_dra_solver(cp, policy=policy, enable=BACKLOG_FIRST if backlog else ())
+            if backlog:
+                def deferred() -> _Companion:
+                    return start_controllers(cp, grpc_addr, name="dra-solver scheduler", log="scheduler.log",
+                                             enable=BACKLOG_LATER, policy=policy)
+        if not backlog:
+            _canary(client, scheduler, timeout=180)
+        side = LiveSide(cp, client, companions, _scheduler_name(scheduler), time.monotonic() - t0, deferred)
+        yield side
     except HTTPError as err:
         raise ControlPlaneError(f"{scheduler}: {err}") from err
     finally:
-        for proc in reversed(companions):
+        for proc in reversed(side.companions if side is not None else companions):
             proc.stop()
         if client is not None:
             client.close()
@@ -594,22 +711,46 @@ def live_side(workload: Workload, scheduler: str, bins: Binaries, *, upstream_co
 
 
 def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: float = 600.0, policy: str = "",
-             keep_logs: Path | None = None, progress: Callable[[str], None] | None = None) -> SideResult:
-    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the pods; the outcome."""
-    with live_side(workload, scheduler, bins, policy=policy, keep_logs=keep_logs, progress=progress) as side:
+             keep_logs: Path | None = None, progress: Callable[[str], None] | None = None,
+             backlog: bool = False) -> SideResult:
+    """Fresh control plane, the workload's cluster, ``scheduler`` alone, the pods; the outcome.
+    ``backlog``: every pod and its claims exist before the scheduler starts (see :func:`drive`)."""
+    if backlog and workload.churn is not None:
+        raise ValueError(f"backlog: Forbidden: workload {workload.name} deletes pods as others arrive; "
+                         "a backlog run needs every pod created first")
+    with live_side(workload, scheduler, bins, policy=policy, keep_logs=keep_logs, progress=progress,
+                   backlog=backlog) as side:
         if progress:
-            progress(f"{scheduler}: ready after {side.setup_seconds:.0f} s; creating {len(workload.pods)} pods")
-        meter = split.CpuMeter({**side.cp.pids(), **{_short_name(c.name): c.popen.pid for c in side.companions}})
-        meter.start()
-        result = drive(side.client, workload, scheduler, timeout=timeout, progress=progress)
-        meter.stop()
-        result.cpu, result.cpu_window = meter.seconds, meter.wall
+            progress(f"{scheduler}: ready after {side.setup_seconds:.0f} s; creating {len(workload.pods)} pods"
+                     + (" before the scheduler starts" if backlog else ""))
+        meters: list[split.CpuMeter] = []
+
+        def start() -> None:
+            """The scheduler (when held back), then the CPU meter over every process."""
+            side.start_scheduler()
+            meter = split.CpuMeter({**side.cp.pids(), **{_short_name(c.name): c.popen.pid for c in side.companions}})
+            meter.start()
+            meters.append(meter)
+
+        if not backlog:
+            start()
+        result = drive(side.client, workload, scheduler, timeout=timeout, progress=progress,
+                       start_scheduler=start if backlog else None)
+        if meters:
+            meters[0].stop()
+            result.cpu, result.cpu_window = meters[0].seconds, meters[0].wall
         result.setup_seconds = side.setup_seconds
+        scrapes = []
         for companion in side.companions:
             if companion.metrics:
                 try:
-                    result.split = split.scheduler_split(split.scrape(companion.metrics), result.bound)
-                except (OSError, ValueError) as err:
+                    scrapes.append(split.scrape(companion.metrics))
+                except OSError as err:
                     result.problems.append(f"{companion.name}: metrics not read: {err}")
+        if scrapes:
+            try:
+                result.split = split.scheduler_split(scrapes, result.bound)
+            except ValueError as err:
+                result.problems.append(f"dra-solver: metrics not read: {err}")
         collect(side.client, result)
         return result

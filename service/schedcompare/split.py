@@ -96,9 +96,13 @@ def _ms(seconds: float, pods: int) -> float:
     return round(1000.0 * seconds / pods, 1) if pods else 0.0
 
 
-def scheduler_split(text: str, bound: int) -> dict[str, Any]:
-    """dra-solver's scheduler time per bound pod (ms), from its controllers' metrics text."""
-    s = Sums.parse(text)
+def scheduler_split(texts: str | Iterable[str], bound: int) -> dict[str, Any]:
+    """dra-solver's scheduler time per bound pod (ms), from its controllers' metrics text (or
+    the texts of several controllers processes, added up)."""
+    s = Sums()
+    for text in [texts] if isinstance(texts, str) else texts:
+        for key, value in Sums.parse(text).values.items():
+            s.values[key] = s.values.get(key, 0.0) + value
     solver = s.by("dra_solver_scheduler_solver_request_duration_seconds_sum", "rpc")
     writes = s.by("dra_solver_scheduler_api_write_duration_seconds_sum", "operation")
     queues = s.by("workqueue_queue_duration_seconds_sum", "name")
@@ -121,11 +125,12 @@ def scheduler_split(text: str, bound: int) -> dict[str, Any]:
     }
 
 
-def format_split(scheduler: str, split: Mapping[str, Any], cpu: Mapping[str, float], seconds: float) -> Iterable[str]:
-    """Lines for the table's footer: one side's time split."""
+def format_split(scheduler: str, split: Mapping[str, Any], cpu: Mapping[str, float], seconds: float, *,
+                 window: str = "pods created until all settled") -> Iterable[str]:
+    """Lines for the table's footer: one side's time split; ``window``: what the CPU figures cover."""
     if cpu:
         busy = ", ".join(f"{k} {v:.0f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1]))
-        yield f"  {scheduler}: CPU seconds in {seconds:.0f} s (pods created until all settled): {busy}"
+        yield f"  {scheduler}: CPU seconds in {seconds:.0f} s ({window}): {busy}"
     per = split.get("perBoundPodMs") or {}
     if per:
         writes = ", ".join(f"{k} {v:g}" for k, v in (per.get("apiWritesByOperation") or {}).items())

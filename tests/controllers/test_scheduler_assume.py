@@ -104,3 +104,64 @@ def test_settled_claims_linger_in_flight_and_unbound_pods_are_let_go(sched: Sche
     later = sched.clock() + 3600
     sched.clock = lambda: later  # long after: every replica's watch has shown them
     assert sched._in_flight_claims() == []
+
+
+def test_an_assumed_pod_stays_counted_until_its_bind_shows_and_then_counts_once(sched: Scheduler) -> None:
+    """The running totals: an update of the pod that does not bind it (a status write) leaves
+    it counted where we assumed it; its bind replaces the assumed entry (still once); a later
+    ``forget`` of a pod the API shows bound takes nothing away."""
+    p0 = _pod("p0")
+    sched.assume("default/p0", [_on(p0, "node-a")], {}, NODES)
+    assert _cpu(sched, "node-a") == 1
+    conditioned = {**p0, "status": {**p0["status"], "conditions": [{"type": "PodScheduled", "status": "False"}]}}
+    sched._on_pod(p0, conditioned)
+    assert _cpu(sched, "node-a") == 1
+    bound = {**conditioned, "spec": {**conditioned["spec"], "nodeName": "node-a"}}
+    sched._on_pod(conditioned, bound)
+    assert _cpu(sched, "node-a") == 1
+    sched.forget("default/p0", pods=["default/p0"])
+    assert _cpu(sched, "node-a") == 1
+    sched._on_pod(bound, None)  # deleted
+    assert sched.used_resources() == {}
+    # Assumed, then given up before any event: nothing left behind.
+    sched.assume("default/p1", [_on(_pod("p1"), "node-b")], {}, NODES)
+    sched.forget("default/p1", pods=["default/p1"])
+    assert sched.used_resources() == {}
+
+
+def test_attempts_wait_while_the_binder_is_max_binding_cycles_behind(sched: Scheduler) -> None:
+    """Scheduling does not run ahead of binding by more than ``max_binding`` cycles (each holds
+    a solver reservation): the next attempt waits for a cycle to end, or for stop."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    sched._binder = ThreadPoolExecutor(1)
+    sched.max_binding = 2
+    with sched._lock:
+        sched._binding = 2
+    passed = threading.Event()
+
+    def attempt() -> None:
+        sched._wait_for_binder()
+        passed.set()
+
+    waiter = threading.Thread(target=attempt)
+    waiter.start()
+    assert not passed.wait(0.3)
+    with sched._lock:
+        sched._binding_ended()
+    assert passed.wait(5)
+    waiter.join(5)
+    # At the limit again: stop releases the waiting attempt.
+    with sched._lock:
+        sched._binding = 2
+    passed.clear()
+    waiter = threading.Thread(target=attempt)
+    waiter.start()
+    assert not passed.wait(0.3)
+    sched._stop.set()
+    with sched._binding_room:
+        sched._binding_room.notify_all()
+    assert passed.wait(5)
+    waiter.join(5)
+    sched._binder.shutdown()

@@ -7,6 +7,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dra_solver.controllers import objects as ob
 from dra_solver.controllers import scheduling as s
@@ -135,6 +137,37 @@ def test_placement_verdicts_kept_across_pods_follow_node_changes_and_pod_placeme
     nodes[0] = b.node("a", taints=[tainted])
     nodes[2] = b.node("c", unschedulable=True)
     assert [both(p, nodes) for p in (*pods, tolerant, picky)] == [("b",), ("b",), ("b",), ("a", "b"), ()]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans(), st.booleans(), st.integers(0, 4)),
+                    min_size=1, max_size=12),
+    tolerant=st.booleans(), picky=st.booleans(),
+)
+def test_filter_for_a_pod_without_requests_equals_each_nodes_verdict(
+    shapes: list[tuple[int, bool, bool, bool, int]], tolerant: bool, picky: bool
+) -> None:
+    """A pod asking for no CPU, memory or extended resources takes the filter's inlined path:
+    the same candidates and reasons as :func:`node_verdict` gives node by node (pod limits,
+    taints, cordons, selectors; used counts present or not), first and second time (kept
+    verdicts)."""
+    nodes, used = [], {}
+    for i, (room, tainted, cordoned, zoned, pods_there) in enumerate(shapes):
+        name = f"n{len(shapes) - i:02d}"  # listed out of name order
+        nodes.append(b.node(name, pods=str(room), taints=[{"key": "k", "effect": "NoSchedule"}] if tainted else None,
+                            unschedulable=cordoned, labels={"zone": "z1"} if zoned else None))
+        if pods_there:
+            used[name] = s.Resources(pods=pods_there)
+    pod = b.pod("p", tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}] if tolerant else None,
+                node_selector={"zone": "z1"} if picky else None)
+    del pod["spec"]["containers"][0]["resources"]
+    assert s.pod_requests(pod) == s.Resources(pods=1)
+    verdicts = {ob.name(n): s.node_verdict(pod, n, used=used.get(ob.name(n), s.NO_USE)) for n in nodes}
+    want = s.NodeFilter(tuple(sorted(k for k, v in verdicts.items() if not v)), {k: v for k, v in verdicts.items() if v})
+    kept = s.PlacementVerdicts()
+    assert s.filter_nodes(pod, nodes, used=used, placements=kept) == want
+    assert s.filter_nodes(pod, {ob.name(n): n for n in nodes}, used=used, placements=kept) == want
 
 
 def test_used_resources_and_least_allocated() -> None:

@@ -32,6 +32,9 @@ from tests.realkube import scheduler_binaries
 
 SIZES = {"mixed": (50, 300), "first-available": (50, 300), "mig-whole-first": (10, 120)}
 """(nodes, pods): issue 14's CI size where it is cheap; MIG nodes publish 112 devices each."""
+BACKLOG = {"first-available"}
+"""Workloads run as a backlog (every pod and claim created before the scheduler starts; on
+dra-solver's side the claim controller and the scheduler are then two processes)."""
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +55,22 @@ def test_both_schedulers_bind_every_schedulable_pod_and_no_device_twice(bins: Bi
     nodes, pods = SIZES[name]
     workload = workloads.build(name, nodes=nodes, pods=pods)
     in_use = sum(1 for c in workload.namespaced if c["kind"] == "ResourceClaim")
-    result = compare_workload(workload, bins, timeout=300)
+    backlog = name in BACKLOG
+    result = compare_workload(workload, bins, timeout=300, backlog=backlog)
     probe = Probe(workload)
     for side_name in (UPSTREAM, OURS):
         side = result.sides[side_name]
         assert not side.timed_out, f"{side_name}: {side.bound}/{len(side.pods)} bound when the run timed out"
         assert side.problems == [], f"{side_name}: {side.problems[:5]}"
+        assert side.backlog == backlog
+        if backlog:  # nothing bound before the scheduler started, which was after every creation
+            first = side.first_bound
+            assert first is not None and side.last_created < side.scheduler_started < first
+            assert side.seconds == side.last_bound - side.scheduler_started
+            assert side.to_json()["firstBindSeconds"] == round(first - side.scheduler_started, 3)
+            assert all(p.latency == p.bound_at - side.scheduler_started for p in side.pods.values() if p.bound_at)
+        if side_name == OURS:  # the scheduler's own histograms were read (both processes' in a backlog run)
+            assert side.split["attempts"].get("scheduled") == side.bound, side.split
         # No device in two claims at the end (the claims allocated before the run included),
         # nor in two pods' claims at any moment of the run (the claim watch's timeline).
         assert side.double_allocated == [], f"{side_name}: devices allocated twice: {side.double_allocated[:5]}"

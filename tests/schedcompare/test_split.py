@@ -32,6 +32,25 @@ def test_scheduler_split_reads_the_controllers_histograms() -> None:
     assert "solver 20, API writes 100 (bind 60, claim_status 40), scheduling queue 1000" in lines[1]
 
 
+def test_scheduler_split_adds_up_several_controllers_processes() -> None:
+    """A backlog run's dra-solver side runs the claim controller and the scheduler in two
+    processes: their histograms are added, each series once per process."""
+    claims, scheduler = ControllerMetrics(), ControllerMetrics()
+    claims.queue_duration.labels(name="resource_claim").observe(0.25)
+    for _ in range(2):
+        scheduler.solver_latency.labels(rpc="Schedule", code="OK").observe(0.010)
+        scheduler.queue_duration.labels(name="scheduler").observe(0.5)
+        scheduler.schedule_attempts.labels(result="scheduled").inc()
+    texts = [generate_latest(m.registry).decode() for m in (claims, scheduler)]
+    got = split.scheduler_split(texts, bound=1)
+    per = got["perBoundPodMs"]
+    assert (per["solver"], per["schedulingQueue"], per["claimControllerQueue"]) == (20.0, 1000.0, 250.0)
+    assert got["attempts"] == {"scheduled": 2}
+    assert split.scheduler_split(texts[1], bound=1)["perBoundPodMs"]["claimControllerQueue"] == 0.0
+    lines = list(split.format_split("dra-solver", got, {"etcd": 1.0}, 5.0, window="scheduler started until all settled"))
+    assert lines[0] == "  dra-solver: CPU seconds in 5 s (scheduler started until all settled): etcd 1"
+
+
 def test_cpu_meter_measures_this_process() -> None:
     meter = split.CpuMeter({"me": os.getpid(), "gone": 2**22 + 12345})
     meter.start()

@@ -310,6 +310,9 @@ def test_long_node_and_group_names_are_clipped_in_errors(args: tuple[str, ...]) 
     (("--replay", REPLAY_CLUSTER, "--workload", REPLAY_WORKLOAD, "--node", "node-0"), "error: --node: Forbidden: only with scenario FILEs"),
     (("--schedulers", "mixed", "--timeout", "5"), "error: --timeout: Forbidden: "),
     (("--schedulers", "mixed", SCENARIO), "Forbidden: a scenario FILE is not read with --schedulers"),
+    (("--backlog", SCENARIO), "error: --backlog: Forbidden: only with --schedulers"),
+    (("--schedulers", "mixed,steady-state", "--backlog"),
+     "error: --backlog: Forbidden: steady-state deletes pods as others arrive"),
 ])
 def test_compare_refuses_what_its_mode_would_ignore(args: tuple[str, ...], message: str) -> None:
     _refused(_cli("compare", "--quiet", *args), message)
