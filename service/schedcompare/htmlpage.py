@@ -65,14 +65,16 @@ def placed_by_size_plot(c: WorkloadComparison) -> str:
 
 
 def bound_over_time_plot(c: WorkloadComparison) -> str:
-    """Pods bound against seconds since the first pod was created, per side."""
+    """Pods bound against seconds since the first pod was created (a backlog run: since the
+    scheduler started, where pods/s counts from), per side."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for name, side in c.sides.items():
-        times = sorted(p.bound_at - side.first_created for p in side.pods.values() if p.bound_at is not None)
+        times = sorted(max(0.0, p.bound_at - side.window_start) for p in side.pods.values() if p.bound_at is not None)
         ax.step([0.0, *times], range(len(times) + 1), where="post", label=f"{name} ({side.bound})",
                 color=COLORS.get(name))
-    ax.set_xlabel("seconds since the first pod was created")
+    backlog = any(side.backlog for side in c.sides.values())
+    ax.set_xlabel("seconds since the scheduler started" if backlog else "seconds since the first pod was created")
     ax.set_ylabel("pods bound")
     ax.set_title(f"{c.workload.name}: pods bound over time")
     ax.legend(fontsize=8)

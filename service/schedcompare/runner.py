@@ -124,7 +124,8 @@ class SideResult:
     """CPU seconds per process (API server, etcd, the scheduler's) from the first creation to
     the end of the run (:mod:`.split`)."""
     cpu_window: float = 0.0
-    """Seconds the CPU figures cover: from the first creation until every pod settled."""
+    """Seconds the CPU figures cover: from the first creation (a backlog run: the scheduler's
+    start) until every pod settled."""
     split: dict[str, Any] = field(default_factory=dict)
     """dra-solver: its scheduler's time per bound pod by part (:func:`.split.scheduler_split`)."""
     scheduler_started: float = 0.0

@@ -70,7 +70,8 @@ def test_both_schedulers_bind_every_schedulable_pod_and_no_device_twice(bins: Bi
             assert side.to_json()["firstBindSeconds"] == round(first - side.scheduler_started, 3)
             assert all(p.latency == p.bound_at - side.scheduler_started for p in side.pods.values() if p.bound_at)
         if side_name == OURS:  # the scheduler's own histograms were read (both processes' in a backlog run)
-            assert side.split["attempts"].get("scheduled") == side.bound, side.split
+            canary = 0 if backlog else 1  # a live scheduler bound a canary pod before the run
+            assert side.split["attempts"].get("scheduled") == side.bound + canary, side.split
         # No device in two claims at the end (the claims allocated before the run included),
         # nor in two pods' claims at any moment of the run (the claim watch's timeline).
         assert side.double_allocated == [], f"{side_name}: devices allocated twice: {side.double_allocated[:5]}"
