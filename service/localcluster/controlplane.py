@@ -244,6 +244,13 @@ class ControlPlane:
     def pids(self) -> dict[str, int]:
         return {n: p.popen.pid for n, p in self._procs.items() if p.popen is not None}
 
+    def exited(self, name: str) -> str:
+        """"" while component ``name`` (started) runs; else the end of its log."""
+        proc = self._procs.get(name)
+        if proc is None or proc.popen is None or proc.alive():
+            return ""
+        return f"{name} exited (code {proc.popen.returncode}); its log ends:\n{proc.tail()}"
+
     # -- certificates -----------------------------------------------------------------------
 
     def _make_pki(self) -> None:

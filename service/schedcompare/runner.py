@@ -434,10 +434,13 @@ class _ClaimTracker:
 
 def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float, settle: float = 3.0,
           progress: Callable[[str], None] | None = None,
-          start_scheduler: Callable[[], None] | None = None) -> SideResult:
+          start_scheduler: Callable[[], None] | None = None,
+          exited: Callable[[], str] | None = None) -> SideResult:
     """Create the workload's pods and watch them until each is bound or unschedulable.
     ``start_scheduler``: a backlog run: every pod is created and every claim made from its
-    templates before this is called; pods/s and bind latency count from that moment on."""
+    templates before this is called; pods/s and bind latency count from that moment on.
+    ``exited``: "" while the scheduler runs, else why not (the run stops with a
+    ``ControlPlaneError`` rather than waiting out its time limit)."""
     pods = {s.name: PodOutcome(s.name, s.size) for s in workload.pods}
     result = SideResult(scheduler, workload.name, pods, workload.capacity)
     tracker = _Tracker(pods)
@@ -478,6 +481,9 @@ def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float,
                 now = time.monotonic()
                 if not creator.is_alive() and tracker.settled() and now - tracker.last_change >= settle:
                     break
+                gone = exited() if exited is not None else ""
+                if gone:
+                    raise ControlPlaneError(f"{scheduler}: {gone}")
                 if progress and now >= next_report:
                     next_report = now + 10
                     progress(f"{scheduler}: {len(tracker.bound_order)}/{len(pods)} bound after {now - start:.0f} s")
@@ -636,6 +642,14 @@ class LiveSide:
     deferred: Callable[[], _Companion | None] | None = None
     """A backlog run: starts the scheduler (dra-solver's process, None for kube-scheduler's)."""
 
+    def scheduler_exited(self) -> str:
+        """"" while the scheduler's processes run (or before a backlog run starts them); else
+        which one exited, and how."""
+        for companion in self.companions:
+            if companion.popen.poll() is not None:
+                return f"{companion.name} exited (code {companion.popen.returncode}); see {companion.log}"
+        return self.cp.exited("kube-scheduler")
+
     def start_scheduler(self) -> None:
         """Start the scheduler a backlog run held back (nothing when it already runs)."""
         if self.deferred is not None:
@@ -736,7 +750,7 @@ def run_side(workload: Workload, scheduler: str, bins: Binaries, *, timeout: flo
         if not backlog:
             start()
         result = drive(side.client, workload, scheduler, timeout=timeout, progress=progress,
-                       start_scheduler=start if backlog else None)
+                       start_scheduler=start if backlog else None, exited=side.scheduler_exited)
         if meters:
             meters[0].stop()
             result.cpu, result.cpu_window = meters[0].seconds, meters[0].wall

@@ -18,12 +18,13 @@ exhaustive search, asked node by node).
 
 from __future__ import annotations
 
+import time
 from html.parser import HTMLParser
 
 import pytest
 
-from dra_solver.service.localcluster.controlplane import Binaries
-from dra_solver.service.schedcompare import workloads
+from dra_solver.service.localcluster.controlplane import Binaries, ControlPlaneError
+from dra_solver.service.schedcompare import runner, workloads
 from dra_solver.service.schedcompare.command import compare_workload
 from dra_solver.service.schedcompare.evidence import Probe, Timeline, device_id
 from dra_solver.service.schedcompare.htmlpage import render_report
@@ -103,3 +104,22 @@ def test_both_schedulers_bind_every_schedulable_pod_and_no_device_twice(bins: Bi
     parser.feed(page)
     parser.close()
     assert page.count("<svg") == 3 and page.count("</svg>") == 3 and page.rstrip().endswith("</html>")
+
+
+def test_a_scheduler_that_exits_mid_run_ends_the_run_at_once(bins: Binaries) -> None:
+    """A backlog run on dra-solver's side (claims made by one controllers process, then the
+    scheduler started as another): the scheduler dies at its start, and the run stops with an
+    error naming it instead of waiting out its time limit."""
+    workload = workloads.build("mixed", nodes=4, pods=20)
+    with runner.live_side(workload, OURS, bins, backlog=True) as side:
+        assert [c.name for c in side.companions] == ["dra-solver serve", "dra-solver controllers"]
+
+        def start_and_kill() -> None:
+            side.start_scheduler()
+            side.companions[-1].popen.kill()
+
+        started = time.monotonic()
+        with pytest.raises(ControlPlaneError, match=r"^dra-solver: dra-solver scheduler exited \(code -9\)"):
+            runner.drive(side.client, workload, OURS, timeout=300, start_scheduler=start_and_kill,
+                         exited=side.scheduler_exited)
+        assert time.monotonic() - started < 120
