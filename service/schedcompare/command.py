@@ -54,11 +54,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = parse_workloads(args.schedulers)
         built = [workloads.build(n, nodes=args.nodes, pods=args.pods) for n in names]
-        if getattr(args, "backlog", False):
-            churned = [w.name for w in built if w.churn is not None]
-            if churned:
-                raise ValueError(f"--backlog: Forbidden: {', '.join(churned)} deletes pods as others arrive "
-                                 "(a backlog run creates every pod before the scheduler starts)")
+        backlog = bool(getattr(args, "backlog", False))
+        churned = [w.name for w in built if w.churn is not None] if backlog else []
+        if churned and [n.strip() for n in args.schedulers.split(",")] == ["all"]:
+            built = [w for w in built if w.churn is None]  # "all" that a backlog can run
+            print(f"note: --backlog: {', '.join(churned)} left out (it deletes pods as others arrive)", file=sys.stderr)
+        elif churned:
+            raise ValueError(f"--backlog: Forbidden: {', '.join(churned)} deletes pods as others arrive "
+                             "(a backlog run creates every pod before the scheduler starts)")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             raise ControlPlaneError(f"{bins.path('kube-scheduler')} is missing: run scripts/build-upstream.sh")
         results = [compare_workload(w, bins, timeout=args.timeout_run, policy=args.policy, progress=progress,
                                     keep_logs=Path(args.keep_logs) if args.keep_logs else None,
-                                    backlog=bool(getattr(args, "backlog", False)))
+                                    backlog=backlog)
                    for w in built]
     except ControlPlaneError as err:
         print(f"error: {' '.join(str(err).split())[:400]}", file=sys.stderr)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dra_solver.cli import main
-from dra_solver.service.schedcompare import command
+from dra_solver.service.schedcompare import command, workloads
 from dra_solver.service.schedcompare.htmlpage import render_report
 from dra_solver.service.schedcompare.report import CAPACITY, NODE_CHOICE, WorkloadComparison
 from dra_solver.service.schedcompare.runner import SideResult
@@ -149,6 +149,16 @@ def test_compare_schedulers_checks_the_report_path_before_running(
     assert main(["compare", "--schedulers", "mixed", "--quiet", "--report", str(missing)]) == 2
     err = capsys.readouterr().err
     assert ran == [] and "--report" in err and "no such directory" in err and len(err.strip().splitlines()) == 1
+
+
+def test_compare_schedulers_all_as_a_backlog_leaves_out_steady_state(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``all`` runs every workload a backlog can (steady-state deletes pods as others arrive),
+    and says which it left out; naming steady-state is refused (tests/service/test_flag_checks)."""
+    ran = _fake_run(monkeypatch, tmp_path)
+    assert main(["compare", "--schedulers", "all", "--backlog", "--nodes", "2", "--pods", "3", "--quiet"]) == 0
+    assert ran == [n for n in workloads.WORKLOADS if n != "steady-state"]
+    assert "note: --backlog: steady-state left out (it deletes pods as others arrive)" in capsys.readouterr().err
 
 
 def test_write_report_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
