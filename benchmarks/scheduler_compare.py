@@ -35,7 +35,12 @@ sys.path.insert(0, str(ROOT))
 
 from dra_solver.service.localcluster.controlplane import binaries  # noqa: E402
 from dra_solver.service.schedcompare import workloads  # noqa: E402
-from dra_solver.service.schedcompare.command import compare_workload, parse_workloads  # noqa: E402
+from dra_solver.service.schedcompare.command import (  # noqa: E402
+    backlog_runnable,
+    compare_workload,
+    names_all,
+    parse_workloads,
+)
 from dra_solver.service.schedcompare.htmlpage import render_report  # noqa: E402
 from dra_solver.service.schedcompare.report import WorkloadComparison, format_table  # noqa: E402
 
@@ -70,19 +75,24 @@ def main() -> int:
         name, _, spec = item.partition("=")
         n, _, p = spec.partition(":")
         sizes[name] = (int(n), int(p))
-    bins = binaries()
-    results: list[WorkloadComparison] = []
+    built = []
     for name in parse_workloads(args.workloads):
         nodes, pods = sizes[name]
-        w = workloads.build(name, nodes=args.nodes or nodes, pods=args.pods or pods)
+        built.append(workloads.build(name, nodes=args.nodes or nodes, pods=args.pods or pods))
+    if args.backlog:
+        try:
+            built, left_out = backlog_runnable(built, everything=names_all(args.workloads))
+        except ValueError as err:
+            parser.error(str(err))
+        for name in left_out:
+            print(f"{name}: left out (it deletes pods as others arrive; a backlog run creates every pod first)",
+                  file=sys.stderr, flush=True)
+    bins = binaries()
+    results: list[WorkloadComparison] = []
+    for w in built:
+        name = w.name
         t0 = time.monotonic()
         print(f"{name}: {w.description}", file=sys.stderr, flush=True)
-        if args.backlog and w.churn is not None:
-            if args.workloads != "all":
-                parser.error(f"--backlog: workload {name} deletes pods as others arrive; a backlog run creates every pod first")
-            print(f"{name}: skipped (deletes pods as others arrive; a backlog run creates every pod first)",
-                  file=sys.stderr, flush=True)
-            continue
         result = compare_workload(w, bins, timeout=args.run_timeout, keep_logs=args.keep_logs, backlog=args.backlog,
                                   progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True))
         print(f"{name}: done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)

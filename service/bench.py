@@ -33,6 +33,7 @@ import grpc
 
 from dra_solver.service.client import Client, ScheduleStream
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
+from dra_solver.service.procstat import cpu_ticks, process_cpu_seconds
 from dra_solver.service.python_cpu import allowed_cpus
 
 DRIVER = "gpu.example.com"
@@ -220,7 +221,7 @@ def thread_cpus(pid: int) -> list[tuple[int, tuple[int, ...]]]:
         return []
     out = []
     for tid in threads:
-        ticks = _cpu_ticks(Path(f"/proc/{pid}/task/{tid}/stat"))
+        ticks = cpu_ticks(Path(f"/proc/{pid}/task/{tid}/stat"))
         try:
             cpus = tuple(sorted(os.sched_getaffinity(tid)))
         except OSError:  # a thread that ended meanwhile
@@ -283,20 +284,9 @@ def serve_process(inventory: Path, *flags: str, cpus: Sequence[int] = ()) -> Ite
                     proc.wait()
 
 
-def _cpu_ticks(stat: Path) -> int | None:
-    """User plus system clock ticks from a /proc ``stat`` file (a process's or a thread's);
-    None where it cannot be read (gone, or no /proc)."""
-    try:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell)."""
-    ticks = _cpu_ticks(Path(f"/proc/{pid}/stat"))
-    return 0.0 if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
+    return process_cpu_seconds(pid) or 0.0
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

@@ -5,7 +5,7 @@ polling thread takes each message from the network layer, hands it to the servin
 takes the answer back. When the kernel runs these threads on different cores, every hand-off
 leaves the serving thread's data in another core's caches: on the 2-core development machine
 the same Python work took 40% longer after four hand-offs across cores than after four on one
-core (docs/deploying.md, "One core for Python"). gRPC's own C threads (``event_engine``: the
+core (docs/deploying.md, "One CPU for Python"). gRPC's own C threads (``event_engine``: the
 socket reads and writes) need no interpreter and are left alone, free to run beside them.
 
 :func:`pin_python_threads` puts every thread the interpreter knows (``threading.enumerate``)

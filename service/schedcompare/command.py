@@ -33,6 +33,22 @@ def parse_workloads(text: str) -> list[str]:
     return names
 
 
+def names_all(text: str) -> bool:
+    """Whether a workload list is ``all``."""
+    return [n.strip() for n in text.split(",") if n.strip()] == ["all"]
+
+
+def backlog_runnable(built: Sequence[workloads.Workload], *, everything: bool) -> tuple[list[workloads.Workload], list[str]]:
+    """The workloads a backlog run can run, and the names of those it leaves out: a workload
+    that deletes pods as others arrive cannot run as a backlog. ``everything`` (``all`` was
+    asked for): left out; else refused (ValueError, one line)."""
+    churned = [w.name for w in built if w.churn is not None]
+    if churned and not everything:
+        raise ValueError(f"--backlog: Forbidden: {', '.join(churned)} deletes pods as others arrive "
+                         "(a backlog run creates every pod before the scheduler starts)")
+    return [w for w in built if w.churn is None], churned
+
+
 def compare_workload(workload: workloads.Workload, bins: Binaries, *, schedulers: Sequence[str] = SCHEDULERS,
                      timeout: float = 600.0, policy: str = "", keep_logs: Path | None = None,
                      progress: Callable[[str], None] | None = None, backlog: bool = False) -> WorkloadComparison:
@@ -54,14 +70,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = parse_workloads(args.schedulers)
         built = [workloads.build(n, nodes=args.nodes, pods=args.pods) for n in names]
-        backlog = bool(getattr(args, "backlog", False))
-        churned = [w.name for w in built if w.churn is not None] if backlog else []
-        if churned and [n.strip() for n in args.schedulers.split(",")] == ["all"]:
-            built = [w for w in built if w.churn is None]  # "all" that a backlog can run
-            print(f"note: --backlog: {', '.join(churned)} left out (it deletes pods as others arrive)", file=sys.stderr)
-        elif churned:
-            raise ValueError(f"--backlog: Forbidden: {', '.join(churned)} deletes pods as others arrive "
-                             "(a backlog run creates every pod before the scheduler starts)")
+        backlog = bool(args.backlog)
+        if backlog:
+            built, left_out = backlog_runnable(built, everything=names_all(args.schedulers))
+            if left_out:
+                print(f"note: --backlog: {', '.join(left_out)} left out (it deletes pods as others arrive)", file=sys.stderr)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

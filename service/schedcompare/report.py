@@ -249,11 +249,10 @@ def _seconds(value: float | None) -> str:
 
 
 def _backlog_line(name: str, side: SideResult) -> str:
-    first = side.first_bound
-    started = side.scheduler_started - side.first_created
-    after = "no pod bound" if first is None else f"first bind {first - side.scheduler_started:.1f} s after its start"
-    return (f"  {name}: started {started:.0f} s after the first creation; {after}; "
-            f"last bind after {side.seconds:.1f} s")
+    first = side.first_bind_after
+    after = ("no pod bound" if first is None
+             else f"first bind {first:.1f} s after its start; last bind after {side.seconds:.1f} s")
+    return f"  {name}: started {side.started_after or 0.0:.0f} s after the first creation; {after}"
 
 
 def format_table(comparisons: Sequence[WorkloadComparison]) -> str:

@@ -147,6 +147,18 @@ class SideResult:
         return min((p.bound_at for p in self.pods.values() if p.bound_at is not None), default=None)
 
     @property
+    def started_after(self) -> float | None:
+        """A backlog run: seconds from the first creation to the scheduler's start."""
+        return self.scheduler_started - self.first_created if self.backlog else None
+
+    @property
+    def first_bind_after(self) -> float | None:
+        """A backlog run: seconds from the scheduler's start to its first bind (start-up and
+        informer sync); None when it bound nothing."""
+        first = self.first_bound
+        return first - self.scheduler_started if self.backlog and first is not None else None
+
+    @property
     def bound(self) -> int:
         return sum(1 for p in self.pods.values() if p.bound_at is not None)
 
@@ -199,9 +211,8 @@ class SideResult:
             "split": self.split, "backlog": self.backlog,
             # A backlog run: the scheduler's start after the first creation, and its first bind
             # after its start (start-up and informer sync).
-            "schedulerStartedSeconds": round(self.scheduler_started - self.first_created, 3) if self.backlog else None,
-            "firstBindSeconds": (round(first - self.scheduler_started, 3)
-                                 if self.backlog and (first := self.first_bound) is not None else None),
+            "schedulerStartedSeconds": None if (started := self.started_after) is None else round(started, 3),
+            "firstBindSeconds": None if (first := self.first_bind_after) is None else round(first, 3),
         }
 
 

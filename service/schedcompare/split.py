@@ -8,7 +8,6 @@ latency does only roughly (workers and binders overlap); they say which part dom
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -17,17 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live process (None when it is gone or unreadable)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICKS
+from dra_solver.service.procstat import process_cpu_seconds
 
 
 class CpuMeter:
@@ -44,14 +33,14 @@ class CpuMeter:
     def start(self) -> None:
         self._began = time.monotonic()
         for name, pid in self.pids.items():
-            value = cpu_seconds(pid)
+            value = process_cpu_seconds(pid)
             if value is not None:
                 self._start[name] = value
 
     def stop(self) -> None:
         self.wall = round(time.monotonic() - self._began, 1)
         for name, begun in self._start.items():
-            value = cpu_seconds(self.pids[name])
+            value = process_cpu_seconds(self.pids[name])
             if value is not None:
                 self.seconds[name] = round(value - begun, 1)
 

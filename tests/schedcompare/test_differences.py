@@ -180,3 +180,27 @@ def test_overlapping_holds_are_devices_placed_twice() -> None:
     pods = [bound("a", "1gpu", N0, dev, 1, end=3), bound("b", "1gpu", N0, dev, 3), bound("c", "1gpu", N0, dev, 4)]
     assert overlapping_holds(pods) == [f"{dev[0]} held by b and c at the same time"]
     assert overlapping_holds(pods[:2]) == []
+
+
+def test_a_backlog_run_counts_from_the_scheduler_s_start() -> None:
+    """Pods/s, bind latency and the footer of a backlog run start at the scheduler's start (its
+    start-up included), not at the first creation; a side that bound nothing says so."""
+    w = gpu_workload({"a": "1gpu", "b": "1gpu"})
+    pods = {"a": bound("a", "1gpu", N0, gpus(N0, 0), 10), "b": bound("b", "1gpu", N0, gpus(N0, 1), 12)}
+    for pod in pods.values():
+        pod.queued = 8.0
+    ours = SideResult("dra-solver", w.name, pods, None, first_created=0.0, last_created=1.0, last_bound=12.01,
+                      scheduler_started=8.0)
+    idle = SideResult("kube-scheduler", w.name, {"a": pending("a", "1gpu"), "b": pending("b", "1gpu")}, None,
+                      first_created=0.0, last_created=1.0, scheduler_started=5.0)
+    assert ours.backlog and ours.seconds == 12.01 - 8.0 and ours.pods_per_second == 2 / (12.01 - 8.0)
+    assert [p.latency for p in pods.values()] == [10.01 - 8.0, 12.01 - 8.0]
+    doc = ours.to_json()
+    assert (doc["backlog"], doc["schedulerStartedSeconds"], doc["firstBindSeconds"]) == (True, 8.0, 2.01)
+    assert idle.to_json()["firstBindSeconds"] is None
+    table = format_table([WorkloadComparison(w, {"kube-scheduler": idle, "dra-solver": ours})])
+    assert f"{w.name}: backlog run: every pod and its claims existed before the scheduler started" in table
+    assert "  kube-scheduler: started 5 s after the first creation; no pod bound\n" in table
+    assert "  dra-solver: started 8 s after the first creation; first bind 2.0 s after its start; last bind after 4.0 s" in table
+    plain = SideResult("dra-solver", w.name, dict(pods), None, first_created=0.0, last_bound=12.01)
+    assert not plain.backlog and plain.seconds == 12.01 and plain.to_json()["schedulerStartedSeconds"] is None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
@@ -159,6 +161,15 @@ def test_compare_schedulers_all_as_a_backlog_leaves_out_steady_state(
     assert main(["compare", "--schedulers", "all", "--backlog", "--nodes", "2", "--pods", "3", "--quiet"]) == 0
     assert ran == [n for n in workloads.WORKLOADS if n != "steady-state"]
     assert "note: --backlog: steady-state left out (it deletes pods as others arrive)" in capsys.readouterr().err
+
+
+def test_the_benchmark_script_refuses_steady_state_as_a_backlog_before_running_anything() -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "scheduler_compare.py"
+    done = subprocess.run([sys.executable, str(script), "--workloads", "mixed,steady-state", "--backlog"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "error: --backlog: Forbidden: steady-state deletes pods as others arrive" in done.stderr
+    assert "mixed:" not in done.stderr  # nothing ran first
 
 
 def test_write_report_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
