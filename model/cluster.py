@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dra_solver.model import objects as o
 from dra_solver.model.quantity import Quantity, parse_quantity
@@ -158,17 +159,18 @@ class Inventory:
         rules: list[o.DeviceTaintRule] = []
         nodes: list[o.Node] = []
         claims: list[o.ResourceClaim] = []
+        # By exact type first: a service rebuilds its inventory from every object on each change,
+        # and a chain of isinstance checks per object was most of this function's time.
+        lists: dict[type, list[Any]] = {o.DeviceClass: classes, o.ResourceSlice: slices, o.DeviceTaintRule: rules, o.Node: nodes, o.ResourceClaim: claims}
         for obj in objects:
-            if isinstance(obj, o.DeviceClass):
-                classes.append(obj)
-            elif isinstance(obj, o.ResourceSlice):
-                slices.append(obj)
-            elif isinstance(obj, o.DeviceTaintRule):
-                rules.append(obj)
-            elif isinstance(obj, o.Node):
-                nodes.append(obj)
-            elif isinstance(obj, o.ResourceClaim):
-                claims.append(obj)
+            found = lists.get(type(obj))
+            if found is not None:
+                found.append(obj)
+                continue
+            for kind, into in lists.items():
+                if isinstance(obj, kind):
+                    into.append(obj)
+                    break
         return cls(tuple(classes), tuple(slices), tuple(rules), tuple(nodes), tuple(claims))
 
     def allocated_state(self) -> AllocatedState:

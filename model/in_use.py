@@ -84,7 +84,7 @@ class InUseByNode:
             if share:
                 added.append((id(claim), share))
         # The old claims are alive while ``old`` holds them, so no new claim has their id().
-        gone = [(key, claim, share) for key, (claim, share) in old.items() if key not in shares]
+        gone = self._gone(old, shares, new)
         by_ref = self.by_ref
         if new or gone:
             by_ref = dict(by_ref)
@@ -119,6 +119,30 @@ class InUseByNode:
                 del by_node[node]
                 states.pop(node, None)
         return InUseByNode(shares, by_node, states, self._pool_node, by_ref), copied
+
+    def _gone(
+        self,
+        old: Mapping[int, tuple[o.ResourceClaim, Mapping[str, AllocatedState]]],
+        shares: Mapping[int, tuple[o.ResourceClaim, Mapping[str, AllocatedState]]],
+        new: Sequence[o.ResourceClaim],
+    ) -> list[tuple[int, o.ResourceClaim, Mapping[str, AllocatedState]]]:
+        """``old``'s claims that ``shares`` no longer holds. Usually a changed claim replaced the
+        one of its name (a status written): those are found from the new claims' names, and
+        ``old`` (every claim) is read through only when that does not account for all of them
+        (claims deleted)."""
+        missing = len(old) - (len(shares) - len(new))
+        if not missing:
+            return []
+        gone: dict[int, tuple[int, o.ResourceClaim, Mapping[str, AllocatedState]]] = {}
+        for claim in new:
+            prev = self.by_ref.get(claim.ref)
+            key = id(prev)
+            entry = old.get(key) if prev is not None and key not in shares else None
+            if entry is not None and entry[0] is prev:
+                gone[key] = (key, prev, entry[1])
+        if len(gone) == missing:
+            return list(gone.values())
+        return [(key, claim, share) for key, (claim, share) in old.items() if key not in shares]
 
     def merged(self) -> AllocatedState:
         return AllocatedState.union(self.states.values())

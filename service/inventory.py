@@ -572,15 +572,23 @@ def screen_objects(
     memo = memo or ValidationMemo()  # shared devices: validated once in this pass
     parse_memo: ParseMemo = {}
     list_parse_memo: ListParseMemo = {}
+    # A service screens every object again on each change: the loop's common case, an object
+    # already checked and found good, does as little as it can.
+    earlier = (checked or {}).get
+    keep = kept.append
     for obj in objects:
-        if isinstance(obj, Namespace):
+        if type(obj) is Namespace:
             if namespaces is None:
                 namespaces = {}
             namespaces[obj.name] = dict(obj.metadata.labels or {})
             continue
-        prior = checked.get(id(obj)) if checked is not None else None
+        prior = earlier(id(obj))
         if prior is not None and prior[0] is obj:
             error = prior[1]
+            fresh[id(obj)] = prior
+            if not error:
+                keep(obj)
+                continue
         else:
             error = ""
             if validate:

@@ -14,6 +14,6 @@ def test_the_snapshot_rebuild_benchmark_runs() -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     header, *rows = done.stdout.splitlines()
-    assert header.split()[:2] == ["NODES", "CLAIMS"]
+    assert header.split()[:2] == ["NODES", "CLAIMS"] and header.endswith("PUBLISH MS")
     assert [row.split()[0] for row in rows] == ["20", "40"]
-    assert all(row.endswith("x") for row in rows)
+    assert all(row.split()[4].endswith("x") and float(row.split()[5]) > 0 for row in rows)
