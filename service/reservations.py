@@ -249,6 +249,10 @@ class ReservationStore:
         self._ids = itertools.count(1)
         self.version = 0
         """Bumped on every change; an answer solved at the current version needs no re-check."""
+        self._grown_at = 0
+        """The version of the last reservation added. Changes after an answer's version that
+        only took reservations away (expired, released, allocated) cannot make it conflict:
+        what it must share devices, capacity and counters with only shrank."""
         self._held_now: HeldNow | None = None
         """The last ``now()``; the next one copies it and re-reads only the pools changed since."""
         self._changed: set[PoolKey] = set()
@@ -341,12 +345,16 @@ class ReservationStore:
     def _pool_state(self, pool: PoolKey) -> tuple[AllocatedState, bytes]:
         entry = self._by_pool[pool]
         if entry.cached is None:
-            state = AllocatedState()
+            parts: list[AllocatedState] = []
             node = ""
             for rid in sorted(entry.ids):
                 r = self._by_id[rid]
                 node = node or r.node
-                state = state.merge(_restrict(r.state, pool))
+                # Most reservations hold devices of one pool: their state is the pool's part.
+                parts.append(r.state if len(r.pools()) == 1 else _restrict(r.state, pool))
+            # One pass, not a merge per reservation: each merge copied the sum so far, and a
+            # pool's state is built again whenever one of its reservations comes or goes.
+            state = AllocatedState.union(parts) if parts else AllocatedState()
             entry.cached = (state, state_key(state, node))
             entry.node = node
         return entry.cached
@@ -371,8 +379,9 @@ class ReservationStore:
     ) -> Reservation:
         """Hold ``state`` for ``claims``; atomic with respect to every other reservation.
 
-        ``solved_at``: the version the allocation was solved against; when nothing changed since,
-        it already accounts for every other reservation and ``validate`` is skipped.
+        ``solved_at``: the version the allocation was solved against; when no reservation was
+        added since, it already accounts for every other reservation (some may have ended since,
+        which only frees what it shares) and ``validate`` is skipped.
         ``taken``: what the inventory snapshot already shows in use. Raises
         ReservationConflict when an exclusive device is already in use or held, or when
         ``validate`` (given the other in-flight state) rejects the allocation.
@@ -403,9 +412,6 @@ class ReservationStore:
             if mine >= self.max_per_caller:
                 self._notify("limited", 1)
                 raise ReservationLimit(f"too many reservations in flight for this caller: {mine} held, at most {self.max_per_caller} (serve --max-reservations-per-caller); release or let some expire")
-            pools = set()
-            for d in state.devices:
-                pools.add((d.driver, d.pool))
             others = self.state(_pools_of(state))
             latest = latest_taken() if latest_taken is not None else taken
             for dev in sorted(state.devices):
@@ -417,7 +423,7 @@ class ReservationStore:
                     self._notify("conflict", 1)
                     who = f" for claim {', '.join(holder.claim_refs)}" if holder else ""
                     raise ReservationConflict(f"device {dev} is already reserved{who}")
-            if validate is not None and solved_at != self.version:
+            if validate is not None and (solved_at is None or self._grown_at > solved_at):
                 try:
                     validate(others)
                 except ReservationConflict:
@@ -537,6 +543,7 @@ class ReservationStore:
 
     def _add(self, r: Reservation) -> None:
         self.version += 1
+        self._grown_at = self.version
         self._by_id[r.id] = r
         self._per_caller[r.caller] = self._per_caller.get(r.caller, 0) + 1
         for ref, _ in r.claims:

@@ -78,3 +78,36 @@ def test_reads_made_from_the_one_before_equal_reads_from_scratch(ops: list[tuple
     assert len(ops) > 64 * 2
     for read, view in kept:
         assert _view(read) == view
+
+
+def _held(store: ReservationStore, node: str, device: str, claim: str) -> str:
+    state = AllocatedState(frozenset({DeviceID(DRIVER, node, device)}))
+    return store.reserve(node=node, claims=[(claim, "")], state=state, taken=AllocatedState(), ttl=60).id
+
+
+def _reserve_solved_at(store: ReservationStore, solved_at: int, checked: list[AllocatedState], device: str) -> None:
+    state = AllocatedState(frozenset({DeviceID(DRIVER, "n001", device)}))
+    store.reserve(node="n001", claims=[(f"ns/new-{device}", "")], state=state, taken=AllocatedState(), ttl=60,
+                  validate=checked.append, solved_at=solved_at)
+
+
+def test_an_answer_is_checked_again_only_when_a_reservation_came_after_it() -> None:
+    # Reservations that only ended since an answer was solved leave it valid (it shares devices,
+    # capacity and counters with less than before); one added since may conflict with it.
+    store = ReservationStore()
+    first = _held(store, "n001", "d0", "ns/a")
+    _held(store, "n001", "d1", "ns/b")
+    solved_at = store.version
+    store.release(first)
+    checked: list[AllocatedState] = []
+    _reserve_solved_at(store, solved_at, checked, "d7")
+    assert checked == [], "only a reservation ended since: nothing to check again"
+
+    solved_at = store.version
+    _held(store, "n001", "d2", "ns/c")
+    store.release(_held(store, "n002", "d0", "ns/d"))  # added, then gone again: still checked
+    _reserve_solved_at(store, solved_at, checked := [], "d8")
+    assert len(checked) == 1 and DeviceID(DRIVER, "n001", "d2") in checked[0].devices
+
+    _reserve_solved_at(store, -1, checked := [], "d9")  # solved before anything here
+    assert len(checked) == 1
