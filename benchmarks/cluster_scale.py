@@ -29,9 +29,6 @@ Times depend on the machine and on what else runs on it: the targets are for an 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
-import io
 import json
 import subprocess
 import sys
@@ -52,12 +49,7 @@ import generate  # noqa: E402  (examples/generate.py)
 import serve_startup  # noqa: E402
 import unplaceable_claim  # noqa: E402
 
-from dra_solver import model  # noqa: E402
 from dra_solver.service import bench  # noqa: E402
-from dra_solver.service import engine as e  # noqa: E402
-from dra_solver.service.inventory import StaticSource  # noqa: E402
-from dra_solver.service.metrics import Metrics  # noqa: E402
-from dra_solver.service.reservations import ReservationStore  # noqa: E402
 
 TARGETS = ("gpu", "mig", "unplaceable", "replay", "startup", "e2e")
 
@@ -119,16 +111,8 @@ def measure_mig(s: Sizes, quick: bool) -> list[Row]:
 
 
 def measure_unplaceable(s: Sizes, quick: bool) -> list[Row]:
-    source = StaticSource(unplaceable_claim.cluster(s.big_nodes, 50))
-    source.start()
-    assert source.snapshot().index is not None
-    model.warm_up()
-    engine = e.Engine(source=source, reservations=ReservationStore(), metrics=Metrics())
-    engine.schedule([unplaceable_claim.claim("warm", f'device.driver == "{unplaceable_claim.DRIVER}"')])
-    gc.collect()
-    gc.freeze()  # as serve does once its inventory is loaded
-    with contextlib.redirect_stdout(io.StringIO()):  # its per-call lines
-        times = unplaceable_claim.run(engine, "now", 4)
+    engine = unplaceable_claim.warm_engines(s.big_nodes, 50, {"now": True})["now"]
+    times = unplaceable_claim.run(engine, "now", 4, echo=False)
     return [Row("unplaceable", f"a claim that fits nowhere, {s.big_nodes:,} nodes (warm, best of 3)",
                 23.0, min(times[1:]), "s", "lower", 0.5, quick=quick)]
 
@@ -216,7 +200,11 @@ def main() -> int:
     for target in chosen:
         print(f"measuring {target} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
-        rows.extend(MEASURES[target](sizes, args.quick))
+        try:
+            rows.extend(MEASURES[target](sizes, args.quick))
+        except (bench.BenchFailed, RuntimeError, OSError, subprocess.SubprocessError) as err:
+            print(f"error: {target}: {' '.join(str(err).split())[:500]}", file=sys.stderr)
+            return 1
         print(f"  {target}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     if args.output == "json":
         out: list[dict[str, Any]] = [{**asdict(r), "ratio": r.ratio, "met": r.met} for r in rows]

@@ -84,9 +84,8 @@ def serve_once(inventory: Path, code: Path, device_class: str) -> dict[str, floa
                     pass
                 time.sleep(0.05)
         ready = time.monotonic() - start
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        peak = next(int(x.split()[1]) for x in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if x.startswith("VmHWM"))
+        cpu = bench.cpu_seconds(proc.pid)
+        _, peak = bench.rss_mib(proc.pid)
         claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "first", "namespace": "default"},
                  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}}
         with Client(address, timeout=600) as client:
@@ -94,7 +93,7 @@ def serve_once(inventory: Path, code: Path, device_class: str) -> dict[str, floa
             placed = client.schedule([claim]).node
             first = time.monotonic() - started
         assert placed, "the first Schedule found no node"
-        return {"listening": listening, "ready": ready, "cpu": cpu, "rss_mib": peak / 1024, "first": first}
+        return {"listening": listening, "ready": ready, "cpu": cpu, "rss_mib": peak, "first": first}
     finally:
         proc.terminate()
         try:

@@ -159,7 +159,8 @@ class BenchResult:
     """The CPUs the client was kept on (empty: any)."""
 
 
-def _rss(pid: int) -> tuple[float, float]:
+def rss_mib(pid: int) -> tuple[float, float]:
+    """Resident and peak resident MiB of process ``pid`` (0 where /proc cannot tell)."""
     try:
         fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     except OSError:
@@ -393,7 +394,7 @@ def run_one(
                 serving_cpus = busiest_thread_cpus(proc.pid)
                 if failures:
                     raise BenchFailed(f"{shape} x {nodes} nodes: {_describe(failures[0])}")
-            rss, peak = _rss(proc.pid)
+            rss, peak = rss_mib(proc.pid)
     return BenchResult(
         shape=shape, nodes=nodes, pods=pods, placed=stats["placed"], concurrency=concurrency, seconds=seconds,
         pods_per_second=pods / seconds if seconds else 0.0, p50_ms=_percentile(latencies, 0.5) * 1000,

@@ -350,8 +350,7 @@ class ReservationStore:
             for rid in sorted(entry.ids):
                 r = self._by_id[rid]
                 node = node or r.node
-                # Most reservations hold devices of one pool: their state is the pool's part.
-                parts.append(r.state if len(r.pools()) == 1 else _restrict(r.state, pool))
+                parts.append(_restrict(r.state, pool))
             # One pass, not a merge per reservation: each merge copied the sum so far, and a
             # pool's state is built again whenever one of its reservations comes or goes.
             state = AllocatedState.union(parts) if parts else AllocatedState()
@@ -616,6 +615,11 @@ def _pools_of(state: AllocatedState) -> set[PoolKey]:
 
 
 def _restrict(state: AllocatedState, pool: PoolKey) -> AllocatedState:
+    """``state``'s part in ``pool``: the state itself when all of it is there (most
+    reservations hold one pool's devices)."""
+    if _pools_of(state) == {pool}:
+        return state
+
     def mine(d: DeviceID) -> bool:
         return (d.driver, d.pool) == pool
 

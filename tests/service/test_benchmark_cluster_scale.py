@@ -3,10 +3,13 @@ here; the end-to-end row needs two control planes and is left to scheduler_compa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "cluster_scale.py"
@@ -38,3 +41,20 @@ def test_an_unknown_target_is_refused() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--only", "gpu,speed"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--only: Unsupported value: speed: supported values: gpu, mig, unplaceable, replay, startup, e2e" in done.stderr
+
+
+def test_a_measurement_that_fails_ends_the_run_with_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("cluster_scale", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "cluster_scale", script)  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+
+    def broken(_sizes: object, _quick: bool) -> list[object]:
+        raise RuntimeError("compare --replay exited 2:\n  error: something")
+
+    monkeypatch.setitem(script.MEASURES, "replay", broken)
+    monkeypatch.setattr(sys, "argv", ["cluster_scale.py", "--quick", "--only", "replay"])
+    assert script.main() == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines()[-1] == "error: replay: compare --replay exited 2: error: something"
