@@ -9,7 +9,9 @@ else is retried with the queue's per-key exponential backoff and logged.
 
 from __future__ import annotations
 
+import heapq
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict, deque
@@ -95,10 +97,17 @@ class Events:
     worker never waits for one (one API round trip per scheduled pod was a sixth of the
     scheduler's time); at most ``max_pending`` wait to be sent, newer ones are dropped beyond
     that, as the broadcaster drops when its queue is full.
+
+    An event the API server could not take (connection refused, timeout, 429, 5xx) is tried
+    again ``retry_after`` seconds later (plus up to a quarter more, so restarted clients do not
+    knock in step), at most ``max_tries`` times in all, as client-go's broadcaster does: a
+    Scheduled event emitted while the API server restarts is recorded once it is back. An event
+    it rejected (400, 403, 422) is not tried again.
     """
 
     def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
-                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 4) -> None:
+                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 4,
+                 retry_after: float = 10.0, max_tries: int = 12) -> None:
         self.kube = kube_api
         self.component = component
         self.dedupe = dedupe
@@ -106,7 +115,12 @@ class Events:
         self._clock = clock
         self._last: dict[tuple[str, str, str], float] = {}
         self._lock = threading.Lock()
-        self._pending: deque[tuple[str, Obj]] = deque()
+        self.retry_after = retry_after
+        self.max_tries = max_tries
+        self._pending: deque[tuple[str, Obj, int]] = deque()
+        self._retries: list[tuple[float, int, str, Obj, int]] = []
+        """A heap of (due on the monotonic clock, sequence, namespace, event, tries so far)."""
+        self._retry_seq = 0
         self._cond = threading.Condition()
         self._sending = 0
         self._senders: list[threading.Thread] = []
@@ -146,11 +160,12 @@ class Events:
             "count": 1,
         }
         with self._cond:
-            if len(self._pending) >= self.max_pending:
+            waiting = len(self._pending) + len(self._retries)
+            if waiting >= self.max_pending:
                 self.dropped += 1
-                log.debug("event %s for %s dropped: %d events waiting to be sent", reason, ob.key(obj), len(self._pending))
+                log.debug("event %s for %s dropped: %d events waiting to be sent", reason, ob.key(obj), waiting)
                 return
-            self._pending.append((ob.namespace(obj) or "default", event))
+            self._pending.append((ob.namespace(obj) or "default", event, 0))
             self._senders = [t for t in self._senders if t.is_alive()]
             if len(self._senders) < self._max_senders and len(self._pending) > len(self._senders) - self._sending:
                 sender = threading.Thread(target=self._send_loop, name=f"events-{self.component}", daemon=True)
@@ -158,16 +173,30 @@ class Events:
                 sender.start()
             self._cond.notify()
 
+    def _next(self) -> tuple[str, Obj, int]:
+        """The next event to send: a new one, else a retry that is due (called holding _cond)."""
+        while True:
+            if self._pending:
+                return self._pending.popleft()
+            if not self._retries:
+                self._cond.wait()
+                continue
+            wait = self._retries[0][0] - time.monotonic()
+            if wait <= 0:
+                _, _, namespace, event, tries = heapq.heappop(self._retries)
+                return namespace, event, tries
+            self._cond.wait(wait)
+
     def _send_loop(self) -> None:
         assert self.kube is not None
         while True:
             with self._cond:
-                while not self._pending:
-                    self._cond.wait()
-                namespace, event = self._pending.popleft()
+                namespace, event, tries = self._next()
                 self._sending += 1
             try:
                 self.kube.create_event(namespace, event)
+            except kube.Transient as err:
+                self._retry_later(namespace, event, tries + 1, err)
             except kube.ApiError as err:
                 log.debug("event %s for %s not recorded: %s", event["reason"], event["involvedObject"]["name"], err)
             except Exception:  # the sender must outlive any surprise
@@ -177,16 +206,30 @@ class Events:
                     self._sending -= 1
                     self._cond.notify_all()
 
-    def idle(self) -> bool:
-        """Nothing waiting to be sent and nothing being sent."""
+    def _retry_later(self, namespace: str, event: Obj, tries: int, err: kube.ApiError) -> None:
+        what = f"event {event['reason']} for {event['involvedObject']['name']}"
+        if tries >= self.max_tries:
+            log.warning("%s not recorded after %d tries: %s", what, tries, err)
+            with self._cond:
+                self.dropped += 1
+            return
+        delay = self.retry_after * (1.0 + 0.25 * random.random())
+        log.debug("%s not recorded (try %d of %d), trying again in %.1fs: %s", what, tries, self.max_tries, delay, err)
         with self._cond:
-            return not self._pending and not self._sending
+            self._retry_seq += 1
+            heapq.heappush(self._retries, (time.monotonic() + delay, self._retry_seq, namespace, event, tries))
+            self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """Nothing waiting to be sent or tried again, and nothing being sent."""
+        with self._cond:
+            return not self._pending and not self._sending and not self._retries
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every event emitted so far was sent (or ``timeout``); True when idle."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._pending or self._sending:
+            while self._pending or self._sending or self._retries:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -197,8 +240,9 @@ class Events:
         """Drop what is still waiting to be sent (on shutdown, after :meth:`flush` had its
         chance: a stopping process must not keep knocking on an API server); how many."""
         with self._cond:
-            left = len(self._pending)
+            left = len(self._pending) + len(self._retries)
             self._pending.clear()
+            self._retries.clear()
             self.dropped += left
             self._cond.notify_all()
         return left

@@ -4,6 +4,7 @@ a bounded number wait to be sent, and shutdown can flush them or drop the rest."
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, cast
 
 from dra_solver.controllers.runtime import Events
@@ -64,3 +65,69 @@ def test_identical_events_within_the_dedupe_window_are_sent_once() -> None:
         events.emit(pod, "Pod", type_="Warning", reason="FailedScheduling", message="0/3 nodes are available")
     assert events.flush(timeout=30)
     assert len(fake.sent) == 1
+
+
+class FlakyKube:
+    """``create_event`` fails with ``error`` for the first ``failures`` calls, as an API server
+    that is restarting (connection refused) or rejects the event."""
+
+    def __init__(self, failures: int, error: kube.ApiError) -> None:
+        self.failures = failures
+        self.error = error
+        self.calls = 0
+        self.sent: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        with self.lock:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise self.error
+            self.sent.append(event)
+
+
+def _scheduled(events: Events, name: str = "p") -> None:
+    events.emit(b.pod(name, uid=f"u-{name}"), "Pod", type_="Normal", reason="Scheduled", message="assigned")
+
+
+def test_an_event_the_api_server_could_not_take_is_sent_again_until_it_is_recorded() -> None:
+    fake = FlakyKube(3, kube.Transient("create event in default: ConnectionRefusedError"))
+    events = Events(cast(kube.Kube, fake), "dra-solver", retry_after=0.02)
+    _scheduled(events)
+    assert events.flush(timeout=30)
+    assert fake.calls == 4 and [e["reason"] for e in fake.sent] == ["Scheduled"]
+    assert events.dropped == 0
+
+
+def test_a_retry_waits_its_turn_and_counts_as_not_idle() -> None:
+    fake = FlakyKube(1, kube.Transient("create event in default: 503", status=503))
+    events = Events(cast(kube.Kube, fake), "dra-solver", retry_after=0.5)
+    _scheduled(events)
+    deadline = time.monotonic() + 30
+    while fake.calls < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.1)
+    assert fake.calls == 1 and not events.idle(), "the retry is not due yet, and it is still owed"
+    assert events.flush(timeout=30) and fake.calls == 2 and len(fake.sent) == 1
+
+
+def test_retries_stop_after_max_tries_and_a_rejected_event_is_not_retried() -> None:
+    down = FlakyKube(100, kube.Transient("create event in default: timed out"))
+    events = Events(cast(kube.Kube, down), "dra-solver", retry_after=0.01, max_tries=3)
+    _scheduled(events)
+    assert events.flush(timeout=30)
+    assert down.calls == 3 and down.sent == [] and events.dropped == 1
+
+    rejected = FlakyKube(1, kube.Invalid("create event in default: 422 Invalid", status=422))
+    events = Events(cast(kube.Kube, rejected), "dra-solver", retry_after=0.01)
+    _scheduled(events)
+    assert events.flush(timeout=30)
+    assert rejected.calls == 1 and rejected.sent == []
+
+
+def test_discard_drops_the_retries_too() -> None:
+    fake = FlakyKube(1, kube.Transient("create event in default: ConnectionRefusedError"))
+    events = Events(cast(kube.Kube, fake), "dra-solver", retry_after=60)
+    _scheduled(events)
+    assert not events.flush(timeout=0.3)
+    assert events.discard() == 1 and events.idle()
