@@ -726,6 +726,20 @@ def decode_object(
     return obj
 
 
+def decode_metadata(raw: Any) -> o.ObjectMeta | None:
+    """``metadata`` of an object document on its own, as :func:`decode_object` reads it in
+    strict mode; None unless it is a mapping without unknown or duplicate fields whose values
+    are of their types. For a caller that already holds the rest of an equal object decoded
+    (the service's claims, one template for thousands of pods): on None it decodes the whole
+    document, which reports the problem as usual."""
+    if type(raw) is not dict or not fields_clean(o.ObjectMeta, raw):
+        return None
+    try:
+        return o.ObjectMeta.model_validate(_drop_nulls(raw), strict=True)
+    except ValidationError:
+        return None
+
+
 def check_fields(
     doc: dict[str, Any],
     *,

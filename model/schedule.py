@@ -17,7 +17,7 @@ API:
   not evaluated), ``ScheduleStats`` and, when no node fits, the scheduler-style summary.
 - ``visit_order(index, names, policy, *, explicit, in_flight, memo, generation)``: nodes from
   most to least preferred by the policy (``model.node_load``).
-- ``claims_key(claims, *, allocator, policy, gates) -> bytes``, ``min_devices(claims)``,
+- ``claims_key(claims, *, allocator, policy, gates, spec_text=None) -> bytes``, ``min_devices(claims)``,
   ``invalid_pools_error(index, node)``, ``summary(verdicts, total, *, not_evaluated)``.
 
 How few solves: nodes are visited in the policy's preference order (name order without one);
@@ -225,6 +225,7 @@ def choose_node(
     share_states: bool = True,
     answers: AnswerCache | None = None,
     reuse: Callable[[str, Callable[[AllocationRequest], AllocationOutcome]], NodeAttempt | None] | None = None,
+    spec_text: Callable[[o.ResourceClaimSpec], str | None] | None = None,
 ) -> NodeChoice:
     """Visit, solve, choose (see the module docstring). ``quote`` shows a node name the caller
     made up in a verdict (the service bounds its length). ``reads``: the device attributes the
@@ -236,14 +237,15 @@ def choose_node(
     allocation is then rewritten from an earlier solve of a node in the same state
     (``answer_on``) instead of solved again; ``reuse(node, answer)`` is ``attempt`` with
     ``answer(request)`` in place of the solve (None: deadline passed). Only with
-    ``share_states``, where equal keys mean equal problems up to names."""
+    ``share_states``, where equal keys mean equal problems up to names. ``spec_text``: see
+    ``claims_key``."""
     names: Sequence[str] = sorted(set(candidates)) if candidates else index.node_names
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
     rank: dict[str, int] = {}
     need, exclusive = min_devices(claims)
     best_possible = best_possible_score(claims)
-    key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
+    key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates, spec_text=spec_text)
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
     held_pools = in_flight.held_pools()
@@ -471,13 +473,18 @@ def min_devices(claims: Sequence[o.ResourceClaim]) -> tuple[int, bool]:
     return need, True
 
 
-def claims_key(claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str, gates: FeatureGates) -> bytes:
+def claims_key(
+    claims: Sequence[o.ResourceClaim], *, allocator: str, policy: str, gates: FeatureGates,
+    spec_text: Callable[[o.ResourceClaimSpec], str | None] | None = None,
+) -> bytes:
     """What an answer depends on besides the node: the claims' specs (not their names), the
-    allocator, the policy and the gates."""
+    allocator, the policy and the gates. ``spec_text(spec)``: a spec's JSON as below when the
+    caller already has it (None: made here)."""
     digest = hashlib.blake2b(digest_size=16)
     for claim in claims:
         # The model's own JSON (fields in declaration order): equal specs give equal bytes.
-        digest.update(claim.spec.model_dump_json(exclude_none=True).encode())
+        text = spec_text(claim.spec) if spec_text is not None else None
+        digest.update((text if text is not None else claim.spec.model_dump_json(exclude_none=True)).encode())
         digest.update(b"\n")
     digest.update(json.dumps([allocator, policy, _gates_text(gates)]).encode())
     return digest.digest()

@@ -1677,6 +1677,14 @@ def validate_claim(
     return v.r.errors
 
 
+def validate_claim_metadata(obj: o.ResourceClaim) -> list[InvalidInput]:
+    """What :func:`validate_claim` says of ``obj``'s metadata alone (its first errors: the
+    metadata is checked first, and nothing else reads it)."""
+    v = _Validator(obj.describe(), selector_check=None)
+    v.object_meta(obj.metadata, namespaced=True)
+    return v.r.errors
+
+
 def validate_claim_template(
     obj: o.ResourceClaimTemplate, *, selector_check: SelectorCheck | None = None
 ) -> list[InvalidInput]:

@@ -14,11 +14,12 @@ deadline, a verdict cache kept across calls, per-thread CEL environments and met
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
@@ -54,6 +55,7 @@ from dra_solver.model import (
 )
 from dra_solver.model import objects as o
 from dra_solver.service.admission import check_admin_access
+from dra_solver.service.claim_templates import ClaimTemplates
 from dra_solver.service.inflight import (
     MAX_IN_FLIGHT,
     NO_FLIGHT,
@@ -143,6 +145,9 @@ class Limits:
     """(selector, device) results kept per CEL environment, LRU."""
     parsed_devices: int = 100_000
     """Parsed devices kept across solves (``model.pools.DeviceParseCache``)."""
+    claim_templates: int = 256
+    """Claims kept decoded and validated by their content without metadata
+    (``service.claim_templates``), LRU; 0 decodes every claim in full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +189,23 @@ class ScheduleAnswer:
     reason: str
     generation: int
     reservation: Reservation | None = None
+
+
+@contextlib.contextmanager
+def _callers_bytes(source: str) -> Iterator[None]:
+    """Whatever goes wrong reading what a caller sent is that caller's invalid input, never a
+    server error."""
+    try:
+        yield
+    except DraSolverError:
+        raise
+    except RecursionError:
+        raise InvalidInput("", (), "Invalid value: the document is nested too deeply", source=source) from None
+    except MemoryError:
+        raise InvalidInput("", (), "Invalid value: the document is too large once decoded", source=source) from None
+    except Exception as err:  # a decoder gap must not become INTERNAL for a caller's bytes
+        log.warning("%s: undecodable payload: %s: %s", source, type(err).__name__, shown(str(err)))
+        raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
 
 class _ContentCache(Generic[T]):
@@ -277,6 +299,7 @@ class Engine:
         self._node_phases: tuple[Histogram, ...] | None = None
         self._device_counters: dict[str, Counter] = {}
         self._flights = FlightDecoder()
+        self._templates = ClaimTemplates(self.limits.claim_templates)
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:
         """A CEL environment for these gates (its optional features follow them), one per
@@ -317,21 +340,33 @@ class Engine:
         claims: list[o.ResourceClaim] = []
         seen: set[str] = set()
         for i, blob in enumerate(blobs):
-            decoded = self._decode_blob(blob, source=f"{field_name}[{i}]", validate=validate)
+            source = f"{field_name}[{i}]"
+            docs = self._parse_blob(blob, source=source)
+            # A claim like one seen before but for its metadata is that one with this metadata
+            # (validated, strict mode only): decoded and validated once per template.
+            key: str | None = None
+            known: o.ResourceClaim | None = None
+            if validate == "strict" and len(docs) == 1:
+                with _callers_bytes(source):
+                    key = self._templates.key(docs[0])
+                    known = self._templates.get(key, docs[0]) if key is not None else None
+            decoded: list[o.TypedObject] = [known] if known is not None else self._decode_docs(docs, source=source, validate=validate)
             if not decoded:
-                raise InvalidInput("", (), "Required value: a ResourceClaim object (the payload holds no object)", source=f"{field_name}[{i}]")
+                raise InvalidInput("", (), "Required value: a ResourceClaim object (the payload holds no object)", source=source)
             for obj in decoded:
                 if not isinstance(obj, o.ResourceClaim):
-                    raise InvalidInput(obj.describe(), ("kind",), f'Unsupported value: "{obj.kind}": supported values: "ResourceClaim"', source=f"{field_name}[{i}]")
+                    raise InvalidInput(obj.describe(), ("kind",), f'Unsupported value: "{obj.kind}": supported values: "ResourceClaim"', source=source)
                 if obj.allocated and not allow_allocated:
-                    raise InvalidInput(obj.describe(), ("status", "allocation"), "Forbidden: the claim is already allocated; pass only claims to allocate", source=f"{field_name}[{i}]")
+                    raise InvalidInput(obj.describe(), ("status", "allocation"), "Forbidden: the claim is already allocated; pass only claims to allocate", source=source)
                 if not obj.metadata.name:
-                    raise InvalidInput(obj.describe(), ("metadata", "name"), "Required value: name or generateName is required", source=f"{field_name}[{i}]")
+                    raise InvalidInput(obj.describe(), ("metadata", "name"), "Required value: name or generateName is required", source=source)
                 if obj.ref in seen:
-                    raise InvalidInput(obj.describe(), ("metadata", "name"), f"Duplicate value: {shown(obj.ref)}", source=f"{field_name}[{i}]")
+                    raise InvalidInput(obj.describe(), ("metadata", "name"), f"Duplicate value: {shown(obj.ref)}", source=source)
                 seen.add(obj.ref)
-                if validate != "ignore":
-                    self._validate(obj, source=f"{field_name}[{i}]")
+                if validate != "ignore" and obj is not known:
+                    self._validate(obj, source=source)
+                    if key is not None:
+                        self._templates.put(key, obj)
                 claims.append(obj)
         if len(claims) > self.limits.max_claims:
             raise InvalidInput("", (field_name,), f"Too many: {len(claims)}: must have at most {self.limits.max_claims} items")
@@ -380,24 +415,24 @@ class Engine:
     ) -> list[o.TypedObject]:
         """Objects of one payload. Whatever goes wrong decoding what a caller sent is that
         caller's invalid input, never a server error."""
+        return self._decode_docs(self._parse_blob(blob, source=source), source=source, decoder=decoder, validate=validate)
+
+    def _parse_blob(self, blob: bytes, *, source: str) -> list[dict[str, Any]]:
         try:
             text = blob.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput("", (), "not UTF-8 JSON", source=source) from None
+        with _callers_bytes(source):
+            return parse_documents(text, source=source)
+
+    def _decode_docs(
+        self, docs: list[dict[str, Any]], *, source: str, decoder: ObjectDecoder | None = None, validate: ValidationMode = "strict"
+    ) -> list[o.TypedObject]:
         dec = decoder or ObjectDecoder(validate=validate)
-        try:
-            decoded = [dec.decode(doc, source=source) for doc in parse_documents(text, source=source)]
+        with _callers_bytes(source):
+            decoded = [dec.decode(doc, source=source) for doc in docs]
             _pass_on_warnings(dec.take_warnings())
             return decoded
-        except DraSolverError:
-            raise
-        except RecursionError:
-            raise InvalidInput("", (), "Invalid value: the document is nested too deeply", source=source) from None
-        except MemoryError:
-            raise InvalidInput("", (), "Invalid value: the document is too large once decoded", source=source) from None
-        except Exception as err:  # a decoder gap must not become INTERNAL for a caller's bytes
-            log.warning("%s: undecodable payload: %s: %s", source, type(err).__name__, shown(str(err)))
-            raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
     def _validate(self, obj: o.TypedObject, *, source: str) -> None:
         with self._selector_lock:
@@ -792,6 +827,7 @@ class Engine:
                 share_states=self.share_states,
                 answers=self._answers,
                 reuse=attempt,
+                spec_text=self._templates.spec_text,
             )
         except SolveTimeout as err:
             raise DeadlineExceeded(str(err)) from None
