@@ -253,6 +253,16 @@ def _subdomain_problems(value: str) -> tuple[str, ...]:
     return tuple(dns1123_subdomain_errors(value))
 
 
+def _object_name_problems(value: str) -> tuple[str, ...]:
+    """``_subdomain_problems`` for an object's own name, remembered only when it has some:
+    names are mostly distinct (every claim of every pod): each evicted an entry of the full
+    memo, whose table was rebuilt now and then, inside a call (in process, three of 1,500
+    whole-GPU Schedules took 1.0-2.6 ms instead of 0.3)."""
+    if len(value) <= _DNS1123_SUBDOMAIN_MAX_LENGTH and _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        return ()
+    return _subdomain_problems(value)
+
+
 @functools.lru_cache(maxsize=_TEXT_MEMO)
 def _qualified_name_problems(value: str) -> tuple[str, ...]:
     return tuple(qualified_name_errors(value))
@@ -607,7 +617,7 @@ class _Validator:
             if not meta.generate_name:
                 self.r.required((*path, "name"), "name or generateName is required")
         else:
-            self.r.each_invalid((*path, "name"), meta.name, _subdomain_problems(meta.name))
+            self.r.each_invalid((*path, "name"), meta.name, _object_name_problems(meta.name))
         # A missing namespace is filled in from the request (kubectl's context), and the API
         # server drops a namespace on cluster-scoped kinds, so only a malformed one is an error.
         if namespaced and meta.namespace:

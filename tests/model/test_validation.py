@@ -1713,3 +1713,26 @@ def test_a_device_list_shared_by_slices_is_checked_once_and_reported_at_each_sli
     assert with_memo == alone
     assert [f for f, _ in with_memo[1]] == ["spec.devices[1].name", "spec.devices[2]"]
     assert len(with_memo[2]) > len(with_memo[1]), "perDeviceNodeSelection devices must say where they are"
+
+
+def test_valid_object_names_are_not_remembered_and_invalid_ones_still_report() -> None:
+    """Object names are mostly distinct (a claim per pod): remembering each one evicted an
+    entry of the shared memo per call and made its table rebuild now and then, a pause
+    in a Schedule."""
+    from dra_solver.model import validation
+
+    def claim(name: str) -> o.ResourceClaim:
+        return o.ResourceClaim.model_validate({"metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {}}})
+
+    before = validation._subdomain_problems.cache_info().currsize
+    for i in range(50):
+        assert validate_claim(claim(f"pod-{i:06d}-gpu-never-seen-before"), selector_check=None) == []
+    assert validation._subdomain_problems.cache_info().currsize == before
+    errors = validate_claim(claim("Not_A_Name"), selector_check=None)
+    assert [str(e) for e in errors] == [
+        "ResourceClaim default/Not_A_Name: metadata.name: Invalid value: \"Not_A_Name\": a lowercase RFC 1123 subdomain must consist of "
+        "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+        "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    ]
+    long = validate_claim(claim("a" * 254), selector_check=None)
+    assert [str(e).split(": ", 2)[1] for e in long] == ["metadata.name"] and "must be no more than 253 characters" in str(long[0])
