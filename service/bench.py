@@ -285,9 +285,10 @@ def serve_process(inventory: Path, *flags: str, cpus: Sequence[int] = ()) -> Ite
                     proc.wait()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell)."""
-    return process_cpu_seconds(pid) or 0.0
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User plus system CPU seconds of process ``pid`` so far (0 where /proc cannot tell);
+    ``children``: plus its ended child processes' (serve parses a large YAML file in one)."""
+    return process_cpu_seconds(pid, children=children) or 0.0
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

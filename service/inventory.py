@@ -55,13 +55,13 @@ from dra_solver.model import (
     default_selector_check,
     dns1123_label_errors,
     fields_clean,
-    iter_documents,
     parse_documents,
     parse_quantity,
     validate_object,
     without_devices,
 )
 from dra_solver.model import objects as o
+from dra_solver.service import parse_ahead
 from dra_solver.service.files import expand_paths, read_text
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as ob
@@ -889,7 +889,7 @@ def load_inventory_files(
         def at(position: int, base: int = base) -> None:
             count.chars_done = base + position
 
-        for doc in iter_documents(text, source=path, progress=at):
+        for doc in parse_ahead.documents(text, source=path, progress=at):
             try:
                 obj = dec.decode(doc, source=path)
             except (InvalidInput, InvalidInputs) as err:
