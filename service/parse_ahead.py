@@ -73,12 +73,14 @@ def documents(
             os._exit(code)
     os.close(write_end)
     given = 0
+    furthest = 0
     stream = _Batches(os.fdopen(read_end, "rb"))
     try:
         for position, batch in stream:
             for doc in batch:
                 given += 1
                 yield doc
+            furthest = position
             if progress is not None:
                 progress(position)
     finally:
@@ -86,8 +88,13 @@ def documents(
         _reap(pid)
     if stream.finished:
         return
+
+    def onward(position: int) -> None:  # progress does not go back over what was given
+        if progress is not None and position > furthest:
+            progress(position)
+
     # The child did not finish (an error in the text, or it died): parse here, from the start.
-    for index, doc in enumerate(iter_documents(text, source=source, progress=progress)):
+    for index, doc in enumerate(iter_documents(text, source=source, progress=onward)):
         if index >= given:
             yield doc
 

@@ -104,7 +104,11 @@ def test_a_child_that_stops_early_is_made_up_for_here(monkeypatch: pytest.Monkey
             return
 
     monkeypatch.setattr(parse_ahead._Batches, "__iter__", first_batch_only)
-    assert _outcome(parse_ahead.documents(text, source="big.yaml", min_chars=0)) == _outcome(iter_documents(text, source="big.yaml"))
+    told: list[int] = []
+    assert _outcome(parse_ahead.documents(text, source="big.yaml", progress=told.append, min_chars=0)) == _outcome(
+        iter_documents(text, source="big.yaml")
+    )
+    assert told == sorted(told) and told[-1] == len(text), "progress never goes back, and reaches the end"
 
 
 def test_progress_moves_forward_to_the_end() -> None:
