@@ -14,7 +14,7 @@ How it stays the same as parsing here: the child runs ``iter_documents`` on the 
 (a fork holds it already: nothing is sent, nothing imported) and sends the documents back in
 batches through a pipe (``marshal``; ``pickle`` for a batch holding a mapping that named a key
 twice, which strict field validation reports). If the child fails in any way (a YAML error, a
-limit, a crash), this process parses the text itself, skips the documents it already gave, and
+limit, a crash, a minute without a word), this process parses the text itself, skips the documents it already gave, and
 so raises what parsing here raises, where it raises it.
 
 Forking a process that runs other threads (gRPC's) is safe only for a child that touches
@@ -28,6 +28,7 @@ from __future__ import annotations
 import marshal
 import os
 import pickle
+import select
 import signal
 import struct
 import warnings
@@ -41,6 +42,10 @@ MIN_CHARS = 8_000_000
 
 BATCH = 256
 """Documents per message from the child."""
+
+SILENCE = 60.0
+"""Seconds without a message after which the child counts as hung (it sends a batch every
+few milliseconds)."""
 
 _HEADER = struct.Struct("<cQ")
 _DOCS_MARSHAL, _DOCS_PICKLE, _END = b"m", b"p", b"e"
@@ -74,7 +79,7 @@ def documents(
     os.close(write_end)
     given = 0
     furthest = 0
-    stream = _Batches(os.fdopen(read_end, "rb"))
+    stream = _Batches(read_end)
     try:
         for position, batch in stream:
             for doc in batch:
@@ -151,21 +156,23 @@ def _send(out: IO[bytes], position: int, batch: list[dict[str, Any]]) -> None:
 
 
 class _Batches:
-    """The child's messages as (position, documents); ``finished`` once its end mark came (an
-    unfinished or garbled stream just stops)."""
+    """The child's messages as (position, documents) from the pipe's read end; ``finished``
+    once its end mark came. An unfinished or garbled stream just stops, and so does one that
+    stays silent for ``SILENCE`` seconds (a child that hangs must not hang the load: the
+    caller kills it and parses here)."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
-        self._stream = stream
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
         self.finished = False
 
     def __iter__(self) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         while True:
-            head = self._stream.read(_HEADER.size)
-            if len(head) != _HEADER.size:
+            head = self._read(_HEADER.size)
+            if head is None:
                 return
             kind, size = _HEADER.unpack(head)
-            payload = self._stream.read(size)
-            if len(payload) != size:
+            payload = self._read(size)
+            if payload is None:
                 return
             if kind == _END:
                 self.finished = True
@@ -181,5 +188,20 @@ class _Batches:
                 return
             yield position, batch
 
+    def _read(self, size: int) -> bytes | None:
+        """Exactly ``size`` bytes; None at the end of the stream or after ``SILENCE``."""
+        chunks: list[bytes] = []
+        left = size
+        while left:
+            ready, _, _ = select.select([self._fd], [], [], SILENCE)
+            if not ready:
+                return None
+            chunk = os.read(self._fd, min(left, 1 << 20))
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
     def close(self) -> None:
-        self._stream.close()
+        os.close(self._fd)

@@ -4,6 +4,7 @@ documents in the same order, the same error at the same point, as parsing in thi
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,20 @@ def test_a_child_that_stops_early_is_made_up_for_here(monkeypatch: pytest.Monkey
         iter_documents(text, source="big.yaml")
     )
     assert told == sorted(told) and told[-1] == len(text), "progress never goes back, and reaches the end"
+
+
+def test_a_child_that_hangs_is_killed_and_made_up_for_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child is forked after the patch: it really hangs, silent, until it is killed."""
+    text = _text(300)
+
+    def hang(out: Any, text: str, source: str) -> None:
+        time.sleep(600)
+
+    monkeypatch.setattr(parse_ahead, "_parse_into", hang)
+    monkeypatch.setattr(parse_ahead, "SILENCE", 0.5)
+    started = time.monotonic()
+    assert _outcome(parse_ahead.documents(text, source="big.yaml", min_chars=0)) == _outcome(iter_documents(text, source="big.yaml"))
+    assert time.monotonic() - started < 30
 
 
 def test_progress_moves_forward_to_the_end() -> None:
