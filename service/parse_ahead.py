@@ -28,6 +28,7 @@ from __future__ import annotations
 import marshal
 import os
 import pickle
+import re
 import select
 import signal
 import struct
@@ -59,10 +60,16 @@ def documents(
         return
     try:
         read_end, write_end = os.pipe()
+    except OSError:  # out of file descriptors
+        yield from iter_documents(text, source=source, progress=progress)
+        return
+    try:
         with warnings.catch_warnings():  # Python 3.12+ warns of fork in a threaded process: see the docstring
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
-    except OSError:
+    except OSError:  # out of processes or memory
+        os.close(read_end)
+        os.close(write_end)
         yield from iter_documents(text, source=source, progress=progress)
         return
     if pid == 0:  # the child: never returns into the caller's code
@@ -104,8 +111,11 @@ def documents(
             yield doc
 
 
+_JSON_START = re.compile(r"\s*[{\[]")
+
+
 def _worth_it(text: str, min_chars: int) -> bool:
-    if len(text) < min_chars or text.lstrip().startswith(("{", "[")):  # JSON: parsed in C, fast
+    if len(text) < min_chars or _JSON_START.match(text):  # JSON: parsed in C, fast
         return False
     if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
         return False

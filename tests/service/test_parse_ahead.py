@@ -126,6 +126,19 @@ def test_a_child_that_hangs_is_killed_and_made_up_for_here(monkeypatch: pytest.M
     assert time.monotonic() - started < 30
 
 
+def test_a_fork_that_fails_parses_here_and_keeps_no_descriptor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of processes or memory: a fault a test cannot cause on cue, so fork is made to fail."""
+    text = _text(300)
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parse_ahead.os, "fork", no_fork)
+    before = len(os.listdir("/proc/self/fd"))
+    assert _outcome(parse_ahead.documents(text, source="big.yaml", min_chars=0)) == _outcome(iter_documents(text, source="big.yaml"))
+    assert len(os.listdir("/proc/self/fd")) == before, "the pipe's two ends are closed"
+
+
 def test_progress_moves_forward_to_the_end() -> None:
     text = _text(700)
     here: list[int] = []
