@@ -13,7 +13,8 @@ through the API.
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -79,6 +80,31 @@ class K8sModel(BaseModel):
     def to_api(self) -> dict[str, Any]:
         """The API (JSON) form: camelCase, unset fields omitted."""
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's shallow copy, made in a few steps where ``update`` names declared fields
+        only: a Schedule answer copies a handful of objects (a reused answer renamed for its
+        node, a claim given its own metadata), and pydantic's general path for models that
+        keep unknown fields took 3 µs each. Anything else takes pydantic's path."""
+        cls = type(self)
+        private = self.__pydantic_private__
+        if deep or private is not None or (update and not cls.__pydantic_fields__.keys() >= update.keys()):
+            return super().model_copy(update=update, deep=deep)
+        copied = cls.__new__(cls)
+        values = self.__dict__.copy()
+        fields_set = set(self.__pydantic_fields_set__)
+        if update:
+            values.update(update)
+            fields_set.update(update)
+        extra = self.__pydantic_extra__
+        _setattr(copied, "__dict__", values)
+        _setattr(copied, "__pydantic_extra__", None if extra is None else dict(extra))
+        _setattr(copied, "__pydantic_fields_set__", fields_set)
+        _setattr(copied, "__pydantic_private__", None)
+        return copied
+
+
+_setattr = object.__setattr__
 
 
 # --- metadata -------------------------------------------------------------------------------

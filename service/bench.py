@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -321,33 +321,13 @@ def run_one(
             claims = itertools.chain([first], (pod_claim(i, shape=shape, rng=rng) for i in range(1, pods)))
             with Client(target, timeout=120) as client:
                 client.wait_ready(timeout=900)  # serve listens before its inventory is loaded
-                client.schedule([first], nodes=[], reserve=False)  # warm-up: builds the node index
+                client.schedule([first], nodes=[], reserve=False)  # builds the node index
                 startup = time.perf_counter() - started
                 floor = _empty_call_ms(client)
+                _warm_up(client, shape=shape, concurrency=concurrency, batch=batch, stream=stream, window=window)
                 latencies: list[float] = []
                 stats = {"placed": 0, "solves": 0, "cache_hits": 0}
                 lock = threading.Lock()
-                left = [pods]  # claims not taken yet
-
-                failures: list[BaseException] = []
-
-                def worker() -> None:
-                    try:
-                        if stream:
-                            with client.schedule_stream(timeout=3600) as messages:
-                                work_stream(messages)
-                        else:
-                            work()
-                    except BaseException as err:  # reported after the run, not as a thread's traceback
-                        with lock:
-                            failures.append(err)
-                            left[0] = 0
-
-                def take(most: int) -> list[dict[str, Any]]:
-                    with lock:
-                        taken = list(itertools.islice(claims, min(most, left[0])))
-                        left[0] -= len(taken)
-                        return taken
 
                 def record(dt: float, answers: Sequence[pb.ScheduleResponse]) -> None:
                     with lock:
@@ -357,39 +337,9 @@ def run_one(
                             stats["solves"] += answer.schedule_stats.solves
                             stats["cache_hits"] += answer.schedule_stats.cache_hits
 
-                def work() -> None:
-                    while taken := take(batch):
-                        t = time.perf_counter()
-                        answers = _schedule_all(client, taken, batched=batch > 1)
-                        record(time.perf_counter() - t, answers)
-
-                def work_stream(messages: ScheduleStream) -> None:
-                    # Up to ``window`` pods' messages in flight; answers come back in order.
-                    sent: deque[tuple[dict[str, Any], float, int]] = deque()
-                    while True:
-                        while len(sent) < window and (taken := take(1)):
-                            messages.send(_request(client, taken[0]))
-                            sent.append((taken[0], time.perf_counter(), 1))
-                        if not sent:
-                            return
-                        result = messages.receive()
-                        claim, t, attempt = sent.popleft()
-                        if result.status.code == _ABORTED and attempt < _ATTEMPTS:
-                            # A concurrent stream took its devices first: asked again, its time still running.
-                            messages.send(_request(client, claim))
-                            sent.append((claim, t, attempt + 1))
-                            continue
-                        if result.status.code:
-                            raise RuntimeError(f"ScheduleStream message failed: {result.status.message}")
-                        record(time.perf_counter() - t, [result.response])
-
                 cpu0 = cpu_seconds(proc.pid)
                 t0 = time.perf_counter()
-                threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-                for th in threads:
-                    th.start()
-                for th in threads:
-                    th.join()
+                failures = _drive(client, claims, pods, record, concurrency=concurrency, batch=batch, stream=stream, window=window)
                 seconds = time.perf_counter() - t0
                 server_cpu = cpu_seconds(proc.pid) - cpu0
                 serving_cpus = busiest_thread_cpus(proc.pid)
@@ -405,6 +355,104 @@ def run_one(
         rpc="ScheduleStream" if stream else "ScheduleBatch" if batch > 1 else "Schedule", window=window, pin=pin.describe(),
         serving_thread_cpus=serving_cpus, client_cpus=pin.client,
     )
+
+
+WARM_UP_PODS = 64
+"""Pods sent before the timed loop, through the same calls, then released: the service's code
+paths run a few dozen times before they are timed (Python specializes its bytecode as it runs),
+as in a service that has been up for a while."""
+
+
+def warm_up_claim(index: int, *, shape: str, rng: random.Random) -> dict[str, Any]:
+    """A warm-up pod's claim: a timed pod's, but for its request's name, so that no answer the
+    warm-up leaves in the service's caches serves a timed pod (their node states are solved
+    again, as in a cold run)."""
+    claim = pod_claim(index, shape=shape, rng=rng)
+    claim["metadata"]["name"] = f"warm-up-{index:06d}"
+    claim["metadata"]["uid"] = f"00000000-0000-4000-9000-{index:012d}"
+    claim["spec"]["devices"]["requests"][0]["name"] = "warm-up"
+    return claim
+
+
+def _warm_up(client: Client, *, shape: str, concurrency: int, batch: int, stream: bool, window: int) -> None:
+    """``WARM_UP_PODS`` pods through the timed loop's calls; what they reserved is released."""
+    rng = random.Random(0)
+    claims = iter([warm_up_claim(i, shape=shape, rng=rng) for i in range(WARM_UP_PODS)])
+    held: list[str] = []
+    lock = threading.Lock()
+
+    def record(dt: float, answers: Sequence[pb.ScheduleResponse]) -> None:
+        with lock:
+            held.extend(a.reservation.id for a in answers if a.reservation.id)
+
+    failures = _drive(client, claims, WARM_UP_PODS, record, concurrency=concurrency, batch=batch, stream=stream, window=window)
+    for reservation in held:
+        client.unreserve(reservation)
+    if failures:
+        raise BenchFailed(f"warm-up: {_describe(failures[0])}")
+
+
+def _drive(
+    client: Client, claims: Iterator[dict[str, Any]], pods: int, record: Callable[[float, Sequence[pb.ScheduleResponse]], None], *,
+    concurrency: int, batch: int, stream: bool, window: int,
+) -> list[BaseException]:
+    """Schedule ``pods`` of ``claims`` from ``concurrency`` client threads (calls, batches or a
+    stream each, as :func:`run_one` says), calling ``record`` with each call's or message's
+    latency and answers; returns what failed (the run stops at the first failure)."""
+    lock = threading.Lock()
+    left = [pods]  # claims not taken yet
+    failures: list[BaseException] = []
+
+    def take(most: int) -> list[dict[str, Any]]:
+        with lock:
+            taken = list(itertools.islice(claims, min(most, left[0])))
+            left[0] -= len(taken)
+            return taken
+
+    def work() -> None:
+        while taken := take(batch):
+            t = time.perf_counter()
+            answers = _schedule_all(client, taken, batched=batch > 1)
+            record(time.perf_counter() - t, answers)
+
+    def work_stream(messages: ScheduleStream) -> None:
+        # Up to ``window`` pods' messages in flight; answers come back in order.
+        sent: deque[tuple[dict[str, Any], float, int]] = deque()
+        while True:
+            while len(sent) < window and (taken := take(1)):
+                messages.send(_request(client, taken[0]))
+                sent.append((taken[0], time.perf_counter(), 1))
+            if not sent:
+                return
+            result = messages.receive()
+            claim, t, attempt = sent.popleft()
+            if result.status.code == _ABORTED and attempt < _ATTEMPTS:
+                # A concurrent stream took its devices first: asked again, its time still running.
+                messages.send(_request(client, claim))
+                sent.append((claim, t, attempt + 1))
+                continue
+            if result.status.code:
+                raise RuntimeError(f"ScheduleStream message failed: {result.status.message}")
+            record(time.perf_counter() - t, [result.response])
+
+    def worker() -> None:
+        try:
+            if stream:
+                with client.schedule_stream(timeout=3600) as messages:
+                    work_stream(messages)
+            else:
+                work()
+        except BaseException as err:  # reported after the run, not as a thread's traceback
+            with lock:
+                failures.append(err)
+                left[0] = 0
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return failures
 
 
 class BenchFailed(Exception):

@@ -203,6 +203,9 @@ def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> N
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(r.stdout)
     assert (row["rpc"], row["batch"], row["concurrency"], row["placed"]) == ("ScheduleStream", 1, 2, 12)
+    # The warm-up's pods ask with another request name: the timed pods' node states are solved
+    # again, not answered from what the warm-up left in the caches.
+    assert row["solves"] >= 1
     assert "12 pods, one ScheduleStream message each" in r.stderr
     # Three messages in flight on each stream: the same pods placed, each timed from its sending.
     ahead = _cli("bench", "--nodes", "10", "--shape", "gpu", "--pods", "12", "--batch", "stream", "--window", "3", "-o", "json", timeout=180)
@@ -210,7 +213,8 @@ def test_bench_streams_a_message_per_pod_and_counts_pods_that_fit_nowhere() -> N
     (row,) = json.loads(ahead.stdout)
     assert (row["rpc"], row["window"], row["placed"]) == ("ScheduleStream", 3, 12) and row["p50_ms"] > 0
     assert "12 pods, one ScheduleStream message each, 3 in flight" in ahead.stderr
-    # 10 nodes x 8 GPUs hold at most 80 pods: the rest find no node, and the run still ends cleanly.
+    # 2 nodes x 8 GPUs hold 16 pods: the rest find no node, and the run still ends cleanly. All 16
+    # are placed: the warm-up (more pods than fit) gave back everything it held.
     full = _cli("bench", "--nodes", "2", "--shape", "gpu", "--pods", "30", "-o", "json", timeout=180)
     assert full.returncode == 0, full.stderr
-    assert json.loads(full.stdout)[0]["placed"] < 30
+    assert json.loads(full.stdout)[0]["placed"] == 16
