@@ -79,6 +79,7 @@ from dra_solver.model.cel import (
     CelEnvironment,
     CelFeatures,
     CelRuntimeError,
+    CompiledSelector,
 )
 from dra_solver.model.check import PoolCache, Violation, check_allocation, check_group
 from dra_solver.model.cluster import AllocatedState, DeviceID, Inventory
@@ -201,6 +202,7 @@ from dra_solver.model.schedule import (
     ScheduleStats,
     VerdictCache,
     choose_node,
+    claims_key,
     invalid_pools_error,
     is_too_few_free,
     too_few_free_reason,
@@ -253,6 +255,7 @@ __all__ = [
     "CelEnvironment",
     "CelFeatures",
     "CelRuntimeError",
+    "CompiledSelector",
     "DecodeLimits",
     "DeviceID",
     "DeviceParseCache",
@@ -319,6 +322,7 @@ __all__ = [
     "checked_policy",
     "choose_node",
     "claim_reads",
+    "claims_key",
     "decode_all",
     "decode_document",
     "decode_metadata",

@@ -225,7 +225,7 @@ def choose_node(
     share_states: bool = True,
     answers: AnswerCache | None = None,
     reuse: Callable[[str, Callable[[AllocationRequest], AllocationOutcome]], NodeAttempt | None] | None = None,
-    spec_text: Callable[[o.ResourceClaimSpec], str | None] | None = None,
+    key_of_claims: bytes | None = None,
 ) -> NodeChoice:
     """Visit, solve, choose (see the module docstring). ``quote`` shows a node name the caller
     made up in a verdict (the service bounds its length). ``reads``: the device attributes the
@@ -237,15 +237,17 @@ def choose_node(
     allocation is then rewritten from an earlier solve of a node in the same state
     (``answer_on``) instead of solved again; ``reuse(node, answer)`` is ``attempt`` with
     ``answer(request)`` in place of the solve (None: deadline passed). Only with
-    ``share_states``, where equal keys mean equal problems up to names. ``spec_text``: see
-    ``claims_key``."""
+    ``share_states``, where equal keys mean equal problems up to names. ``key_of_claims``:
+    ``claims_key`` of ``claims`` with ``options``' allocator, policy and gates, when the caller
+    keeps it (None: made here)."""
     names: Sequence[str] = sorted(set(candidates)) if candidates else index.node_names
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""
     rank: dict[str, int] = {}
     need, exclusive = min_devices(claims)
     best_possible = best_possible_score(claims)
-    key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates, spec_text=spec_text)
+    if key_of_claims is None:
+        key_of_claims = claims_key(claims, allocator=options.allocator, policy=options.policy, gates=options.gates)
     global_key = (index.global_key, index.shared_inuse_key, *in_flight.pool_keys(index.shared_pools), key_of_claims)
     groups: dict[tuple[bytes, ...], tuple[GroupVerdict, str]] = {}
     held_pools = in_flight.held_pools()

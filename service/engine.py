@@ -55,6 +55,7 @@ from dra_solver.model import (
 )
 from dra_solver.model import objects as o
 from dra_solver.service.admission import check_admin_access
+from dra_solver.service.claim_facts import ClaimFacts
 from dra_solver.service.claim_templates import ClaimTemplates
 from dra_solver.service.inflight import (
     MAX_IN_FLIGHT,
@@ -300,6 +301,7 @@ class Engine:
         self._device_counters: dict[str, Counter] = {}
         self._flights = FlightDecoder()
         self._templates = ClaimTemplates(self.limits.claim_templates)
+        self._facts = ClaimFacts()
 
     def cel_for(self, gates: FeatureGates) -> CelEnvironment:
         """A CEL environment for these gates (its optional features follow them), one per
@@ -809,7 +811,10 @@ class Engine:
 
         options = NodeChoiceOptions(allocator=opts.allocator, policy=opts.policy, gates=self.gates_for(opts.feature_gates), wanted=wanted)
         # Nodes equal up to names and attributes the claims cannot read share one solve.
-        reads = model.claim_reads(claims, snap.index.inventory.classes, compile=self.cel_for(options.gates).compile)
+        facts = self._facts.get(
+            claims, snap.index.inventory.classes, allocator=options.allocator, policy=options.policy, gates=options.gates,
+            compile=self.cel_for(options.gates).compile, spec_text=self._templates.spec_text,
+        )
         try:
             choice = model.choose_node(
                 claims,
@@ -823,11 +828,11 @@ class Engine:
                 memo=self._flight_order,
                 generation=snap.generation,
                 quote=shown,
-                reads=reads,
+                reads=facts.reads,
                 share_states=self.share_states,
                 answers=self._answers,
                 reuse=attempt,
-                spec_text=self._templates.spec_text,
+                key_of_claims=facts.key,
             )
         except SolveTimeout as err:
             raise DeadlineExceeded(str(err)) from None
