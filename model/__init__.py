@@ -101,6 +101,7 @@ from dra_solver.model.decode import (
     field_problems,
     fields_clean,
     iter_documents,
+    json_value_at,
     parse_documents,
     without_devices,
 )
@@ -347,6 +348,7 @@ __all__ = [
     "invalid_pools_error",
     "is_too_few_free",
     "iter_documents",
+    "json_value_at",
     "node_filter",
     "node_key",
     "node_room",

@@ -130,6 +130,29 @@ def parse_documents(
     return list(iter_documents(text, source=source, limits=limits, validate=validate, warnings=warnings))
 
 
+def json_value_at(text: str, start: int, *, limits: DecodeLimits = DEFAULT_LIMITS) -> tuple[Any, int] | None:
+    """The JSON value that begins at ``text[start]`` (no blank before it) and the index just
+    after it, decoded as :func:`parse_documents` decodes JSON (a mapping that repeats a key
+    kept apart, for strict field validation). None wherever :func:`parse_documents` would
+    refuse ``text`` or might read the value otherwise: too long, nested too deep anywhere,
+    not Unicode, an escaped lone surrogate in the value, or no JSON value at ``start``. For a
+    caller that knows the text around the value already (``service.claim_templates``)."""
+    if len(text) > limits.max_chars or _json_depth_exceeds(text, limits.max_depth):
+        return None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    try:
+        value, end = _JSON_DECODER.raw_decode(text, start)
+    except ValueError:  # not JSON there, or an integer too long to convert
+        return None
+    if _JSON_SURROGATE_ESCAPE.search(text, start, end):
+        return None
+    return value, end
+
+
 Progress = Callable[[int], None]
 """Told how many characters of the text have been read, as objects come out."""
 

@@ -343,15 +343,25 @@ class Engine:
         seen: set[str] = set()
         for i, blob in enumerate(blobs):
             source = f"{field_name}[{i}]"
-            docs = self._parse_blob(blob, source=source)
             # A claim like one seen before but for its metadata is that one with this metadata
-            # (validated, strict mode only): decoded and validated once per template.
+            # (validated, strict mode only): decoded and validated once per template, and
+            # found from its text alone when a client writes it as it wrote the template.
             key: str | None = None
             known: o.ResourceClaim | None = None
-            if validate == "strict" and len(docs) == 1:
-                with _callers_bytes(source):
-                    key = self._templates.key(docs[0])
-                    known = self._templates.get(key, docs[0]) if key is not None else None
+            text: str | None = None
+            docs: list[dict[str, Any]] = []
+            if validate == "strict":
+                with contextlib.suppress(UnicodeDecodeError):
+                    text = blob.decode("utf-8")
+                if text is not None:
+                    with _callers_bytes(source):
+                        known = self._templates.from_text(text)
+            if known is None:
+                docs = self._parse_blob(blob, source=source)
+                if validate == "strict" and len(docs) == 1:
+                    with _callers_bytes(source):
+                        key = self._templates.key(docs[0])
+                        known = self._templates.get(key, docs[0], text) if key is not None else None
             decoded: list[o.TypedObject] = [known] if known is not None else self._decode_docs(docs, source=source, validate=validate)
             if not decoded:
                 raise InvalidInput("", (), "Required value: a ResourceClaim object (the payload holds no object)", source=source)
@@ -368,7 +378,7 @@ class Engine:
                 if validate != "ignore" and obj is not known:
                     self._validate(obj, source=source)
                     if key is not None:
-                        self._templates.put(key, obj)
+                        self._templates.put(key, obj, doc=docs[0], text=text)
                 claims.append(obj)
         if len(claims) > self.limits.max_claims:
             raise InvalidInput("", (field_name,), f"Too many: {len(claims)}: must have at most {self.limits.max_claims} items")
