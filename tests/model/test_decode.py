@@ -497,3 +497,24 @@ def test_conformance_corpus_decodes() -> None:
         decode_all(
             [case["node"], *case["classes"], *case["slices"], *case["claims"]], source=path.name
         )
+
+
+def test_json_value_at_reads_one_value_as_the_full_parse_would_or_says_none() -> None:
+    from dra_solver.model.decode import DecodeLimits, json_value_at
+
+    text = '{"kind":"ResourceClaim","metadata":{"name":"a","labels":{"x":"1"}},"spec":{}}'
+    start = text.index('{"name"')
+    value, end = json_value_at(text, start) or (None, 0)
+    assert value == {"name": "a", "labels": {"x": "1"}} and text[end:] == ',"spec":{}}'
+    # A key named twice is kept apart, as parse_documents keeps it (strict validation reports it).
+    twice = '{"metadata":{"name":"a","name":"b"}}'
+    found = json_value_at(twice, len('{"metadata":'))
+    assert found is not None and found[0] == {"name": "b"} and type(found[0]) is not dict
+    assert parse_documents(twice)[0]["metadata"] == found[0]
+    # Whatever the full parse refuses, or reads otherwise: none.
+    assert json_value_at(text, start - 1) is None, "no value at a colon"
+    assert json_value_at(text, start, limits=DecodeLimits(max_chars=len(text) - 1)) is None
+    assert json_value_at('{"m":' + "[" * 101 + "]" * 101 + "}", 5) is None, "nested deeper than the limit, anywhere in the text"
+    assert json_value_at('{"m":{"a":"\\ud800"}}', 5) is None
+    assert json_value_at('{"m":' + "9" * 5000 + "}", 5) is None, "an integer too long to convert"
+    assert json_value_at('{"m":{"a":"\\u00e9"}}', 5) == ({"a": "é"}, 19)
