@@ -94,6 +94,8 @@ class ClaimTemplates:
         return claim
 
     def from_text(self, text: str) -> o.ResourceClaim | None:
+        if not self._frames:  # nothing kept yet (or nothing written the way a JSON writer writes)
+            return None
         at = text.find('"metadata":')
         if at < 0:
             return None

@@ -209,6 +209,13 @@ def _callers_bytes(source: str) -> Iterator[None]:
         raise InvalidInput("", (), f"Invalid value: cannot decode the payload: {type(err).__name__}", source=source) from None
 
 
+def _utf8(blob: bytes, *, source: str) -> str:
+    try:
+        return blob.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("", (), "not UTF-8 JSON", source=source) from None
+
+
 class _ContentCache(Generic[T]):
     """Schedule verdicts (``model.VerdictCache``) or answers (``model.AnswerCache``) by
     content: least recently used forgotten first beyond ``size``; hits and misses counted in
@@ -348,16 +355,13 @@ class Engine:
             # found from its text alone when a client writes it as it wrote the template.
             key: str | None = None
             known: o.ResourceClaim | None = None
-            text: str | None = None
             docs: list[dict[str, Any]] = []
+            text = _utf8(blob, source=source)
             if validate == "strict":
-                with contextlib.suppress(UnicodeDecodeError):
-                    text = blob.decode("utf-8")
-                if text is not None:
-                    with _callers_bytes(source):
-                        known = self._templates.from_text(text)
+                with _callers_bytes(source):
+                    known = self._templates.from_text(text)
             if known is None:
-                docs = self._parse_blob(blob, source=source)
+                docs = self._parse_text(text, source=source)
                 if validate == "strict" and len(docs) == 1:
                     with _callers_bytes(source):
                         key = self._templates.key(docs[0])
@@ -427,13 +431,9 @@ class Engine:
     ) -> list[o.TypedObject]:
         """Objects of one payload. Whatever goes wrong decoding what a caller sent is that
         caller's invalid input, never a server error."""
-        return self._decode_docs(self._parse_blob(blob, source=source), source=source, decoder=decoder, validate=validate)
+        return self._decode_docs(self._parse_text(_utf8(blob, source=source), source=source), source=source, decoder=decoder, validate=validate)
 
-    def _parse_blob(self, blob: bytes, *, source: str) -> list[dict[str, Any]]:
-        try:
-            text = blob.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput("", (), "not UTF-8 JSON", source=source) from None
+    def _parse_text(self, text: str, *, source: str) -> list[dict[str, Any]]:
         with _callers_bytes(source):
             return parse_documents(text, source=source)
 

@@ -228,3 +228,16 @@ def test_each_way_a_template_is_written_gets_its_frame_and_cutting_is_tried_a_bo
     for i in range(10):  # a trailing newline: no frame can be cut
         assert engine.decode_claims([(json.dumps(_doc(f"n{i}"), **compact) + "\n").encode()])[0].name == f"n{i}"
     assert len(cuts) == claim_templates.MAX_FRAMES - 2, "two tries went to the two frames cut before"
+
+
+@pytest.mark.parametrize("validate", ["strict", "warn", "ignore"])
+def test_bytes_that_are_not_utf8_are_refused_as_before_with_or_without_a_template(validate: Any) -> None:
+    engine = _engine()
+    compact = {"separators": (",", ":")}
+    engine.decode_claims([json.dumps(_doc("a"), **compact).encode()])
+    # The template's own frame around metadata holding a byte no UTF-8 text has.
+    bad = json.dumps(_doc("b"), **compact).encode().replace(b'"name":"b"', b'"name":"\xff"')
+    for payload in (bad, b"\xff\xfe"):
+        with pytest.raises(InvalidInput, match="not UTF-8 JSON") as err:
+            engine.decode_claims([payload], validate=validate)
+        assert "claims[0]" in str(err.value)
