@@ -1,6 +1,6 @@
 """What one gRPC call costs in Python before any work: a bare server against ``dra-solver serve``.
 
-    python benchmarks/grpc_floor.py [--calls 3000] [-o json]
+    python benchmarks/grpc_floor.py [--calls 3000] [--work-us 250] [-o json]
 
 Starts, one after the other, a bare gRPC server (grpcio's sync server with only a Health
 servicer that answers at once) and ``dra-solver serve`` on the demo cluster, each in its own
@@ -10,7 +10,11 @@ One sequential caller cannot make more than 1000 / wall-ms calls per second, wha
 service does: the floor under ``dra-solver bench``'s one-call-per-pod figures, and the reason
 for ``ScheduleBatch`` (docs/grpc-api.md#batches). Then the same for ``calls`` messages on one
 bidirectional stream to a bare server that echoes them (a row "bare grpcio stream"): what a
-message of ``ScheduleStream`` (docs/grpc-api.md#streams) costs before any work.
+message of ``ScheduleStream`` (docs/grpc-api.md#streams) costs before any work; and the same
+stream with two messages in flight (as ``dra-solver bench --batch stream --window 2`` sends
+them), without work and with ``--work-us`` of Python work per message in the handler: what
+the serving thread spends per message besides its own work (docs/placement.md, "Where a
+whole-GPU pod's time goes now").
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import queue
 import sys
 import time
 from concurrent import futures
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +53,29 @@ def _bare_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and 
     server.wait_for_termination()
 
 
+def _busy(microseconds: float) -> None:
+    """Python work for ``microseconds`` (a stand-in for an answer's)."""
+    end = time.perf_counter() + microseconds / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
 def _echo(messages: Any, context: grpc.ServicerContext) -> Any:
     yield from messages
 
 
-def _bare_stream_server(ready: Any, port: Any) -> None:  # a multiprocessing Event and Value
+def _echo_after(work_us: float) -> Any:
+    def echo(messages: Any, context: grpc.ServicerContext) -> Any:
+        for message in messages:
+            _busy(work_us)
+            yield message
+    return echo
+
+
+def _bare_stream_server(ready: Any, port: Any, work_us: float = 0.0) -> None:  # a multiprocessing Event and Value
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-    echo = grpc.stream_stream_rpc_method_handler(_echo, request_deserializer=None, response_serializer=None)
+    handler = _echo_after(work_us) if work_us > 0 else _echo
+    echo = grpc.stream_stream_rpc_method_handler(handler, request_deserializer=None, response_serializer=None)
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("floor.Echo", {"Stream": echo}),))
     port.value = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -62,9 +83,10 @@ def _bare_stream_server(ready: Any, port: Any) -> None:  # a multiprocessing Eve
     server.wait_for_termination()
 
 
-def _time_messages(target: str, pid: int, calls: int) -> dict[str, float]:
+def _time_messages(target: str, pid: int, calls: int, window: int = 1) -> dict[str, float]:
     """``calls`` messages on one stream, each sent once the previous one's echo came back (as
-    ``Client.schedule_stream`` sends a scheduler's pods)."""
+    ``Client.schedule_stream`` sends a scheduler's pods); ``window``: that many in flight,
+    the next sent as each echo comes back."""
     outgoing: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
 
     def requests() -> Any:
@@ -74,6 +96,8 @@ def _time_messages(target: str, pid: int, calls: int) -> dict[str, float]:
     message = b"\x0a" + bytes([100]) + b"x" * 100  # about a small Schedule request
     with grpc.insecure_channel(target) as channel:
         replies = channel.stream_stream("/floor.Echo/Stream", request_serializer=None, response_deserializer=None)(requests())
+        for _ in range(window - 1):
+            outgoing.put(message)
         for _ in range(300):
             outgoing.put(message)
             next(replies)
@@ -107,14 +131,14 @@ def bare(calls: int) -> dict[str, float]:
     return _in_child(_bare_server, _time_calls, calls)
 
 
-def bare_stream(calls: int) -> dict[str, float]:
-    return _in_child(_bare_stream_server, _time_messages, calls)
+def bare_stream(calls: int, *, window: int = 1, work_us: float = 0.0) -> dict[str, float]:
+    return _in_child(_bare_stream_server, partial(_time_messages, window=window), calls, work_us)
 
 
-def _in_child(server: Any, timer: Any, calls: int) -> dict[str, float]:
+def _in_child(server: Any, timer: Any, calls: int, *server_args: Any) -> dict[str, float]:
     ctx = multiprocessing.get_context("spawn")
     ready, port = ctx.Event(), ctx.Value("i", 0)
-    proc = ctx.Process(target=server, args=(ready, port), daemon=True)
+    proc = ctx.Process(target=server, args=(ready, port, *server_args), daemon=True)
     proc.start()
     try:
         if not ready.wait(60):
@@ -135,22 +159,30 @@ def serve(calls: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=3000, help="timed Health calls per server")
+    parser.add_argument("--work-us", type=float, default=250.0,
+                        help="Python work per message of the last stream row, in microseconds (about an answer's)")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     if args.calls < 1:
         print("error: --calls: must be at least 1", file=sys.stderr)
         return 2
+    if not 0 < args.work_us <= 1_000_000:
+        print(f"error: --work-us: must be in (0, 1000000], got {args.work_us:g}", file=sys.stderr)
+        return 2
     rows = {}
     for name, run, what in (("bare grpcio server", bare, "Health calls"), ("dra-solver serve", serve, "Health calls"),
-                            ("bare grpcio stream", bare_stream, "messages on one stream")):
+                            ("bare grpcio stream", bare_stream, "messages on one stream"),
+                            ("bare stream, 2 in flight", partial(bare_stream, window=2), "messages on one stream"),
+                            (f"bare stream, 2 in flight, {args.work_us:g} us work", partial(bare_stream, window=2, work_us=args.work_us),
+                             "messages on one stream")):
         print(f"timing {args.calls} {what} to the {name} ...", file=sys.stderr, flush=True)
         rows[name] = run(args.calls)
     if args.output == "json":
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'server':<20} {'wall ms':>8} {'server CPU ms':>14} {'client CPU ms':>14} {'calls/s':>8}")
+    print(f"{'server':<38} {'wall ms':>8} {'server CPU ms':>14} {'client CPU ms':>14} {'calls/s':>8}")
     for name, row in rows.items():
-        print(f"{name:<20} {row['wall_ms']:>8.3f} {row['server_cpu_ms']:>14.3f} {row['client_cpu_ms']:>14.3f} {row['calls_per_second']:>8.0f}")
+        print(f"{name:<38} {row['wall_ms']:>8.3f} {row['server_cpu_ms']:>14.3f} {row['client_cpu_ms']:>14.3f} {row['calls_per_second']:>8.0f}")
     return 0
 
 

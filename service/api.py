@@ -12,8 +12,9 @@ dispatcher): everything they may import from ``dra_solver.service``, and nothing
   scheduler's words (node selector and affinity, taints, unschedulable; the nodes that can reach
   a pod's allocated claims): the controllers' scheduler filters with it, as explain does.
 - ``ArgumentParser``: argparse with one-line usage errors (exit 2), for every command line.
-- What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``) and
-  ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``).
+- What every long-running process shares: ``logsetup`` (``--log-format``/``--log-level``),
+  ``HttpEndpoint`` (``/metrics``, ``/healthz``, ``/readyz``) and ``hold_full_collections``
+  (the cyclic collector's policy for a process that keeps a large cache, ``service.gc_pauses``).
 
 Every other module of ``dra_solver.service`` is internal: an import-linter contract in
 pyproject.toml lets only the service itself and the dispatcher (``dra_solver.cli``) import
@@ -23,6 +24,7 @@ them. The service itself never imports the companions (another contract).
 from dra_solver.service import logsetup, nodefilter
 from dra_solver.service.argparsing import ArgumentParser
 from dra_solver.service.client import Client
+from dra_solver.service.gc_pauses import hold_full_collections
 from dra_solver.service.gen.drasolver.v1 import allocation_pb2 as pb
 from dra_solver.service.httpendpoint import HttpEndpoint, no_created_series
 from dra_solver.service.kubeapi import client as kube
@@ -38,6 +40,7 @@ __all__ = [
     "Informer",
     "LeaderElector",
     "Store",
+    "hold_full_collections",
     "kube",
     "logsetup",
     "meta",

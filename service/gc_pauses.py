@@ -15,7 +15,8 @@ keeps afterwards (reservations, per-node fingerprints, caches) is. Left to its d
 collection (the same work in shorter pauses: at most about 0.3 ms in the same run) and runs
 full collections on a clock instead of by growth, so that garbage in reference cycles is still
 freed, within ``interval`` seconds or a thousand times the last full collection's length.
-Process-wide, like the collector: only ``dra-solver serve`` turns it on.
+Process-wide, like the collector: ``dra-solver serve`` turns it on, and ``dra-solver
+controllers`` (whose caches hold every pod and claim) from its start.
 """
 
 from __future__ import annotations
