@@ -23,7 +23,7 @@ def test_the_grpc_floor_benchmark_times_both_servers() -> None:
         assert abs(row["calls_per_second"] * row["wall_ms"] / 1000 - 1) < 0.01
     # The work runs in the server's handler (250 us a message): its CPU per message shows it.
     worked, echoed = rows["bare stream, 2 in flight, 250 us work"], rows["bare stream, 2 in flight"]
-    assert worked["server_cpu_ms"] > echoed["server_cpu_ms"]
+    assert worked["server_cpu_ms"] > echoed["server_cpu_ms"] + 0.1
     refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "grpc_floor.py"), "--calls", "0"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode == 2 and "--calls: must be at least 1" in refused.stderr
