@@ -174,6 +174,9 @@ class _Batches:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self.finished = False
+        # poll, not select: a busy serve holds more than 1,024 descriptors, beyond select's reach.
+        self._poller = select.poll()
+        self._poller.register(fd, select.POLLIN)
 
     def __iter__(self) -> Iterator[tuple[int, list[dict[str, Any]]]]:
         while True:
@@ -203,8 +206,7 @@ class _Batches:
         chunks: list[bytes] = []
         left = size
         while left:
-            ready, _, _ = select.select([self._fd], [], [], SILENCE)
-            if not ready:
+            if not self._poller.poll(SILENCE * 1000):
                 return None
             chunk = os.read(self._fd, min(left, 1 << 20))
             if not chunk:

@@ -139,6 +139,24 @@ def test_a_fork_that_fails_parses_here_and_keeps_no_descriptor(monkeypatch: pyte
     assert len(os.listdir("/proc/self/fd")) == before, "the pipe's two ends are closed"
 
 
+def test_a_process_holding_many_descriptors_parses_ahead_the_same() -> None:
+    """A busy serve holds more than 1,024 descriptors (clients, watches), so the pipe's read
+    end is numbered above what ``select.select`` can wait on."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        pytest.skip(f"this process may open {soft} descriptors; the test needs 1,200")
+    text = _text(300)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert max(held) > 1024
+        assert _outcome(parse_ahead.documents(text, source="big.yaml", min_chars=0)) == _outcome(iter_documents(text, source="big.yaml"))
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
 def test_progress_moves_forward_to_the_end() -> None:
     text = _text(700)
     here: list[int] = []
