@@ -29,63 +29,55 @@ sys.path.insert(0, str(ROOT))
 
 from dra_solver.service import bench  # noqa: E402
 from dra_solver.service import engine as e  # noqa: E402
+from dra_solver.service.client import encode  # noqa: E402
 from dra_solver.service.inventory import FileSource  # noqa: E402
 from dra_solver.service.metrics import Metrics  # noqa: E402
 from dra_solver.service.reservations import ReservationStore  # noqa: E402
 
-WARM_UP = 64
-
 
 def _loaded(cluster: Path) -> e.Engine:
-    # The bench's serve flags: every pod's reservation held for the whole run.
+    """An engine on ``cluster`` (loaded when this returns) with the bench's serve flags: every
+    pod's reservation held for the whole run, files not polled."""
     held = ReservationStore(max_ttl=3600, max_total=1_000_000, max_per_caller=1_000_000)
-    engine = e.Engine(source=FileSource(str(cluster)), reservations=held, metrics=Metrics())
+    engine = e.Engine(source=FileSource(str(cluster), poll_interval=3600), reservations=held, metrics=Metrics())
     engine.source.start()
-    deadline = time.monotonic() + 600
-    while True:
-        try:
-            engine.current()
-            return engine
-        except e.NotReady:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{cluster}: not loaded within 600 s") from None
-            time.sleep(0.05)
-
-
-def _encode(claim: dict[str, object]) -> bytes:
-    return json.dumps(claim, separators=(",", ":")).encode()
+    return engine
 
 
 def measure(cluster: Path, *, shape: str, pods: int, between: int) -> dict[str, float]:
     """Microseconds of this thread's CPU per ``Engine.schedule`` call, and pods placed."""
     engine = _loaded(cluster)
-    rng = random.Random(1)
-    # As the bench warms up: through the same call, its reservations then released.
-    for i in range(WARM_UP):
-        warm = engine.schedule([_encode(bench.warm_up_claim(i, shape=shape, rng=rng))], reserve=True, ttl=3600, caller="bench")
-        if warm.reservation is not None:
-            engine.unreserve(warm.reservation.id, [])
-    blobs = [_encode(bench.pod_claim(i, shape=shape, rng=rng)) for i in range(pods)]
-    junk = [{"name": f"item-{i}", "index": i, "values": [i] * 4} for i in range(between)]
-    spent = 0.0
-    placed = 0
-    for blob in blobs:
-        if junk:
-            json.loads(json.dumps(junk))
-        started = time.thread_time()
-        answer = engine.schedule([blob], reserve=True, ttl=3600, caller="bench")
-        spent += time.thread_time() - started
-        placed += bool(answer.node)
+    try:
+        rng = random.Random(1)
+        # As the bench warms up: through the same call, its reservations then released.
+        for i in range(bench.WARM_UP_PODS):
+            warm = engine.schedule([encode(bench.warm_up_claim(i, shape=shape, rng=rng))], reserve=True, ttl=3600, caller="bench")
+            if warm.reservation is not None:
+                engine.unreserve(warm.reservation.id, [])
+        blobs = [encode(bench.pod_claim(i, shape=shape, rng=rng)) for i in range(pods)]
+        junk = [{"name": f"item-{i}", "index": i, "values": [i] * 4} for i in range(between)]
+        spent = 0.0
+        placed = 0
+        for blob in blobs:
+            if junk:
+                json.loads(json.dumps(junk))
+            started = time.thread_time()
+            answer = engine.schedule([blob], reserve=True, ttl=3600, caller="bench")
+            spent += time.thread_time() - started
+            placed += bool(answer.node)
+    finally:
+        engine.source.stop()
     return {"between": between, "us_per_pod": round(spent / pods * 1e6, 1), "placed": placed}
 
 
 def _sizes(text: str) -> list[int]:
+    """``--between``'s values; ValueError says what is wrong with them."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise SystemExit(f"error: --between: not a comma-separated list of integers: {text!r}") from None
+        raise ValueError(f"--between: not a comma-separated list of integers: {text!r}") from None
     if not values or any(not 0 <= v <= 100_000 for v in values):
-        raise SystemExit(f"error: --between: each value must be in [0, 100000], got {text!r}")
+        raise ValueError(f"--between: each value must be in [0, 100000], got {text!r}")
     return values
 
 
@@ -105,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         betweens = _sizes(args.between)
-    except SystemExit as err:
-        print(err, file=sys.stderr)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="answer-in-process-") as tmp:
