@@ -3,7 +3,9 @@
 Every call goes through the client's typed API classes (``CoreV1Api``, ``ResourceV1Api``,
 ``CoordinationV1Api``): reads with ``_preload_content=False``, writes through each typed
 method's own request builder, so objects stay the API's JSON both ways (no lossy round trip
-through the client's models, which refuse fields they do not know). Failures become one small hierarchy
+through the client's models, which refuse fields they do not know). Writes are then sent over
+connections of our own (:mod:`.direct`: the client's urllib3 path cost as much Python as the
+rest of a write) and every answer and watch event is decoded with orjson. Failures become one small hierarchy
 every component branches on: :class:`NotFound`, :class:`Conflict` (stale resourceVersion, failed
 precondition, name taken), :class:`Gone` (watch too old), :class:`Transient` (retry later,
 with the server's Retry-After when it gave one) and :class:`Invalid` (retrying will not help).
@@ -27,7 +29,6 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
 import logging
 import os
 import time
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dra_solver.service.kubeapi.direct import Transport, dumps, loads
 from dra_solver.service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
@@ -61,8 +63,8 @@ def _json_watch_class() -> type:
             if not data or data.isspace():
                 return None
             try:
-                event: Obj = json.loads(data)
-            except json.JSONDecodeError:
+                event: Obj = loads(data)
+            except ValueError:
                 return None
             obj = event.get("object")
             event["raw_object"] = obj
@@ -141,35 +143,37 @@ def wrap(err: BaseException, what: str) -> ApiError:
     if isinstance(err, ApiError):
         return err
     if isinstance(err, k8s().client.exceptions.ApiException):
-        status = int(err.status or 0)
-        message, reason = _status_text(err)
-        text = f"{what}: {message or err.reason or status}"
-        if status == 404:
-            return NotFound(text, status=status, reason=reason)
-        if status == 409:
-            return Conflict(text, status=status, reason=reason)
-        if status == 410:
-            return Gone(text, status=status, reason=reason)
-        if status == 429 or status >= 500 or status == 0:
-            delay = 0.0
-            headers = getattr(err, "headers", None) or {}
-            try:
-                delay = float(headers.get("Retry-After", 0) or 0)
-            except (TypeError, ValueError):
-                delay = 0.0
-            return Transient(text, status=status, reason=reason, delay=delay)
-        return Invalid(text, status=status, reason=reason)
+        headers = getattr(err, "headers", None) or {}
+        return status_error(what, int(err.status or 0), err.reason, getattr(err, "body", None), headers.get("Retry-After"))
     if isinstance(err, ValueError | TypeError):  # a body the client refuses to send
         return Invalid(f"{what}: {err}")
     return Transient(f"{what}: {type(err).__name__}: {err}")
 
 
-def _status_text(err: Any) -> tuple[str, str]:
-    body = getattr(err, "body", None)
+def status_error(what: str, status: int, phrase: str | None, body: Any, retry_after: Any) -> ApiError:
+    """The error for an answer with HTTP ``status``, told by the Status object in its ``body``."""
+    message, reason = _status_text(body)
+    text = f"{what}: {message or phrase or status}"
+    if status == 404:
+        return NotFound(text, status=status, reason=reason)
+    if status == 409:
+        return Conflict(text, status=status, reason=reason)
+    if status == 410:
+        return Gone(text, status=status, reason=reason)
+    if status == 429 or status >= 500 or status == 0:
+        try:
+            delay = float(retry_after or 0)
+        except (TypeError, ValueError):
+            delay = 0.0
+        return Transient(text, status=status, reason=reason, delay=delay)
+    return Invalid(text, status=status, reason=reason)
+
+
+def _status_text(body: Any) -> tuple[str, str]:
     if not body:
         return "", ""
     try:
-        doc = json.loads(body)
+        doc = loads(body)
     except (TypeError, ValueError):
         return str(body)[:200], ""
     if isinstance(doc, dict):
@@ -181,7 +185,7 @@ def _json(resp: Any) -> Obj:
     data = resp.data if hasattr(resp, "data") else resp
     if not data:
         return {}
-    doc = json.loads(data)
+    doc = loads(data)
     return doc if isinstance(doc, dict) else {}
 
 
@@ -210,6 +214,12 @@ def _parameters(api: Any, method: str) -> tuple[str, ...]:
         names = _PARAMETERS[key] = tuple(inspect.signature(getattr(api, f"_{method}_serialize")).parameters)
     return names
 
+def transport_for(cfg: Any) -> Transport | None:
+    """The writes' own connections for a client configuration (:mod:`.direct`), or None."""
+    proxied = bool(cfg.proxy) and not k8s().client.rest.should_bypass_proxies(cfg.host, cfg.no_proxy or "")
+    return Transport.for_config(cfg, timeout=REQUEST_TIMEOUT, proxied=proxied)
+
+
 class Kube:
     """The requests the controllers make, each returning the API's JSON."""
 
@@ -229,6 +239,8 @@ class Kube:
             raise ValueError(f"unsupported DeviceTaintRule version {taint_rule_version!r}: use v1, v1beta2 or v1alpha3")
         self.taint_rule_version = taint_rule_version
         self.rules: Any = rules_api(api_client)
+        self.transport = transport_for(api_client.configuration)
+        """Where writes go, or None for urllib3's (a configuration it alone reproduces)."""
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """A read through a typed method (nothing to validate on the way out)."""
@@ -253,13 +265,22 @@ class Kube:
         body = params.get("body")
         try:
             verb, url, headers, _, post_params = serialize(**args)
-            resp = self.api_client.call_api(verb, url, headers, body, post_params, _request_timeout=REQUEST_TIMEOUT)
-            resp.read()
-            if not 200 <= resp.status <= 299:
-                raise k8s().client.exceptions.ApiException.from_response(http_resp=resp, body=None, data=None)
-            return _json(resp)
+            if self.transport is None or post_params:
+                resp = self.api_client.call_api(verb, url, headers, body, post_params, _request_timeout=REQUEST_TIMEOUT)
+                resp.read()
+                if not 200 <= resp.status <= 299:
+                    raise k8s().client.exceptions.ApiException.from_response(http_resp=resp, body=None, data=None)
+                return _json(resp)
+            data = None
+            if body is not None:
+                data = dumps(body)
+                headers.setdefault("Content-Type", "application/json")
+            reply = self.transport.request(verb, url, headers, data)
         except Exception as err:
             raise wrap(err, what) from err
+        if not 200 <= reply.status <= 299:
+            raise status_error(what, reply.status, reply.reason, reply.data, reply.retry_after)
+        return _json(reply.data)
 
     def read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """A GET through a typed method of :attr:`core`, :attr:`resource`, ... (its JSON)."""

@@ -12,7 +12,6 @@ create it again because its cache has not seen the create yet.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import meta as ob
+from dra_solver.service.kubeapi.direct import loads
 from dra_solver.service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ class Informer:
     def _list(self) -> None:
         try:
             resp = self.source.list_fn(_preload_content=False, _request_timeout=kube.REQUEST_TIMEOUT)
-            body = json.loads(resp.data)
+            body = loads(resp.data)
         except Exception as err:
             raise kube.wrap(err, f"list {self.name}") from err
         items = [self._typed(i) for i in body.get("items") or []]

@@ -46,19 +46,24 @@ def rbac_call(method: str, url: str) -> Call | None:
 
 
 class Recorder:
-    def __init__(self, api_client: Any) -> None:
+    """Every request of one client: reads through urllib3, writes through its own transport."""
+
+    def __init__(self, client: FaultyKube) -> None:
         self.calls: set[Call] = set()
         self._lock = threading.Lock()
-        real = api_client.call_api
+        client.api_client.call_api = self._recording(client.api_client.call_api)
+        assert client.transport is not None, "writes take the direct transport on this server"
+        client.transport.request = self._recording(client.transport.request)  # type: ignore[method-assign]
 
-        def call_api(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+    def _recording(self, real: Any) -> Any:
+        def send(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             call = rbac_call(method, url)
             if call is not None:
                 with self._lock:
                     self.calls.add(call)
             return real(method, url, *args, **kwargs)
 
-        api_client.call_api = call_api
+        return send
 
 
 def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
@@ -76,7 +81,7 @@ def test_requests_are_exactly_the_declared_rbac(env: Env) -> None:
                    dict(orphan, status={**orphan_status, "reservedFor": [ghost_group]}))
     faulty = env.client("rbac", faulty=True)
     assert isinstance(faulty, FaultyKube)
-    recorder = Recorder(faulty.api_client)
+    recorder = Recorder(faulty)
     bumps: list[str] = []
 
     def someone_else_writes(args: tuple[Any, ...]) -> None:  # a real 409: the scheduler re-reads the claim
