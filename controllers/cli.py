@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from types import FrameType
 from typing import Any
 
@@ -151,9 +152,11 @@ def settle_collector() -> None:
     times while the first lists filled the caches and again as a busy scheduler replaced
     their objects: about 8% of the scheduler's CPU in the 5,000-pod backlog
     (docs/comparing.md, "What bounds the backlog now")."""
+    started = time.perf_counter()
     gc.collect()
     gc.freeze()
-    log.info("caches synced: %d objects left out of garbage collection scans; full collections on a clock", gc.get_freeze_count())
+    log.info("caches synced: %d objects left out of garbage collection scans (%.2f s); full collections on a clock",
+             gc.get_freeze_count(), time.perf_counter() - started)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ untolerated taint {gpu: broken}."). Nothing here does I/O or mutates its argumen
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -193,8 +194,15 @@ def _add(a: Fraction | None, b: Fraction | None) -> Fraction | None:
 
 
 def _quantity(text: Any) -> Fraction | None:
+    return _parsed_quantity(str(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_quantity(text: str) -> Fraction | None:
+    # Pods and nodes repeat a handful of quantities ("1", "100m", "8Gi"): parsed once each, not
+    # on every pod event and attempt (a few percent of the scheduler's Python in a backlog).
     try:
-        return parse_quantity(str(text)).to_fraction()
+        return parse_quantity(text).to_fraction()
     except (QuantityError, ValueError):
         return None
 

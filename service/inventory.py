@@ -1073,6 +1073,10 @@ DEFAULT_KUBE_KINDS: tuple[KubeKind, ...] = (
 class _KindState:
     objects: dict[str, o.TypedObject] = field(default_factory=dict)
     """Decoded objects by ``namespace/name`` (the informer's key)."""
+    changed: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = field(default_factory=dict)
+    """(new, old) of the objects changed since the last snapshot, by key, decoded by the next:
+    an object written several times in between (a claim's finalizer, then its allocation) is
+    decoded once, in its last version."""
     listed: bool = False
 
 
@@ -1081,12 +1085,18 @@ class KubeSource(InventorySource):
 
     Each informer lists, then watches from the list's resourceVersion; a watch that ends is
     resumed, ``410 Gone`` or a broken connection (an API server restart) lead to a fresh list
-    whose differences arrive as changes, so nothing is lost. Changes are decoded into per-kind
-    maps; a new snapshot is built at most every ``debounce`` seconds, so a burst of events costs
-    one rebuild, and after a rebuild that took t seconds the next waits ``holdoff`` x t more (at
-    most ``max_holdoff``): under a steady stream of changes (a scheduler writing claims), rebuilds
+    whose differences arrive as changes, so nothing is lost. Changed objects are kept as the API
+    sent them and decoded into per-kind maps when the next snapshot is built, each in its last
+    version; a new snapshot is built at most every ``debounce`` seconds, so a burst of events
+    costs one rebuild, and after a rebuild (decoding included) that took t seconds the next
+    waits ``holdoff`` x t more (at most ``max_holdoff``): under a steady stream of changes (a scheduler writing claims), rebuilds
     take at most 1 / (1 + holdoff) of the time, whatever the cluster's size, instead of all of it.
     Ready (health SERVING) only after every kind has been listed once.
+
+    ``debounce`` is 0.2 s: a scheduler binding a backlog changes claims all the time, and at
+    0.05 s the rebuilds took twice the CPU (docs/comparing.md, "Writes over connections of our
+    own"). What a snapshot does not show yet is covered by the reservations and in-flight
+    allocations that callers send, and schedulers allow for it (``solver_lag``, 0.5 s).
     """
 
     name = "kubernetes"
@@ -1097,7 +1107,7 @@ class KubeSource(InventorySource):
         *,
         kinds: Sequence[KubeKind] = DEFAULT_KUBE_KINDS,
         watch_timeout: int = 300,
-        debounce: float = 0.05,
+        debounce: float = 0.2,
         holdoff: float = 4.0,
         max_holdoff: float = 2.0,
         retry_delay: float = 1.0,
@@ -1180,17 +1190,32 @@ class KubeSource(InventorySource):
         self._dirty.set()
 
     def _changed(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        if new is None:
-            if old is not None:
-                self._decode(old, deleted=True)  # forgets its problem, if it had one
-                with self._state_lock:
-                    self._state[kind].objects.pop(ob.key(old), None)
-        else:
-            obj = self._decode(new)
-            if obj is not None:  # else: recorded as a problem; the last good copy stays
-                with self._state_lock:
-                    self._state[kind].objects[ob.key(new)] = obj
+        current = new if new is not None else old
+        if current is None:
+            return
+        key = ob.key(current)
+        with self._state_lock:
+            self._state[kind].changed[key] = (new, old)
         self._dirty.set()
+
+    def _apply_changes(self) -> None:
+        """Decode what changed since the last snapshot into the per-kind maps."""
+        with self._state_lock:
+            changes = [(state, state.changed) for state in self._state.values() if state.changed]
+            for state, _ in changes:
+                state.changed = {}
+        for state, changed in changes:
+            for key, (new, old) in changed.items():
+                if new is None:
+                    if old is not None and self._problems:  # (only this thread records problems)
+                        self._decode(old, deleted=True)  # forgets its problem, if it had one
+                    with self._state_lock:
+                        state.objects.pop(key, None)
+                    continue
+                obj = self._decode(new)
+                if obj is not None:  # else: recorded as a problem; the last good copy stays
+                    with self._state_lock:
+                        state.objects[key] = obj
 
     def _decode(self, raw: dict[str, Any], *, deleted: bool = False) -> o.TypedObject | None:
         """The object, or None when it does not decode: recorded as a problem (its pool becomes
@@ -1205,7 +1230,6 @@ class KubeSource(InventorySource):
                     self._problems.pop((problem.kind, problem.name), None)
                 else:
                     self._problems[(problem.kind, problem.name)] = (problem, _raw_slice_node(raw))
-            self._dirty.set()
             return None
         with self._state_lock:
             self._problems.pop((obj.kind, _clipped(obj.ref, 128)), None)
@@ -1218,11 +1242,12 @@ class KubeSource(InventorySource):
                 return
             self._stop.wait(self.debounce)
             self._dirty.clear()
+            started = time.perf_counter()
+            self._apply_changes()
             with self._state_lock:
                 ready = all(s.listed for s in self._state.values())
                 objects = [obj for s in self._state.values() for _, obj in sorted(s.objects.items())]
                 problems = [self._problems[k] for k in sorted(self._problems)]
-            started = time.perf_counter()
             self.publish_objects(objects, problems=problems, namespaces_known=True, ready=ready)
             self.last_publish_seconds = time.perf_counter() - started
             self._stop.wait(min(self.holdoff * self.last_publish_seconds, self.max_holdoff))

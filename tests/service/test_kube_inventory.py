@@ -297,3 +297,50 @@ def test_one_client_layer() -> None:
                     names = [node.module]
                 offenders += [f"{rel}:{node.lineno}: {n}" for n in names if n == "kubernetes" or n.startswith("kubernetes.")]
     assert offenders == []
+
+
+def test_changes_between_snapshots_are_decoded_once_in_their_last_version() -> None:
+    # No server: the informers are not started; the watch's changes are handed in directly.
+    source = KubeSource(api_client(host="http://127.0.0.1:1"))
+    decoded: list[tuple[str, str]] = []
+    decode = source._decoder.decode
+
+    def counting(raw: Obj, **kw: Any) -> Any:
+        decoded.append((raw["metadata"]["name"], raw["metadata"]["resourceVersion"]))
+        return decode(raw, **kw)
+
+    source._decoder.decode = counting  # type: ignore[method-assign]
+
+    def claim(name: str, rv: int, **labels: str) -> Obj:
+        doc = b.ONE_GPU.named(name).obj()
+        doc["metadata"].update(resourceVersion=str(rv), labels=labels)
+        return doc
+
+    v1, v2, v3 = claim("c", 1), claim("c", 2, step="finalizer"), claim("c", 3, step="allocation")
+    source._changed("ResourceClaim", None, v1)
+    source._changed("ResourceClaim", v1, v2)
+    source._changed("ResourceClaim", v2, v3)
+    gone = claim("gone", 4)
+    source._changed("ResourceClaim", None, gone)
+    source._changed("ResourceClaim", gone, None)
+    source._apply_changes()
+    assert decoded == [("c", "3")], "one decode, of the last version; none for an object created and deleted since"
+    claims = source._state["ResourceClaim"].objects
+    assert list(claims) == ["default/c"] and claims["default/c"].metadata.labels == {"step": "allocation"}
+    source._changed("ResourceClaim", v3, None)
+    source._apply_changes()
+    assert claims == {} and decoded == [("c", "3")]
+
+
+def test_an_object_that_does_not_decode_is_a_problem_until_deleted() -> None:
+    source = KubeSource(api_client(host="http://127.0.0.1:1"))
+    bad = b.ONE_GPU.named("bad").obj()
+    bad["spec"]["devices"]["requests"][0]["exactly"]["count"] = "two"
+    bad["metadata"]["resourceVersion"] = "1"
+    source._changed("ResourceClaim", None, bad)
+    source._apply_changes()
+    assert [p.name for p, _ in source._problems.values()] == ["default/bad"]
+    assert source._state["ResourceClaim"].objects == {}
+    source._changed("ResourceClaim", bad, None)
+    source._apply_changes()
+    assert source._problems == {}
