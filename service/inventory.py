@@ -1093,10 +1093,11 @@ class KubeSource(InventorySource):
     take at most 1 / (1 + holdoff) of the time, whatever the cluster's size, instead of all of it.
     Ready (health SERVING) only after every kind has been listed once.
 
-    ``debounce`` is 0.2 s: a scheduler binding a backlog changes claims all the time, and at
-    0.05 s the rebuilds took twice the CPU (docs/comparing.md, "Writes over connections of our
-    own"). What a snapshot does not show yet is covered by the reservations and in-flight
-    allocations that callers send, and schedulers allow for it (``solver_lag``, 0.5 s).
+    When only claims changed, the wait is ``claims_debounce`` (0.2 s) instead: a scheduler
+    binding a backlog changes claims all the time, and at 0.05 s the rebuilds took twice the
+    CPU (docs/comparing.md, "Writes over connections of our own"). What a snapshot
+    does not show yet of them is covered by the reservations and in-flight allocations that
+    callers send. Nodes, slices, classes and the rest still show within ``debounce``.
     """
 
     name = "kubernetes"
@@ -1107,7 +1108,8 @@ class KubeSource(InventorySource):
         *,
         kinds: Sequence[KubeKind] = DEFAULT_KUBE_KINDS,
         watch_timeout: int = 300,
-        debounce: float = 0.2,
+        debounce: float = 0.05,
+        claims_debounce: float = 0.2,
         holdoff: float = 4.0,
         max_holdoff: float = 2.0,
         retry_delay: float = 1.0,
@@ -1117,12 +1119,15 @@ class KubeSource(InventorySource):
         self.kinds = tuple(kinds)
         self.watch_timeout = watch_timeout
         self.debounce = debounce
+        self.claims_debounce = claims_debounce
         self.holdoff = holdoff
         self.max_holdoff = max_holdoff
         self.retry_delay = retry_delay
         self._state = {k.kind: _KindState() for k in self.kinds}
         self._state_lock = threading.Lock()
         self._dirty = threading.Event()
+        self._beyond_claims = True
+        """Something other than claims changed since the last snapshot (or none was built yet)."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # Objects the API server already accepted: no strict field validation (our models may
@@ -1187,6 +1192,7 @@ class KubeSource(InventorySource):
     def _listed(self, kind: str) -> None:
         with self._state_lock:
             self._state[kind].listed = True
+            self._beyond_claims = True
         self._dirty.set()
 
     def _changed(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -1196,6 +1202,8 @@ class KubeSource(InventorySource):
         key = ob.key(current)
         with self._state_lock:
             self._state[kind].changed[key] = (new, old)
+            if kind != "ResourceClaim":
+                self._beyond_claims = True
         self._dirty.set()
 
     def _apply_changes(self) -> None:
@@ -1241,6 +1249,10 @@ class KubeSource(InventorySource):
             if self._stop.is_set():
                 return
             self._stop.wait(self.debounce)
+            with self._state_lock:
+                claims_only, self._beyond_claims = not self._beyond_claims, False
+            if claims_only:  # a scheduler's writes: the longer wait for more of them
+                self._stop.wait(max(0.0, self.claims_debounce - self.debounce))
             self._dirty.clear()
             started = time.perf_counter()
             self._apply_changes()

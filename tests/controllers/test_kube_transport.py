@@ -196,19 +196,13 @@ def test_write_errors_map_with_the_servers_retry_after(faults: WriteFaults) -> N
         dead.create_event("default", EVENT)
 
 
-class Closer:
-    """Answers the first ``answered`` requests on each connection; then, with ``close_idle``,
-    closes the connection (the server's idle timeout, seen by the client before the next
-    request); otherwise reads the next request and closes without answering (the same close,
-    racing the request)."""
+class RawServer:
+    """A listening socket that hands each connection to ``_handle`` on its own thread."""
 
-    def __init__(self, *, close_idle: bool, answered: int = 1) -> None:
-        self.answered = answered
+    def __init__(self) -> None:
+        self.connections = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.host = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        self.connections = 0
-        self.requests = 0
-        self.close_idle = close_idle
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -219,6 +213,25 @@ class Closer:
                 return
             self.connections += 1
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self.listener.close()
+
+
+class Closer(RawServer):
+    """Answers the first ``answered`` requests on each connection; then, with ``close_idle``,
+    closes the connection (the server's idle timeout, seen by the client before the next
+    request); otherwise reads the next request and closes without answering (the same close,
+    racing the request)."""
+
+    def __init__(self, *, close_idle: bool, answered: int = 1) -> None:
+        self.answered = answered
+        self.requests = 0
+        self.close_idle = close_idle
+        super().__init__()
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
@@ -247,9 +260,6 @@ class Closer:
         while len(rest) < length:
             rest += conn.recv(65536)
         return True
-
-    def stop(self) -> None:
-        self.listener.close()
 
 
 @pytest.mark.parametrize("close_idle", [True, False], ids=["closed-while-idle", "closed-as-the-request-arrives"])
@@ -332,7 +342,7 @@ def test_a_server_address_with_a_path_keeps_it(faults: WriteFaults) -> None:
     assert faults.bodies[-1][:2] == ("POST", "/k8s/clusters/c-1/api/v1/namespaces/default/events")
 
 
-class Scripted:
+class Scripted(RawServer):
     """Answers each request with the next raw answer of ``script`` (bytes as sent on the
     wire), closing the connection after the ones marked so: the answers a real API server
     gives in some forms only (chunked, ``100 Continue``), or never (broken ones)."""
@@ -340,19 +350,7 @@ class Scripted:
     def __init__(self, script: list[tuple[bytes, bool]]) -> None:
         self.script = script
         self.requests: list[bytes] = []
-        self.connections = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.host = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
@@ -373,9 +371,6 @@ class Scripted:
                 conn.sendall(answer)
                 if close:
                     return
-
-    def stop(self) -> None:
-        self.listener.close()
 
 
 def _scripted(script: list[tuple[bytes, bool]]) -> tuple[Scripted, kube.Kube]:

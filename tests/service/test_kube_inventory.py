@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -309,7 +310,7 @@ def test_changes_between_snapshots_are_decoded_once_in_their_last_version() -> N
         decoded.append((raw["metadata"]["name"], raw["metadata"]["resourceVersion"]))
         return decode(raw, **kw)
 
-    source._decoder.decode = counting  # type: ignore[method-assign]
+    source._decoder.decode = counting  # type: ignore[method-assign, assignment]
 
     def claim(name: str, rv: int, **labels: str) -> Obj:
         doc = b.ONE_GPU.named(name).obj()
@@ -344,3 +345,38 @@ def test_an_object_that_does_not_decode_is_a_problem_until_deleted() -> None:
     source._changed("ResourceClaim", bad, None)
     source._apply_changes()
     assert source._problems == {}
+
+
+def test_claim_changes_alone_wait_the_longer_debounce_others_do_not() -> None:
+    source = KubeSource(api_client(host="http://127.0.0.1:1"), debounce=0.01, claims_debounce=1.0)
+    published: list[float] = []
+    source.publish_objects = lambda *a, **kw: published.append(time.monotonic())  # type: ignore[method-assign, assignment]
+    thread = threading.Thread(target=source._publisher, daemon=True)
+    thread.start()
+    try:
+        def claim(rv: int) -> Obj:
+            doc = b.ONE_GPU.named("c").obj()
+            doc["metadata"]["resourceVersion"] = str(rv)
+            return doc
+
+        def settle(count: int) -> float:
+            deadline = time.monotonic() + 10
+            while len(published) < count and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(published) == count, published
+            return published[-1]
+
+        changed = time.monotonic()
+        source._changed("ResourceClaim", None, claim(1))
+        assert settle(1) - changed < 0.5, "the first snapshot does not wait"
+        changed = time.monotonic()
+        source._changed("ResourceClaim", claim(1), claim(2))
+        assert settle(2) - changed >= 0.95, "claims alone: the longer wait"
+        time.sleep(0.1)
+        changed = time.monotonic()
+        source._changed("ResourceSlice", None, resource_slice("node-a"))
+        assert settle(3) - changed < 0.5, "a slice shows within the debounce"
+    finally:
+        source._stop.set()
+        source._dirty.set()
+        thread.join(5)
