@@ -197,13 +197,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("metrics=off", flush=True)
     release_collector = hold_full_collections()
-    manager.start()
-    settled = False
-    while not stop.is_set() and not manager.wait(0.5):
-        if not settled and readiness(manager) is None:
-            settle_collector()
-            settled = True
-    release_collector()
+    try:
+        manager.start()
+        settled = False
+        while not stop.is_set() and not manager.wait(0.5):
+            if not settled and readiness(manager) is None:
+                settle_collector()
+                settled = True
+    finally:
+        release_collector()
     lost = manager.lost_leadership.is_set()
     failure = manager.failure
     manager.stop()

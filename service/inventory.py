@@ -1057,12 +1057,16 @@ class KubeKind:
     """Its cluster-wide ``list_*`` method (streamed for the watch as well)."""
     optional: bool = False
     """A kind the API server may not serve (an older DeviceTaintRule version): 404 means none."""
+    churns: bool = False
+    """Changed all the time while schedulers work (claims): changes of such kinds alone wait
+    ``KubeSource.churn_debounce`` before a snapshot instead of ``debounce``."""
 
 
 DEFAULT_KUBE_KINDS: tuple[KubeKind, ...] = (
     KubeKind("DeviceClass", "resource.k8s.io", "v1", "deviceclasses", "resource", "list_device_class"),
     KubeKind("ResourceSlice", "resource.k8s.io", "v1", "resourceslices", "resource", "list_resource_slice"),
-    KubeKind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", "resource", "list_resource_claim_for_all_namespaces"),
+    KubeKind("ResourceClaim", "resource.k8s.io", "v1", "resourceclaims", "resource", "list_resource_claim_for_all_namespaces",
+             churns=True),
     KubeKind("DeviceTaintRule", "resource.k8s.io", "v1", "devicetaintrules", "rules", "list_device_taint_rule", optional=True),
     KubeKind("Node", "", "v1", "nodes", "core", "list_node"),
     KubeKind("Namespace", "", "v1", "namespaces", "core", "list_namespace"),
@@ -1072,7 +1076,7 @@ DEFAULT_KUBE_KINDS: tuple[KubeKind, ...] = (
 @dataclass
 class _KindState:
     objects: dict[str, o.TypedObject] = field(default_factory=dict)
-    """Decoded objects by ``namespace/name`` (the informer's key)."""
+    """Decoded objects by ``namespace/name`` (the informer's key), the publisher thread's own."""
     changed: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = field(default_factory=dict)
     """(new, old) of the objects changed since the last snapshot, by key, decoded by the next:
     an object written several times in between (a claim's finalizer, then its allocation) is
@@ -1093,7 +1097,7 @@ class KubeSource(InventorySource):
     take at most 1 / (1 + holdoff) of the time, whatever the cluster's size, instead of all of it.
     Ready (health SERVING) only after every kind has been listed once.
 
-    When only claims changed, the wait is ``claims_debounce`` (0.2 s) instead: a scheduler
+    When only claims changed (kinds that churn), the wait is ``churn_debounce`` (0.2 s) instead: a scheduler
     binding a backlog changes claims all the time, and at 0.05 s the rebuilds took twice the
     CPU (docs/comparing.md, "Writes over connections of our own"). What a snapshot
     does not show yet of them is covered by the reservations and in-flight allocations that
@@ -1109,7 +1113,7 @@ class KubeSource(InventorySource):
         kinds: Sequence[KubeKind] = DEFAULT_KUBE_KINDS,
         watch_timeout: int = 300,
         debounce: float = 0.05,
-        claims_debounce: float = 0.2,
+        churn_debounce: float = 0.2,
         holdoff: float = 4.0,
         max_holdoff: float = 2.0,
         retry_delay: float = 1.0,
@@ -1119,15 +1123,17 @@ class KubeSource(InventorySource):
         self.kinds = tuple(kinds)
         self.watch_timeout = watch_timeout
         self.debounce = debounce
-        self.claims_debounce = claims_debounce
+        self.churn_debounce = churn_debounce
         self.holdoff = holdoff
         self.max_holdoff = max_holdoff
         self.retry_delay = retry_delay
         self._state = {k.kind: _KindState() for k in self.kinds}
+        self._churning = frozenset(k.kind for k in self.kinds if k.churns)
         self._state_lock = threading.Lock()
         self._dirty = threading.Event()
-        self._beyond_claims = True
-        """Something other than claims changed since the last snapshot (or none was built yet)."""
+        self._steady_changed = True
+        """An object of a kind that does not churn changed since the last snapshot (or none was
+        built yet): the snapshot follows within ``debounce``."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # Objects the API server already accepted: no strict field validation (our models may
@@ -1192,7 +1198,7 @@ class KubeSource(InventorySource):
     def _listed(self, kind: str) -> None:
         with self._state_lock:
             self._state[kind].listed = True
-            self._beyond_claims = True
+            self._steady_changed = True
         self._dirty.set()
 
     def _changed(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -1202,12 +1208,13 @@ class KubeSource(InventorySource):
         key = ob.key(current)
         with self._state_lock:
             self._state[kind].changed[key] = (new, old)
-            if kind != "ResourceClaim":
-                self._beyond_claims = True
+            if kind not in self._churning:
+                self._steady_changed = True
         self._dirty.set()
 
     def _apply_changes(self) -> None:
-        """Decode what changed since the last snapshot into the per-kind maps."""
+        """Decode what changed since the last snapshot into the per-kind maps. The maps and
+        ``_problems`` are the publisher thread's own: only the ``changed`` hand-over is locked."""
         with self._state_lock:
             changes = [(state, state.changed) for state in self._state.values() if state.changed]
             for state, _ in changes:
@@ -1215,15 +1222,13 @@ class KubeSource(InventorySource):
         for state, changed in changes:
             for key, (new, old) in changed.items():
                 if new is None:
-                    if old is not None and self._problems:  # (only this thread records problems)
+                    if old is not None and self._problems:
                         self._decode(old, deleted=True)  # forgets its problem, if it had one
-                    with self._state_lock:
-                        state.objects.pop(key, None)
+                    state.objects.pop(key, None)
                     continue
                 obj = self._decode(new)
                 if obj is not None:  # else: recorded as a problem; the last good copy stays
-                    with self._state_lock:
-                        state.objects[key] = obj
+                    state.objects[key] = obj
 
     def _decode(self, raw: dict[str, Any], *, deleted: bool = False) -> o.TypedObject | None:
         """The object, or None when it does not decode: recorded as a problem (its pool becomes
@@ -1233,14 +1238,12 @@ class KubeSource(InventorySource):
         except Exception as err:  # InvalidInput, or a decoder gap
             first = err.errors[0] if isinstance(err, InvalidInputs) else err
             problem = problem_of(first, raw, source="kubernetes")
-            with self._state_lock:
-                if deleted:
-                    self._problems.pop((problem.kind, problem.name), None)
-                else:
-                    self._problems[(problem.kind, problem.name)] = (problem, _raw_slice_node(raw))
+            if deleted:
+                self._problems.pop((problem.kind, problem.name), None)
+            else:
+                self._problems[(problem.kind, problem.name)] = (problem, _raw_slice_node(raw))
             return None
-        with self._state_lock:
-            self._problems.pop((obj.kind, _clipped(obj.ref, 128)), None)
+        self._problems.pop((obj.kind, _clipped(obj.ref, 128)), None)
         return obj
 
     def _publisher(self) -> None:
@@ -1250,16 +1253,16 @@ class KubeSource(InventorySource):
                 return
             self._stop.wait(self.debounce)
             with self._state_lock:
-                claims_only, self._beyond_claims = not self._beyond_claims, False
-            if claims_only:  # a scheduler's writes: the longer wait for more of them
-                self._stop.wait(max(0.0, self.claims_debounce - self.debounce))
+                churn_only, self._steady_changed = not self._steady_changed, False
+            if churn_only:  # a scheduler's writes: the longer wait for more of them
+                self._stop.wait(max(0.0, self.churn_debounce - self.debounce))
             self._dirty.clear()
             started = time.perf_counter()
             self._apply_changes()
             with self._state_lock:
                 ready = all(s.listed for s in self._state.values())
-                objects = [obj for s in self._state.values() for _, obj in sorted(s.objects.items())]
-                problems = [self._problems[k] for k in sorted(self._problems)]
+            objects = [obj for s in self._state.values() for _, obj in sorted(s.objects.items())]
+            problems = [self._problems[k] for k in sorted(self._problems)]
             self.publish_objects(objects, problems=problems, namespaces_known=True, ready=ready)
             self.last_publish_seconds = time.perf_counter() - started
             self._stop.wait(min(self.holdoff * self.last_publish_seconds, self.max_holdoff))

@@ -46,18 +46,23 @@ _LONG_NUMBER = b"0" * 19
 """Nineteen digits in a row: maybe an integer beyond 64 bits (signed or not), which orjson reads as a float."""
 
 
-def loads(data: bytes | str) -> Any:
+def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """The document in ``data``, read as the standard decoder reads it, faster.
 
     orjson refuses numbers out of double range (the standard decoder reads infinity) and reads
     integers beyond 64 bits as floats, which would change an opaque configuration parameter
     written back in the next update: documents with either go to the standard decoder."""
-    raw = data
-    if isinstance(raw, str):
+    if isinstance(data, str):
         try:
-            raw = raw.encode()
+            raw = data.encode()
         except UnicodeEncodeError:  # a lone surrogate: only the standard decoder takes it
             return json.loads(data)
+    elif isinstance(data, bytes):
+        raw = data
+    elif isinstance(data, bytearray | memoryview):
+        raw = bytes(data)
+    else:
+        raise TypeError(f"the JSON document must be str or bytes, not {type(data).__name__}")
     if _LONG_NUMBER in raw.translate(_DIGITS):
         return json.loads(raw)
     try:

@@ -21,6 +21,7 @@ import time
 import urllib.error
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import pytest
@@ -125,6 +126,49 @@ def fast_options(**overrides: Any) -> Options:
     }
     base.update(overrides)
     return Options(**base)
+
+
+class FaultServer:
+    """Answers every request, of any verb, with the next queued (status, headers), or 200 with
+    ``ok_body`` when none is queued: the 5xx and 429 answers (with Retry-After) a healthy
+    kube-apiserver does not give on cue. HTTP/1.1 with keep-alive, as the API server; records
+    each request's path (``requests``) and method, path, content type and body (``bodies``)."""
+
+    def __init__(self, *, ok_body: bytes = b"{}") -> None:
+        self.answers: list[tuple[int, dict[str, str]]] = []
+        self.requests: list[str] = []
+        self.bodies: list[tuple[str, str, str | None, bytes]] = []
+        answers, requests, bodies = self.answers, self.requests, self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                body_in = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                requests.append(self.path)
+                bodies.append((self.command, self.path, self.headers.get("Content-Type"), body_in))
+                status, headers = answers.pop(0) if answers else (200, {})
+                body = ok_body if status == 200 else (
+                    b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError"}')
+                self.send_response(status)
+                for key, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class FaultyKube(kube.Kube):

@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi.informer import Informer, Store, without_managed_fields
 from dra_solver.service.kubeapi.leaderelection import ElectionConfig, LeaderElector
 from tests import builders as b
-from tests.controllers.conftest import Env, wait_for
+from tests.controllers.conftest import Env, FaultServer, wait_for
 from tests.realkube import KubeCluster
 
 
@@ -146,39 +145,6 @@ def test_finalizer_blocks_delete_until_removed(cluster: Env) -> None:
     k.update_claim(pending)
     with pytest.raises(kube.NotFound):
         k.get_claim("default", "c")
-
-
-class FaultServer:
-    """Answers every request with the next queued (status, headers): the 5xx and 429 answers a
-    healthy kube-apiserver does not give on cue."""
-
-    def __init__(self) -> None:
-        self.answers: list[tuple[int, dict[str, str]]] = []
-        self.requests: list[str] = []
-        answers, requests = self.answers, self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                requests.append(self.path)
-                status, headers = answers.pop(0) if answers else (404, {})
-                body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError"}'
-                self.send_response(status)
-                for key, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

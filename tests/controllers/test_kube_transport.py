@@ -16,7 +16,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from dra_solver.controllers import objects as ob
 from dra_solver.service.kubeapi import client as kube
 from dra_solver.service.kubeapi import direct
 from tests import builders as b
-from tests.controllers.conftest import Env
+from tests.controllers.conftest import Env, FaultServer
 from tests.realkube import KubeCluster
 
 BIG = 123456789012345678901234567890
@@ -111,6 +110,9 @@ def test_loads_refuses_what_the_standard_decoder_refuses() -> None:
     for bad in (b"", b"{", b"{'a': 1}", b"\xff"):
         with pytest.raises(ValueError):
             direct.loads(bad)
+    with pytest.raises(TypeError, match="must be str or bytes, not int"):
+        direct.loads(12)  # type: ignore[arg-type]
+    assert direct.loads(bytearray(b'{"a": 1}')) == direct.loads(memoryview(b'{"a": 1}')) == {"a": 1}
 
 
 def test_dumps_writes_what_the_standard_encoder_writes() -> None:
@@ -124,48 +126,9 @@ def test_dumps_writes_what_the_standard_encoder_writes() -> None:
 # --- faults the real server does not give on cue ----------------------------------------------
 
 
-class WriteFaults:
-    """An HTTP/1.1 server with keep-alive: answers writes with the queued (status, headers)."""
-
-    def __init__(self) -> None:
-        self.answers: list[tuple[int, dict[str, str]]] = []
-        self.bodies: list[tuple[str, str, str | None, bytes]] = []
-        answers, bodies = self.answers, self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _answer(self) -> None:
-                body_in = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                bodies.append((self.command, self.path, self.headers.get("Content-Type"), body_in))
-                status, headers = answers.pop(0) if answers else (200, {})
-                body = b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"TooManyRequests"}'
-                if status == 200:
-                    body = b'{"kind":"Event","metadata":{"name":"e"},"count":18446744073709551617}'
-                self.send_response(status)
-                for key, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_POST = do_PUT = do_PATCH = do_DELETE = _answer
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
-def faults() -> Iterator[WriteFaults]:
-    server = WriteFaults()
+def faults() -> Iterator[FaultServer]:
+    server = FaultServer(ok_body=b'{"kind":"Event","metadata":{"name":"e"},"count":18446744073709551617}')
     yield server
     server.stop()
 
@@ -173,7 +136,7 @@ def faults() -> Iterator[WriteFaults]:
 EVENT = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": "p.", "namespace": "default"}, "reason": "Test"}
 
 
-def test_write_errors_map_with_the_servers_retry_after(faults: WriteFaults) -> None:
+def test_write_errors_map_with_the_servers_retry_after(faults: FaultServer) -> None:
     k = kube.Kube(kube.api_client(host=faults.host))
     assert k.transport is not None
     faults.answers.append((429, {"Retry-After": "3"}))
@@ -317,7 +280,7 @@ def test_configurations_only_urllib3_reproduces_keep_it() -> None:
     assert transport is not None and transport.origin == "https://[::1]:6443"
 
 
-def test_writes_through_a_proxy_stay_with_urllib3(faults: WriteFaults) -> None:
+def test_writes_through_a_proxy_stay_with_urllib3(faults: FaultServer) -> None:
     api = kube.api_client(host="http://api.invalid:6443")
     api.configuration.proxy = faults.host  # plain HTTP through a forward proxy: the request line names the server
     api.rest_client = type(api.rest_client)(api.configuration)
@@ -336,7 +299,7 @@ def test_credentials_that_do_not_load_keep_urllib3_and_its_errors(tmp_path: Any)
         k.create_event("default", EVENT)
 
 
-def test_a_server_address_with_a_path_keeps_it(faults: WriteFaults) -> None:
+def test_a_server_address_with_a_path_keeps_it(faults: FaultServer) -> None:
     k = kube.Kube(kube.api_client(host=f"{faults.host}/k8s/clusters/c-1"))
     k.create_event("default", EVENT)
     assert faults.bodies[-1][:2] == ("POST", "/k8s/clusters/c-1/api/v1/namespaces/default/events")
@@ -386,6 +349,8 @@ def test_answers_in_every_form_http_allows() -> None:
         (b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\n{\"c\":3}", True),
         (b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"d\":4}", True),
         (b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 0\r\n\r\n", False),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{\"e\":5}", False),
     ])
     try:
         assert k.transport is not None
@@ -398,6 +363,8 @@ def test_answers_in_every_form_http_allows() -> None:
         with pytest.raises(kube.Transient, match="Too Many Requests") as throttled:
             k.create_event("default", EVENT)
         assert throttled.value.status == 429 and throttled.value.delay == 2.0
+        assert k.create_event("default", EVENT) == {}, "204: no body, and none read"
+        assert k.create_event("default", EVENT) == {"e": 5}, "the connection stays in step after a 204"
         assert server.connections == 3
         first = server.requests[0]
         head, _, body = first.partition(b"\r\n\r\n")
@@ -417,7 +384,10 @@ def test_answers_in_every_form_http_allows() -> None:
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
     b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n",
     b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n",
-], ids=["status-line", "short-body", "negative-length", "chunk-size", "header-count", "header-length"])
+    b"HTTP/1.1 200 " + b"O" * 70000 + b"\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2",
+], ids=["status-line", "short-body", "negative-length", "chunk-size", "header-count", "header-length", "status-length",
+        "headers-cut-short"])
 def test_a_broken_answer_is_a_transient_error_and_the_connection_dropped(answer: bytes) -> None:
     server, k = _scripted([(answer, True), (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", False)])
     try:
@@ -437,6 +407,8 @@ def test_line_breaks_in_headers_are_refused_before_sending() -> None:
         for headers, target in (({"X-A": "a\r\nX-Injected: 1"}, "/x"), ({"X-A": "a\nb"}, "/x"), ({}, "/x HTTP/1.1\r\nX: 1\r\n")):
             with pytest.raises(ValueError, match="line break"):
                 transport.request("POST", f"{server.host}{target}", headers, b"{}")
+        with pytest.raises(ValueError, match="is not on"):
+            transport.request("POST", "http://elsewhere.example/x", {}, b"{}")
         assert server.requests == []
         assert transport.request("POST", f"{server.host}/x", {"X-A": "fine"}, b"{}").status == 200
     finally:

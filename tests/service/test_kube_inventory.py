@@ -348,7 +348,7 @@ def test_an_object_that_does_not_decode_is_a_problem_until_deleted() -> None:
 
 
 def test_claim_changes_alone_wait_the_longer_debounce_others_do_not() -> None:
-    source = KubeSource(api_client(host="http://127.0.0.1:1"), debounce=0.01, claims_debounce=1.0)
+    source = KubeSource(api_client(host="http://127.0.0.1:1"), debounce=0.01, churn_debounce=1.0)
     published: list[float] = []
     source.publish_objects = lambda *a, **kw: published.append(time.monotonic())  # type: ignore[method-assign, assignment]
     thread = threading.Thread(target=source._publisher, daemon=True)
