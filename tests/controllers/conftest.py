@@ -129,25 +129,28 @@ def fast_options(**overrides: Any) -> Options:
 
 
 class FaultServer:
-    """Answers every request, of any verb, with the next queued (status, headers), or 200 with
-    ``ok_body`` when none is queued: the 5xx and 429 answers (with Retry-After) a healthy
-    kube-apiserver does not give on cue. HTTP/1.1 with keep-alive, as the API server; records
-    each request's path (``requests``) and method, path, content type and body (``bodies``)."""
+    """Answers each request with the next queued (status, headers), or ``otherwise`` when none
+    is queued: the 5xx and 429 answers (with Retry-After) a healthy kube-apiserver does not give
+    on cue. By default GET only (other verbs: 501) over HTTP/1.0, a connection per request, so
+    a client cannot outlive ``stop`` on a kept connection; ``keep_alive`` speaks HTTP/1.1 as the
+    API server does. Records each request's path (``requests``) and method, path, content type
+    and body (``bodies``); a 200 answers ``ok_body``."""
 
-    def __init__(self, *, ok_body: bytes = b"{}") -> None:
+    def __init__(self, *, verbs: tuple[str, ...] = ("GET",), keep_alive: bool = False,
+                 otherwise: tuple[int, dict[str, str]] = (404, {}), ok_body: bytes = b"{}") -> None:
         self.answers: list[tuple[int, dict[str, str]]] = []
         self.requests: list[str] = []
         self.bodies: list[tuple[str, str, str | None, bytes]] = []
         answers, requests, bodies = self.answers, self.requests, self.bodies
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
 
             def _answer(self) -> None:
                 body_in = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 requests.append(self.path)
                 bodies.append((self.command, self.path, self.headers.get("Content-Type"), body_in))
-                status, headers = answers.pop(0) if answers else (200, {})
+                status, headers = answers.pop(0) if answers else otherwise
                 body = ok_body if status == 200 else (
                     b'{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"InternalError"}')
                 self.send_response(status)
@@ -157,11 +160,11 @@ class FaultServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _answer
-
             def log_message(self, *args: Any) -> None:
                 pass
 
+        for verb in verbs:
+            setattr(Handler, f"do_{verb}", Handler._answer)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

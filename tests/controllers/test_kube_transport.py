@@ -128,7 +128,8 @@ def test_dumps_writes_what_the_standard_encoder_writes() -> None:
 
 @pytest.fixture
 def faults() -> Iterator[FaultServer]:
-    server = FaultServer(ok_body=b'{"kind":"Event","metadata":{"name":"e"},"count":18446744073709551617}')
+    server = FaultServer(verbs=("POST", "PUT", "PATCH", "DELETE"), keep_alive=True, otherwise=(200, {}),
+                         ok_body=b'{"kind":"Event","metadata":{"name":"e"},"count":18446744073709551617}')
     yield server
     server.stop()
 

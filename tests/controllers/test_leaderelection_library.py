@@ -28,8 +28,7 @@ from dra_solver.service.kubeapi.leaderelection import (
     _LeaseApi,
     _Lock,
 )
-from tests.controllers.conftest import wait_for
-from tests.controllers.test_kube import FaultServer
+from tests.controllers.conftest import FaultServer, wait_for
 
 CONFIG = ElectionConfig("ns", "lease", "me", lease_duration=2.0, renew_deadline=1.0, retry_period=0.05)
 NOW = str(dt.datetime(2026, 1, 2, 3, 4, 5, 678901))
