@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence, Set
 
 from dra_solver.controllers import claims as logic
@@ -33,6 +35,12 @@ POD_PREFIX = "pod:"
 CLAIM_PREFIX = "claim:"
 GROUP_PREFIX = "podgroup:"
 
+UNALLOCATED_GRACE = 5.0
+"""Seconds a pod may be seen on its node with an unallocated claim before that is reported. A
+scheduler allocates and reserves a pod's claims before it binds the pod, but the two changes
+come on different watches: the pod on its node may show here before its claims' allocation
+does, and reporting then would be a false alarm on a pod that is fine."""
+
 
 class ClaimController:
     name = "resource_claim"
@@ -46,6 +54,8 @@ class ClaimController:
         workers: int = 2,
         admin_access_enabled: bool = True,
         events: Events | None = None,
+        unallocated_grace: float = UNALLOCATED_GRACE,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube_api
         self.cluster = cluster
@@ -56,6 +66,11 @@ class ClaimController:
         self.claims = cluster.informer("claims")
         self.templates = cluster.informer("templates")
         self.deleted = UIDCache(500)
+        self.unallocated_grace = unallocated_grace
+        self._clock = clock
+        self._unallocated_since: dict[str, float] = {}
+        """Pod UID -> when it was first seen on its node with a claim not allocated."""
+        self._unallocated_lock = threading.Lock()
         self.queue = new_queue(self.name, metrics)
         self.runner = Runner(self.name, self.queue, self.sync, workers=workers, metrics=metrics)
         self.pods.add_handler(self._on_pod)
@@ -76,6 +91,8 @@ class ClaimController:
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         pod = new if new is not None else old
         assert pod is not None
+        if new is None:
+            self._settled(pod)
         self._enqueue_pod(pod, deleted=new is None)
 
     def _on_group(self, old: Obj | None, new: Obj | None) -> None:
@@ -145,6 +162,8 @@ class ClaimController:
     def sync_pod(self, key: str) -> None:
         pod = self.pods.store.get(key)
         if pod is None or ob.deleting(pod):
+            if pod is not None:
+                self._settled(pod)
             return
         ns = ob.namespace(pod)
         plan = logic.sync_pod(
@@ -168,13 +187,32 @@ class ClaimController:
             updated = self.kube.update_claim_status(body)
             self.claims.store.assume(updated)
             log.info("reserved ResourceClaim %s for pod %s", ob.key(updated), key)
-        for problem in plan.unallocated:
-            self.events.emit(pod, "Pod", type_="Warning", reason="ResourceClaimNotAllocated", message=problem)
-            log.info("pod %s: %s", key, problem)
+        if not plan.unallocated:
+            self._settled(pod)
+        elif self._unallocated_for_long(pod, key):
+            for problem in plan.unallocated:
+                self.events.emit(pod, "Pod", type_="Warning", reason="ResourceClaimNotAllocated", message=problem)
+                log.info("pod %s: %s", key, problem)
         if plan.errors:
             for problem in plan.errors:
                 self.events.emit(pod, "Pod", type_="Warning", reason="FailedResourceClaimCreation", message=problem)
             raise Retry("; ".join(plan.errors))
+
+    def _unallocated_for_long(self, pod: Obj, key: str) -> bool:
+        """Whether ``pod`` has been seen on its node with an unallocated claim for
+        ``unallocated_grace`` seconds; if not yet, it is looked at again when they are up."""
+        now = self._clock()
+        with self._unallocated_lock:
+            since = self._unallocated_since.setdefault(ob.uid(pod), now)
+        left = since + self.unallocated_grace - now
+        if left <= 0:
+            return True
+        self.queue.add_after(POD_PREFIX + key, left)
+        return False
+
+    def _settled(self, pod: Obj) -> None:
+        with self._unallocated_lock:
+            self._unallocated_since.pop(ob.uid(pod), None)
 
     def _create_claims(self, owner: Obj, kind: str, creates: Sequence[logic.CreateClaim]) -> dict[str, str]:
         """Create ``creates`` for ``owner`` (a Pod or a PodGroup): each entry's claim name. A

@@ -119,6 +119,8 @@ class PlacedPod:
     dra_backed: frozenset[str] = frozenset()
     """The extended resources DRA serves for the pod on ``node`` (not counted against the
     node's allocatable)."""
+    requests: logic.Resources | None = None
+    """What the pod takes from its node, when the attempt read it already (None: read here)."""
 
 
 class Solver:
@@ -551,11 +553,12 @@ class Scheduler:
             self._mark_unschedulable(pod, gathered.wait, record=not gathered.being_created)
             return "waiting"
         wanted = self._extended_requests(pod)
-        nodes = self.nodes.store.by_key()  # a Node's key is its name
+        nodes = self.nodes.store.shared_by_key()  # a Node's key is its name; the same mapping while none changes
         used = self.used_resources()
         backed = wanted[0].resources if wanted is not None else frozenset()
+        need = logic.pod_requests(pod)
         filtered = logic.filter_nodes(pod, nodes, used=used, claims=gathered.claims, dra_backed=backed,
-                                      allocatable=self._node_allocatable, placements=self._placements)
+                                      allocatable=self._node_allocatable, placements=self._placements, need=need)
         if not filtered.candidates:
             self._mark_unschedulable(pod, filtered.summary(len(nodes)))
             return "unschedulable"
@@ -563,7 +566,7 @@ class Scheduler:
         if placement is None:
             return "unschedulable"
         try:
-            self.assume(key, [PlacedPod(pod, placement.node, gathered, dra_backed=backed)], placement.allocations, nodes)
+            self.assume(key, [PlacedPod(pod, placement.node, gathered, dra_backed=backed, requests=need)], placement.allocations, nodes)
         except AttemptFailed as err:
             self.release_reservation(placement.reservation)
             raise Retry(f"pod {key}: {err}") from err
@@ -963,20 +966,21 @@ class Scheduler:
             conflicts = logic.conflicts_with(allocations, holders)
             if conflicts:
                 raise AttemptFailed("; ".join(conflicts))
-            for p in placed:  # each pod against the node with the attempt's pods before it
+            needs = [logic.pod_requests(p.pod) if p.requests is None else p.requests for p in placed]
+            for p, need in zip(placed, needs, strict=True):  # each pod against the node with the attempt's pods before it
                 selectors = [(ob.allocation(c.claim) or {}).get("nodeSelector") for c in p.gathered.allocated]
                 why = logic.node_verdict(
                     p.pod, nodes.get(p.node) or {}, used=used.get(p.node, logic.Resources()),
-                    claim_selectors=[s for s in selectors if s], dra_backed=p.dra_backed,
+                    claim_selectors=[s for s in selectors if s], dra_backed=p.dra_backed, need=need,
                 )
                 if why:
                     whose = "" if ob.key(p.pod) == key else f" pod {ob.key(p.pod)}"  # a group's attempt names the pod
                     raise AttemptFailed(f"node {p.node} no longer fits{whose}: {why}")
-                used[p.node] = used.get(p.node, logic.Resources()).plus(logic.pod_requests(p.pod))
-            for p in placed:
-                pk, requests = ob.key(p.pod), logic.pod_requests(p.pod)
-                self._assumed[pk] = (ob.uid(p.pod), p.node, requests)
-                self._usage.put(pk, (p.node, requests))
+                used[p.node] = used.get(p.node, logic.Resources()).plus(need)
+            for p, need in zip(placed, needs, strict=True):
+                pk = ob.key(p.pod)
+                self._assumed[pk] = (ob.uid(p.pod), p.node, need)
+                self._usage.put(pk, (p.node, need))
             self._add_inflight(key, allocations)
 
     def settle(self, key: str, allocations: Mapping[str, Obj], *, unbound: Iterable[str] = ()) -> None:

@@ -262,6 +262,17 @@ NO_USE = Resources()
 """What a node with no pods counts as used."""
 
 
+@dataclass(frozen=True, slots=True)
+class PlacementPass:
+    """One placement's verdicts over every node of a nodes mapping: the nodes that pass (by
+    name), why the others do not, and the fewest pods any passing node takes (None: none
+    says)."""
+
+    passing: tuple[str, ...]
+    reasons: Mapping[str, str]
+    least_room: int | Fraction | None
+
+
 class PlacementVerdicts:
     """Placement verdicts (node unschedulable, affinity and selector, taints) kept per pod
     placement and node, for a caller that filters many pods: pods made from one template
@@ -272,6 +283,21 @@ class PlacementVerdicts:
     def __init__(self, max_placements: int = 256) -> None:
         self.max_placements = max_placements
         self._by_placement: dict[str, dict[str, tuple[Mapping[str, Any], str]]] = {}
+        self._passes: dict[int, tuple[dict[str, tuple[Mapping[str, Any], str]], Mapping[str, Mapping[str, Any]], PlacementPass]] = {}
+        """id of a placement's verdicts -> (those verdicts, the nodes mapping, its pass)."""
+
+    def placement_pass(self, kept: dict[str, tuple[Mapping[str, Any], str]], nodes: Mapping[str, Mapping[str, Any]]) -> PlacementPass | None:
+        """The pass of the placement ``kept`` belongs to over ``nodes``, when it was made over
+        this very mapping (a cache hands out the same one until a node changes)."""
+        hit = self._passes.get(id(kept))
+        if hit is not None and hit[0] is kept and hit[1] is nodes:
+            return hit[2]
+        return None
+
+    def remember_pass(self, kept: dict[str, tuple[Mapping[str, Any], str]], nodes: Mapping[str, Mapping[str, Any]], made: PlacementPass) -> None:
+        if len(self._passes) >= self.max_placements:
+            self._passes.clear()
+        self._passes[id(kept)] = (kept, nodes, made)  # holding ``kept`` keeps its id unique
 
     def for_pod(self, pod: Mapping[str, Any]) -> dict[str, tuple[Mapping[str, Any], str]]:
         """node name -> (the node, its verdict), for the pods that place like ``pod``."""
@@ -347,13 +373,15 @@ def node_verdict(
     used: Resources = NO_USE,
     claim_selectors: Sequence[Mapping[str, Any]] = (),
     dra_backed: frozenset[str] = frozenset(),
+    need: Resources | None = None,
 ) -> str:
-    """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words.
+    """Why ``pod`` cannot go to ``node`` ("" when it can), in the scheduler's words. ``need``:
+    :func:`pod_requests` of ``pod``, when the caller has it.
 
     ``dra_backed`` names the extended resources some DeviceClass serves: on a node whose
     allocatable has none of such a resource, DRA decides (the special claim), not the node's
     capacity (upstream's ``shouldDelegateResourceToDRA``)."""
-    return PodFit(pod, claim_selectors=claim_selectors, dra_backed=dra_backed).verdict(node, used)
+    return PodFit(pod, claim_selectors=claim_selectors, dra_backed=dra_backed, need=need).verdict(node, used)
 
 
 def filter_nodes(
@@ -365,21 +393,20 @@ def filter_nodes(
     dra_backed: frozenset[str] = frozenset(),
     allocatable: Callable[[Mapping[str, Any]], Resources] | None = None,
     placements: PlacementVerdicts | None = None,
+    need: Resources | None = None,
 ) -> NodeFilter:
     """Candidate nodes for ``pod`` (everything but devices, which the solver decides).
     ``nodes``: the nodes, or the nodes by name; ``allocatable``: a node's allocatable
     resources, when the caller keeps them parsed; ``placements``: placement verdicts the
-    caller keeps across pods."""
+    caller keeps across pods; ``need``: :func:`pod_requests` of ``pod``, when the caller has it."""
     selectors = [ob.allocation(c.claim).get("nodeSelector") for c in claims if c.allocated]  # type: ignore[union-attr]
-    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed, placements=placements)
+    fit = PodFit(pod, claim_selectors=[s for s in selectors if s], dra_backed=dra_backed, need=need, placements=placements)
     parse = allocatable or node_allocatable
     candidates: list[str] = []
     reasons: dict[str, str] = {}
-    named = list(nodes.items()) if isinstance(nodes, Mapping) else [(ob.name(node), node) for node in nodes]
-    named.sort(key=itemgetter(0))
     need, kept = fit.need, fit._kept
     if need.cpu or need.memory or need.scalars or kept is None or fit.check.has_claim_selectors:
-        for name, node in named:
+        for name, node in _by_name(nodes):
             why = fit.verdict(node, used.get(name, NO_USE), parse(node), name=name)
             if why:
                 reasons[name] = why
@@ -388,6 +415,17 @@ def filter_nodes(
         return NodeFilter(tuple(candidates), reasons)
     # The common pod: placement verdicts kept per node object and nothing to count but the
     # pod itself, so :meth:`PodFit.verdict` inlined (the calls were half the filter's time).
+    if placements is not None and isinstance(nodes, Mapping):
+        # Pods that place alike, while no node changed: the placement pass is the last one,
+        # and while no node is near its pod limit it is the answer, no node looked at.
+        made = placements.placement_pass(kept, nodes)
+        if made is None:
+            made = _placement_pass(fit, kept, _by_name(nodes), parse)
+            placements.remember_pass(kept, nodes, made)
+        busiest = max((u.pods or 0 for u in used.values()), default=0)
+        if made.least_room is None or busiest + 1 <= made.least_room:
+            return NodeFilter(made.passing, dict(made.reasons))
+    named = _by_name(nodes)
     for name, node in named:
         hit = kept.get(name)
         why = hit[1] if hit is not None and hit[0] is node else fit._placement(node, name)
@@ -402,6 +440,30 @@ def filter_nodes(
         else:
             candidates.append(name)
     return NodeFilter(tuple(candidates), reasons)
+
+
+def _by_name(nodes: Iterable[Mapping[str, Any]] | Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Mapping[str, Any]]]:
+    named = list(nodes.items()) if isinstance(nodes, Mapping) else [(ob.name(node), node) for node in nodes]
+    named.sort(key=itemgetter(0))
+    return named
+
+
+def _placement_pass(fit: PodFit, kept: dict[str, tuple[Mapping[str, Any], str]], named: Sequence[tuple[str, Mapping[str, Any]]],
+                    parse: Callable[[Mapping[str, Any]], Resources]) -> PlacementPass:
+    passing: list[str] = []
+    reasons: dict[str, str] = {}
+    least: int | Fraction | None = None
+    for name, node in named:
+        hit = kept.get(name)
+        why = hit[1] if hit is not None and hit[0] is node else fit._placement(node, name)
+        if why:
+            reasons[name] = why
+            continue
+        passing.append(name)
+        room = parse(node).pods
+        if room is not None and (least is None or room < least):
+            least = room
+    return PlacementPass(tuple(passing), reasons, least)
 
 
 def least_allocated(candidates: Sequence[str], nodes: Mapping[str, Mapping[str, Any]], used: Mapping[str, Resources]) -> str:

@@ -228,6 +228,7 @@ class NodeIndex:
             )
         self.views = views
         self.node_names = tuple(sorted(views))
+        self.node_name_set = frozenset(views)
         self.pool_node: dict[PoolKey, str] = {}
         for name, view in views.items():
             for pool in view.pools:
@@ -592,7 +593,7 @@ _EMPTY = AllocatedState()
 
 _LAYOUT = (
     "_invalid_local", "_invalid_shared", "_slice_parts", "nodes_by_name", "slices_by_pool", "shared_slices", "shared_pools",
-    "global_key", "_extras", "_local_by_node", "views", "node_names", "pool_node", "device_count_by_driver", "_units",
+    "global_key", "_extras", "_local_by_node", "views", "node_names", "node_name_set", "pool_node", "device_count_by_driver", "_units",
 )
 """What an index built from the same slices, classes, taint rules, nodes and invalid pools
 shares with its predecessor (``NodeIndex._carry``)."""

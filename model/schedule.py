@@ -240,6 +240,11 @@ def choose_node(
     ``share_states``, where equal keys mean equal problems up to names. ``key_of_claims``:
     ``claims_key`` of ``claims`` with ``options``' allocator, policy and gates, when the caller
     keeps it (None: made here)."""
+    if candidates and len(candidates) >= len(index.node_names) and set(candidates) == index.node_name_set:
+        # Every node of the index and no other (a scheduler that filtered none out): the same
+        # visit as without a list, in the snapshot's own order, rather than each name sorted,
+        # looked up and merged again on every call.
+        candidates = ()
     names: Sequence[str] = sorted(set(candidates)) if candidates else index.node_names
     stats = ScheduleStats(nodes_total=len(names))
     node_policy = (options.policy or DEFAULT_POLICY) if (options.allocator or "cpsat") == "cpsat" else ""

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,14 +131,19 @@ class Store:
             self._listed = (self._version, out)
             return list(out)
 
-    def by_key(self) -> dict[str, Obj]:
-        """Every object by key, in key order (a new dict; built again only after a change)."""
+    def shared_by_key(self) -> Mapping[str, Obj]:
+        """:meth:`by_key`'s mapping itself, not a copy: the same object until the store
+        changes, so a caller can tell nothing changed by its identity. Read only."""
         with self._lock:
             version, mapped = self._mapped
             if version != self._version:
                 mapped = {ob.key(o): o for o in self.objects()}
                 self._mapped = (self._version, mapped)
-            return dict(mapped)
+            return mapped
+
+    def by_key(self) -> dict[str, Obj]:
+        """Every object by key, in key order (a new dict; built again only after a change)."""
+        return dict(self.shared_by_key())
 
     def keys(self) -> list[str]:
         with self._lock:

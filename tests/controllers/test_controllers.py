@@ -124,6 +124,29 @@ def test_pod_placed_by_someone_else_gets_its_claim_reserved_and_released(env_no_
     assert ob.uid(env.get("ResourceClaim", "shared") or {}) == ob.uid(claim), "a user's claim is never deleted"
 
 
+def test_an_unallocated_claim_is_reported_only_when_it_stays_so(env_no_solver: Env) -> None:
+    """A scheduler allocates and reserves a pod's claim before it binds the pod, but the claim
+    change may reach the controller after the pod's: a claim that shows allocated within the
+    grace is no warning; one that stays unallocated is reported once the grace is up."""
+    env = env_no_solver
+    soon = env.create(b.ONE_GPU.named("soon").obj())
+    env.create(b.ONE_GPU.named("never").obj())
+    manager = env.manager(enable=CLAIM_ONLY, start=False)
+    manager.controllers["claim"].unallocated_grace = 3.0
+    manager.start()
+    pod = env.create(b.pod("fine", claims={"gpu": "soon"}, node="node-a"))
+    started = time.monotonic()
+    env.create(b.pod("stuck", claims={"gpu": "never"}, node="node-a"))
+    time.sleep(1.0)  # both pods seen on their node with the claim not allocated
+    _set_status(env, env.get("ResourceClaim", "soon") or soon,
+                b.ONE_GPU.named("soon").allocated("gpu-0", node="node-a").reserved_for(pod).obj()["status"])
+    [event] = wait_for(lambda: env.events("ResourceClaimNotAllocated"), timeout=20, what="the warning for the stuck pod")
+    assert time.monotonic() - started >= 3.0, "reported before the grace was up"
+    assert event["involvedObject"]["name"] == "stuck" and "ResourceClaim default/never is not allocated" in event["message"]
+    time.sleep(1.0)
+    assert [e["involvedObject"]["name"] for e in env.events("ResourceClaimNotAllocated")] == ["stuck"]
+
+
 def test_generated_claim_of_finished_pod_is_deleted_and_stale_reservation_dropped(env_no_solver: Env) -> None:
     env = env_no_solver
     ghost = b.pod("ghost", uid="0b5e7e1c-0000-4000-8000-000000000000")  # never existed as far as the API server knows

@@ -131,3 +131,38 @@ def test_discard_drops_the_retries_too() -> None:
     _scheduled(events)
     assert not events.flush(timeout=0.3)
     assert events.discard() == 1 and events.idle()
+
+
+def test_a_slow_api_server_gets_up_to_sixteen_events_at_once() -> None:
+    """A busy scheduler records an event per pod: with one API round trip at a time per sender,
+    four senders fell behind at 150 pods/s on a loaded server and the queue dropped half the
+    Scheduled events. Sixteen are sent at once; no more."""
+    fake = GatedKube()
+    in_flight = 0
+    most = 0
+    counted = threading.Lock()
+    wait = fake.create_event
+
+    def create_event(namespace: str, event: dict[str, Any]) -> None:
+        nonlocal in_flight, most
+        with counted:
+            in_flight += 1
+            most = max(most, in_flight)
+        try:
+            wait(namespace, event)
+        finally:
+            with counted:
+                in_flight -= 1
+
+    fake.create_event = create_event  # type: ignore[method-assign]
+    events = _events(fake)
+    for i in range(40):
+        events.emit(b.pod(f"p{i}", uid=f"u{i}"), "Pod", type_="Normal", reason="Scheduled", message="assigned")
+    deadline = time.monotonic() + 10
+    while most < 16 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    assert most == 16 and events.dropped == 0
+    fake.gate.set()
+    assert events.flush(timeout=30)
+    assert len(fake.sent) == 40

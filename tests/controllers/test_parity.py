@@ -260,7 +260,7 @@ def test_pods_that_skip_the_scheduler(side: Side) -> None:
     wait_for(late_reserved, timeout=30, what="the shared claim reserved for the late pod")
     if side.ours:
         # kube-controller-manager says nothing (the kubelet would, when it fails to start the
-        # pod); dra-solver's claim controller says why at once.
+        # pod); dra-solver's claim controller says why once the claim stayed unallocated for 5 s.
         [event] = wait_for(lambda: env.events("ResourceClaimNotAllocated"), timeout=20, what="the ResourceClaimNotAllocated event")
         assert event["involvedObject"]["name"] == "stuck"
         assert "ResourceClaim default/lonely is not allocated" in event["message"]

@@ -143,10 +143,10 @@ def test_placement_verdicts_kept_across_pods_follow_node_changes_and_pod_placeme
 @given(
     shapes=st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans(), st.booleans(), st.integers(0, 4)),
                     min_size=1, max_size=12),
-    tolerant=st.booleans(), picky=st.booleans(),
+    tolerant=st.booleans(), picky=st.booleans(), more=st.integers(0, 3),
 )
 def test_filter_for_a_pod_without_requests_equals_each_nodes_verdict(
-    shapes: list[tuple[int, bool, bool, bool, int]], tolerant: bool, picky: bool
+    shapes: list[tuple[int, bool, bool, bool, int]], tolerant: bool, picky: bool, more: int
 ) -> None:
     """A pod asking for no CPU, memory or extended resources takes the filter's inlined path:
     the same candidates and reasons as :func:`node_verdict` gives node by node (pod limits,
@@ -168,6 +168,38 @@ def test_filter_for_a_pod_without_requests_equals_each_nodes_verdict(
     kept = s.PlacementVerdicts()
     assert s.filter_nodes(pod, nodes, used=used, placements=kept) == want
     assert s.filter_nodes(pod, {ob.name(n): n for n in nodes}, used=used, placements=kept) == want
+    # The same mapping again (no node changed): the kept placement pass, pod limits counted
+    # with the pods there now.
+    mapping = {ob.name(n): n for n in nodes}
+    assert s.filter_nodes(pod, mapping, used=used, placements=kept) == want
+    fuller = {ob.name(n): s.Resources(pods=(used.get(ob.name(n), s.NO_USE).pods or 0) + more) for n in nodes}
+    verdicts = {ob.name(n): s.node_verdict(pod, n, used=fuller[ob.name(n)]) for n in nodes}
+    want = s.NodeFilter(tuple(sorted(k for k, v in verdicts.items() if not v)), {k: v for k, v in verdicts.items() if v})
+    assert s.filter_nodes(pod, mapping, used=fuller, placements=kept) == want
+
+
+def test_pods_that_place_alike_reuse_the_placement_pass_until_a_node_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dra_solver.service.api import nodefilter
+
+    looked: list[str] = []
+    placement = nodefilter.PlacementCheck.placement
+    monkeypatch.setattr(nodefilter.PlacementCheck, "placement", lambda self, node: looked.append(ob.name(node)) or placement(self, node))
+    kept = s.PlacementVerdicts()
+    nodes = {n: b.node(n, pods="3") for n in ("a", "b", "c")}
+    pods = [b.pod(f"p{i}") for i in range(4)]
+    for pod in pods:
+        del pod["spec"]["containers"][0]["resources"]
+    assert s.filter_nodes(pods[0], nodes, used={}, placements=kept).candidates == ("a", "b", "c")
+    assert looked == ["a", "b", "c"]
+    # Alike pods over the same mapping: no node looked at, the pod counts still read.
+    assert s.filter_nodes(pods[1], nodes, used={"b": s.Resources(pods=2)}, placements=kept).candidates == ("a", "b", "c")
+    full = s.filter_nodes(pods[2], nodes, used={"b": s.Resources(pods=3)}, placements=kept)
+    assert (full.candidates, full.reasons) == (("a", "c"), {"b": "Too many pods"})
+    assert looked == ["a", "b", "c"]
+    # A node changed: a new mapping (as the informer hands out), that node judged again.
+    changed = {**nodes, "c": b.node("c", unschedulable=True)}
+    got = s.filter_nodes(pods[3], changed, used={}, placements=kept)
+    assert (got.candidates, looked) == (("a", "b"), ["a", "b", "c", "c"])
 
 
 def test_used_resources_and_least_allocated() -> None:

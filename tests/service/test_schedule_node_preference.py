@@ -62,6 +62,37 @@ def test_explicit_candidates_follow_the_policy_too() -> None:
     assert _schedule(engine, b.SOLVER_TEST.named("one").request("gpu").obj(), "spread", nodes=("n2", "n3")).node == "n2"
 
 
+@pytest.mark.parametrize("policy", ["", "pack", "spread", "first-fit"])
+def test_a_list_of_every_node_is_visited_as_no_list(policy: str) -> None:
+    # A scheduler that filtered no node out sends them all (in its order, maybe one twice):
+    # same node, same verdicts in the same order, as a call that names none, while
+    # reservations fill the nodes.
+    engine = _engine({"n2": 2, "n3": 6, "n4": 8})
+    for i in range(12):
+        claim = b.SOLVER_TEST.named(f"c{i}").request("gpu", count=1 + i % 3).obj()
+        listed = _schedule(engine, claim, policy, nodes=("n4", "n1", "n3", "n2", "n1"))
+        unlisted = _schedule(engine, claim, policy)
+        assert listed.node == unlisted.node and listed.verdicts == unlisted.verdicts, i
+        assert listed.stats.nodes_total == unlisted.stats.nodes_total == 4
+        _schedule(engine, claim, policy, reserve=True)
+    nothing_fits = b.SOLVER_TEST.named("nine").request("gpu", count=9).obj()
+    assert len(_schedule(engine, nothing_fits, policy).verdicts) == 4
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [("n1", "n2", "n3"), ("n1", "n1", "n2", "n3"), ("n3", "n2", "n1", "n4", "n9")],
+    ids=["one left out", "as many names, one twice", "one more"],
+)
+def test_a_list_that_is_not_every_node_is_visited_as_given(nodes: tuple[str, ...]) -> None:
+    engine = _engine({"n2": 2})
+    answer = _schedule(engine, b.SOLVER_TEST.named("nine").request("gpu", count=9).obj(), "pack", nodes=nodes)
+    assert sorted(v.node for v in answer.verdicts) == sorted(set(nodes))
+    assert answer.stats.nodes_total == len(set(nodes))
+    if "n9" in nodes:
+        assert next(v.reason for v in answer.verdicts if v.node == "n9") == 'node "n9" not found in the inventory'
+
+
 def test_reservations_count_as_load() -> None:
     engine = _engine({})
     placed = [_schedule(engine, b.SOLVER_TEST.named(f"c{i}").request("gpu").obj(), "spread", reserve=True).node for i in range(4)]
