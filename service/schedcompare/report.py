@@ -284,6 +284,11 @@ def format_table(comparisons: Sequence[WorkloadComparison]) -> str:
             lines.append(f"{c.workload.name}: where the time went (pods created in "
                          + ", ".join(f"{v:.0f} s ({n})" for n, v in created.items()) + ")")
             lines.extend(split_lines)
+        if any(side.events for side in c.sides.values()):
+            lines.append("")
+            lines.append(f"{c.workload.name}: Events recorded, by reason (best effort: a recorder that falls behind drops some)")
+            lines.extend(f"  {name}: " + (", ".join(f"{n:,} {reason}" for reason, n in side.events.items()) or "none")
+                         for name, side in c.sides.items())
         backlog_lines = [_backlog_line(name, side) for name, side in c.sides.items() if side.backlog]
         if backlog_lines:
             lines.append("")

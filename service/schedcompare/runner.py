@@ -14,6 +14,7 @@ bound once ``spec.nodeName`` is set.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
@@ -128,6 +129,10 @@ class SideResult:
     start) until every pod settled."""
     split: dict[str, Any] = field(default_factory=dict)
     """dra-solver: its scheduler's time per bound pod by part (:func:`.split.scheduler_split`)."""
+    events: dict[str, int] = field(default_factory=dict)
+    """Events about the workload's pods by reason once the run settled: what each side's
+    components recorded (events are best effort: a recorder that falls behind drops some,
+    and a faster scheduler must not look faster for it)."""
     scheduler_started: float = 0.0
     """A backlog run: when the scheduler was started, after every pod and claim existed
     (0: the scheduler ran while the pods were created)."""
@@ -208,7 +213,7 @@ class SideResult:
             # the scheduler, set the pace.
             "creationSeconds": round(max(0.0, self.last_created - self.first_created), 3),
             "cpuSeconds": dict(sorted(self.cpu.items())), "cpuWindowSeconds": self.cpu_window,
-            "split": self.split, "backlog": self.backlog,
+            "split": self.split, "backlog": self.backlog, "events": dict(sorted(self.events.items())),
             # A backlog run: the scheduler's start after the first creation, and its first bind
             # after its start (start-up and informer sync).
             "schedulerStartedSeconds": None if (started := self.started_after) is None else round(started, 3),
@@ -508,10 +513,29 @@ def drive(client: Client, workload: Workload, scheduler: str, *, timeout: float,
         for watch in watches:
             watch.stop()
     result.problems.extend(w.error for w in watches if w.error)
+    result.events = _events_by_reason(client, pods)
     bound = [p.bound_at for p in pods.values() if p.bound_at is not None]
     result.last_bound = max(bound) if bound else start
     result.last_created = max((p.created for p in pods.values()), default=start)
     return result
+
+
+def _events_by_reason(client: Client, pods: Iterable[str], *, quiet: float = 1.0, timeout: float = 15.0) -> dict[str, int]:
+    """Events about the workload's ``pods`` by reason, once their count held still for
+    ``quiet`` seconds (recorders send in the background, behind the binds) or after
+    ``timeout``."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/events"
+    names = set(pods)
+    deadline = time.monotonic() + timeout
+    last: dict[str, int] | None = None
+    while True:
+        items = client.request("GET", path).get("items") or []
+        about = (e for e in items if (e.get("involvedObject") or {}).get("name") in names)
+        counts = dict(sorted(collections.Counter(str(e.get("reason") or "") for e in about).items()))
+        if counts == last or time.monotonic() >= deadline:
+            return counts
+        last = counts
+        time.sleep(quiet)
 
 
 def _backlog(names: list[str], create: Callable[[str], None], tracker: _Tracker, deadline: float, scheduler: str,

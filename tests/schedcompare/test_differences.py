@@ -173,6 +173,12 @@ def test_summary_table_and_json_carry_reason_and_evidence() -> None:
     assert detail["pod"] == "a" and detail["reason"] == NODE_CHOICE and "room" in detail["evidence"]
     assert f"      1  {NODE_CHOICE}  (e.g. a: kube-scheduler chose {N0}" in format_table([c])
     assert reason_summary(c.diffs) == {NODE_CHOICE: 1}
+    # The events each side recorded about the pods, by reason.
+    assert "Events recorded" not in format_table([c])
+    up.events, us.events = {"Scheduled": 2}, {"FailedScheduling": 1, "Scheduled": 1234}
+    table = format_table([c])
+    assert "  kube-scheduler: 2 Scheduled\n  dra-solver: 1 FailedScheduling, 1,234 Scheduled" in table
+    assert c.to_json()["sides"]["dra-solver"]["events"] == {"FailedScheduling": 1, "Scheduled": 1234}
 
 
 def test_overlapping_holds_are_devices_placed_twice() -> None:

@@ -90,6 +90,11 @@ def test_both_schedulers_bind_every_schedulable_pod_and_no_device_twice(bins: Bi
         assert side.bound > 0
         if workload.capacity is not None:
             assert side.bound == workload.capacity
+        # Every bound pod's Scheduled event recorded, and no warning about claims the
+        # scheduler did allocate (each side's components record their own).
+        assert side.events.get("Scheduled") == side.bound, (side_name, side.events)
+        assert "ResourceClaimNotAllocated" not in side.events, (side_name, side.events)
+        assert side.to_json()["events"] == side.events
     # Every pod placed differently has a reason and the evidence for it.
     report = result.to_json()
     assert all(d["reason"] and d["evidence"] for d in report["differences"]["details"])
