@@ -105,6 +105,11 @@ class TaintIndex:
             r for r in sorted(rules, key=ob.name) if (ob.spec(r).get("taint") or {}).get("effect") == NO_EXECUTE
         ]
 
+    @property
+    def empty(self) -> bool:
+        """No NoExecute taint on any device, and no rule that adds one."""
+        return not self._device and not self._rules
+
     def taints(self, driver: str, pool: str, device: str) -> list[TrackedTaint]:
         """Every NoExecute taint on the device: its own, then those of matching rules."""
         out = list(self._device.get((driver, pool, device), ()))

@@ -110,8 +110,12 @@ class EvictionController:
 
     # --- events -------------------------------------------------------------------------------
 
+    # While no device has a NoExecute taint, pod and claim changes evict nothing: they are not
+    # looked at. A taint that appears (a slice or a rule) enqueues the users of every claim
+    # with a device it covers, read from the caches then, so nothing skipped here is missed.
+
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
-        if new is None or not ob.claim_refs(new) or not ob.pod_node(new):
+        if new is None or not ob.claim_refs(new) or not ob.pod_node(new) or self.index().empty:
             return
         if (
             old is not None
@@ -130,6 +134,8 @@ class EvictionController:
                 self.queue.add(ob.key(pod))
 
     def _on_claim(self, old: Obj | None, new: Obj | None) -> None:
+        if self.index().empty:
+            return
         for claim in (old, new):
             if claim is not None and ob.allocation(claim) is not None:
                 self._enqueue_users(claim)

@@ -46,6 +46,10 @@ def test_slice_taint_noexecute_evicts_at_once_unless_tolerated(env: Env) -> None
     env.create(b.pod("victim", templates={"gpu": "plain"}))
     env.create(b.pod("survivor", templates={"gpu": "tolerant"}))
     wait_for(lambda: env.bound("victim", "survivor"), what="both pods bound")
+    env.settle()
+    # No device tainted yet: the pods' and claims' changes were not looked at.
+    handed = manager.metrics.queue_duration.labels(name=manager.controllers["eviction"].name)
+    assert sum(bucket.get() for bucket in handed._buckets) == 0
     pool, victim_device = _device_of(env, "victim")
     _, survivor_device = _device_of(env, "survivor")
     # The driver marks both devices broken.
