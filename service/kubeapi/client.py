@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dra_solver.service.kubeapi.direct import Transport, dumps, loads
+from dra_solver.service.kubeapi.direct import Reply, Transport, dumps, loads
 from dra_solver.service.kubeapi.meta import Obj
 
 log = logging.getLogger(__name__)
@@ -267,20 +267,18 @@ class Kube:
             verb, url, headers, _, post_params = serialize(**args)
             if self.transport is None or post_params:
                 resp = self.api_client.call_api(verb, url, headers, body, post_params, _request_timeout=REQUEST_TIMEOUT)
-                resp.read()
-                if not 200 <= resp.status <= 299:
-                    raise k8s().client.exceptions.ApiException.from_response(http_resp=resp, body=None, data=None)
-                return _json(resp)
-            data = None
-            if body is not None:
-                data = dumps(body)
-                headers.setdefault("Content-Type", "application/json")
-            reply = self.transport.request(verb, url, headers, data)
+                reply = Reply(resp.status, resp.reason, resp.read(), resp.getheader("Retry-After"))
+            else:
+                data = None
+                if body is not None:
+                    data = dumps(body)
+                    headers.setdefault("Content-Type", "application/json")
+                reply = self.transport.request(verb, url, headers, data)
+            if 200 <= reply.status <= 299:
+                return _json(reply.data)  # an answer that is not JSON: Invalid, whichever way it came
         except Exception as err:
             raise wrap(err, what) from err
-        if not 200 <= reply.status <= 299:
-            raise status_error(what, reply.status, reply.reason, reply.data, reply.retry_after)
-        return _json(reply.data)
+        raise status_error(what, reply.status, reply.reason, reply.data, reply.retry_after)
 
     def read(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
         """A GET through a typed method of :attr:`core`, :attr:`resource`, ... (its JSON)."""

@@ -160,6 +160,25 @@ def test_write_errors_map_with_the_servers_retry_after(faults: FaultServer) -> N
         dead.create_event("default", EVENT)
 
 
+def test_a_success_that_is_not_json_is_invalid_and_urllib3_answers_map_alike() -> None:
+    server = FaultServer(verbs=("POST",), keep_alive=True, otherwise=(200, {}), ok_body=b"<html>a proxy's page</html>")
+    try:
+        k = kube.Kube(kube.api_client(host=server.host))
+        assert k.transport is not None
+        with pytest.raises(kube.Invalid, match=r"^create event in default: "):
+            k.create_event("default", EVENT)
+        k.transport = None  # urllib3's way
+        with pytest.raises(kube.Invalid, match=r"^create event in default: "):
+            k.create_event("default", EVENT)
+        server.answers.append((429, {"Retry-After": "2"}))
+        with pytest.raises(kube.Transient, match="create event in default: injected") as throttled:
+            k.create_event("default", EVENT)
+        assert throttled.value.status == 429 and throttled.value.delay == 2.0
+        assert len(server.requests) == 3
+    finally:
+        server.stop()
+
+
 class RawServer:
     """A listening socket that hands each connection to ``_handle`` on its own thread."""
 
