@@ -1131,9 +1131,11 @@ class KubeSource(InventorySource):
         self._churning = frozenset(k.kind for k in self.kinds if k.churns)
         self._state_lock = threading.Lock()
         self._dirty = threading.Event()
-        self._steady_changed = True
+        self._steady = threading.Event()
         """An object of a kind that does not churn changed since the last snapshot (or none was
-        built yet): the snapshot follows within ``debounce``."""
+        built yet): the snapshot follows within ``debounce``, and such a change ends a longer
+        wait for claims."""
+        self._steady.set()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         # Objects the API server already accepted: no strict field validation (our models may
@@ -1174,6 +1176,7 @@ class KubeSource(InventorySource):
     def stop(self) -> None:
         self._stop.set()
         self._dirty.set()
+        self._steady.set()  # ends a wait for more claim changes at once
         for informer in self.informers.values():
             informer.request_stop()
         for informer in self.informers.values():
@@ -1198,7 +1201,7 @@ class KubeSource(InventorySource):
     def _listed(self, kind: str) -> None:
         with self._state_lock:
             self._state[kind].listed = True
-            self._steady_changed = True
+        self._steady.set()
         self._dirty.set()
 
     def _changed(self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -1208,8 +1211,8 @@ class KubeSource(InventorySource):
         key = ob.key(current)
         with self._state_lock:
             self._state[kind].changed[key] = (new, old)
-            if kind not in self._churning:
-                self._steady_changed = True
+        if kind not in self._churning:
+            self._steady.set()
         self._dirty.set()
 
     def _apply_changes(self) -> None:
@@ -1252,10 +1255,13 @@ class KubeSource(InventorySource):
             if self._stop.is_set():
                 return
             self._stop.wait(self.debounce)
-            with self._state_lock:
-                churn_only, self._steady_changed = not self._steady_changed, False
-            if churn_only:  # a scheduler's writes: the longer wait for more of them
-                self._stop.wait(max(0.0, self.churn_debounce - self.debounce))
+            if not self._steady.is_set():  # only a scheduler's writes: the longer wait for more
+                self._steady.wait(max(0.0, self.churn_debounce - self.debounce))
+            if self._stop.is_set():
+                return
+            # Cleared before the changes are taken: one recorded after this shows in this
+            # snapshot or sets the flag again for the next.
+            self._steady.clear()
             self._dirty.clear()
             started = time.perf_counter()
             self._apply_changes()

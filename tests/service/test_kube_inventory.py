@@ -376,6 +376,12 @@ def test_claim_changes_alone_wait_the_longer_debounce_others_do_not() -> None:
         changed = time.monotonic()
         source._changed("ResourceSlice", None, resource_slice("node-a"))
         assert settle(3) - changed < 0.5, "a slice shows within the debounce"
+        time.sleep(0.1)
+        source._changed("ResourceClaim", claim(2), claim(3))
+        time.sleep(0.1)  # in the claims' longer wait
+        changed = time.monotonic()
+        source._changed("ResourceSlice", None, resource_slice("node-b"))
+        assert settle(4) - changed < 0.5, "a slice that comes during the claims' wait ends it"
     finally:
         source._stop.set()
         source._dirty.set()
