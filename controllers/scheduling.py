@@ -265,11 +265,12 @@ NO_USE = Resources()
 @dataclass(frozen=True, slots=True)
 class PlacementPass:
     """One placement's verdicts over every node of a nodes mapping: the nodes that pass (by
-    name), why the others do not, and the fewest pods any passing node takes (None: none
-    says)."""
+    name), why the others do not, how many pods each passing node takes (those that say),
+    and the fewest of those (None: none says)."""
 
     passing: tuple[str, ...]
     reasons: Mapping[str, str]
+    rooms: Mapping[str, int | Fraction]
     least_room: int | Fraction | None
 
 
@@ -415,28 +416,20 @@ def filter_nodes(
         return NodeFilter(tuple(candidates), reasons)
     # The common pod: placement verdicts kept per node object and nothing to count but the
     # pod itself, so :meth:`PodFit.verdict` inlined (the calls were half the filter's time).
-    if placements is not None and isinstance(nodes, Mapping):
-        # Pods that place alike, while no node changed: the placement pass is the last one,
-        # and while no node is near its pod limit it is the answer, no node looked at.
-        made = placements.placement_pass(kept, nodes)
-        if made is None:
-            made = _placement_pass(fit, kept, _by_name(nodes), parse)
+    # Pods that place alike over the same nodes mapping (no node changed) reuse the last pass.
+    made = placements.placement_pass(kept, nodes) if placements is not None and isinstance(nodes, Mapping) else None
+    if made is None:
+        made = _placement_pass(fit, kept, _by_name(nodes), parse)
+        if placements is not None and isinstance(nodes, Mapping):
             placements.remember_pass(kept, nodes, made)
-        busiest = max((u.pods or 0 for u in used.values()), default=0)
-        if made.least_room is None or busiest + 1 <= made.least_room:
-            return NodeFilter(made.passing, dict(made.reasons))
-    named = _by_name(nodes)
-    for name, node in named:
-        hit = kept.get(name)
-        why = hit[1] if hit is not None and hit[0] is node else fit._placement(node, name)
-        if not why:
-            room = parse(node).pods
-            if room is not None:
-                u = used.get(name)
-                if (0 if u is None else u.pods or 0) + 1 > room:
-                    why = "Too many pods"
-        if why:
-            reasons[name] = why
+    reasons = dict(made.reasons)
+    busiest = max((u.pods or 0 for u in used.values()), default=0)
+    if made.least_room is None or busiest + 1 <= made.least_room:
+        return NodeFilter(made.passing, reasons)  # no node near its pod limit: none looked at
+    for name in made.passing:
+        room, u = made.rooms.get(name), used.get(name)
+        if room is not None and (0 if u is None else u.pods or 0) + 1 > room:
+            reasons[name] = "Too many pods"
         else:
             candidates.append(name)
     return NodeFilter(tuple(candidates), reasons)
@@ -452,7 +445,7 @@ def _placement_pass(fit: PodFit, kept: dict[str, tuple[Mapping[str, Any], str]],
                     parse: Callable[[Mapping[str, Any]], Resources]) -> PlacementPass:
     passing: list[str] = []
     reasons: dict[str, str] = {}
-    least: int | Fraction | None = None
+    rooms: dict[str, int | Fraction] = {}
     for name, node in named:
         hit = kept.get(name)
         why = hit[1] if hit is not None and hit[0] is node else fit._placement(node, name)
@@ -461,9 +454,9 @@ def _placement_pass(fit: PodFit, kept: dict[str, tuple[Mapping[str, Any], str]],
             continue
         passing.append(name)
         room = parse(node).pods
-        if room is not None and (least is None or room < least):
-            least = room
-    return PlacementPass(tuple(passing), reasons, least)
+        if room is not None:
+            rooms[name] = room
+    return PlacementPass(tuple(passing), reasons, rooms, min(rooms.values(), default=None))
 
 
 def least_allocated(candidates: Sequence[str], nodes: Mapping[str, Mapping[str, Any]], used: Mapping[str, Resources]) -> str:
