@@ -99,7 +99,7 @@ class Options:
         """API connections the workers may hold at once (each waits on its own request), with
         room for the informers' watches, the Lease and the event senders: a smaller pool
         discards connections and the next request handshakes again."""
-        return self.claim_workers + self.scheduler_workers + self.scheduler_binders + self.eviction_workers + 32
+        return self.claim_workers + self.scheduler_workers + self.scheduler_binders + self.eviction_workers + 48
 
 
 def parse_enable(text: str) -> frozenset[str]:

@@ -106,7 +106,7 @@ class Events:
     """
 
     def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
-                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 16,
+                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 32,
                  retry_after: float = 10.0, max_tries: int = 12) -> None:
         self.kube = kube_api
         self.component = component

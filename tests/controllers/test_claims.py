@@ -127,6 +127,8 @@ def test_created_claim_follows_upstream_conventions() -> None:
     ]
     assert body["metadata"]["annotations"] == {"note": "x", "resource.kubernetes.io/pod-claim-name": "gpu"}
     assert body["metadata"]["labels"] == {"team": "ml"}
+    # Upstream's controller leaves the finalizer to the scheduler (one more write per pod).
+    assert body["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     assert body["spec"] == TEMPLATE["spec"]["spec"]
     assert "annotations" not in TEMPLATE["spec"]["metadata"] or "resource.kubernetes.io/pod-claim-name" not in TEMPLATE["spec"]["metadata"]["annotations"]
 

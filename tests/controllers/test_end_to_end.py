@@ -57,8 +57,10 @@ def test_pods_with_templates_get_claims_devices_and_nodes(env: Env) -> None:
     # Bound by the binder pool, each write timed for the comparison's time split.
     sample = manager.metrics.registry.get_sample_value
     assert sample("dra_solver_scheduler_binding_queue_duration_seconds_count") == 5
-    for operation in ("claim_finalizer", "claim_status", "bind"):
+    for operation in ("claim_status", "bind"):
         assert sample("dra_solver_scheduler_api_write_duration_seconds_count", {"operation": operation}) == 5
+    # Generated claims are born with the delete-protection finalizer: no update adds it.
+    assert sample("dra_solver_scheduler_api_write_duration_seconds_count", {"operation": "claim_finalizer"}) is None
 
     # Deleting a pod (forced: no kubelet will ever confirm it) frees its devices: the garbage
     # collector deletes the generated claim, the claim controller lifts the finalizer, and the
@@ -70,6 +72,23 @@ def test_pods_with_templates_get_claims_devices_and_nodes(env: Env) -> None:
     wait_for(lambda: env.get("ResourceClaim", ob.name(victim_claim)) is None, what="the generated claim garbage-collected")
     assert len(env.allocated_devices()) == 5
     env.wait_solver_sees(lambda snap: len(snap.allocated_claims()) == 4)
+
+
+def test_a_generated_claim_never_allocated_goes_with_its_pod(env: Env) -> None:
+    # Born with the delete-protection finalizer, a generated claim whose pod is deleted before
+    # anything allocated it must not stay Terminating: the claim controller lifts the
+    # finalizer once the garbage collector has asked for the claim's deletion.
+    env.cluster(nodes=1, gpus=1)
+    env.create(b.template("two-gpus", count=2))
+    env.manager()
+    env.create(b.pod("big", templates={"gpu": "two-gpus"}))
+    wait_for(lambda: env.events("FailedScheduling"), what="the pod found unschedulable")
+    pod = env.pod("big")
+    assert pod is not None
+    [claim] = env.claims_of(pod)
+    assert ob.allocation(claim) is None and ob.finalizers(claim) == [ob.DELETE_PROTECTION_FINALIZER]
+    env.delete("Pod", "big", force=True)
+    wait_for(lambda: env.get("ResourceClaim", ob.name(claim)) is None, what="the unallocated claim garbage-collected")
 
 
 def test_a_pod_waiting_for_its_claim_to_be_created_waits_quietly(env: Env, caplog: pytest.LogCaptureFixture) -> None:
@@ -153,9 +172,10 @@ def test_unschedulable_pod_explains_and_fits_once_devices_are_released(env: Env)
 
 def test_conflict_on_claim_write_is_retried(env: Env) -> None:
     """Real 409s: just before the scheduler's first finalizer write and first status write,
-    another client changes the claim, so the resourceVersion the scheduler sends is stale."""
+    another client changes the claim, so the resourceVersion the scheduler sends is stale.
+    The claim is the user's own: one generated from a template already has the finalizer."""
     env.cluster(nodes=1, gpus=2)
-    env.create(b.template("one-gpu"))
+    env.create(b.ONE_GPU.named("mine").obj())
     faulty = env.client("conflicts", faulty=True)
     assert isinstance(faulty, FaultyKube)
 
@@ -169,7 +189,7 @@ def test_conflict_on_claim_write_is_retried(env: Env) -> None:
     faulty.inject("update_claim_status", someone_else_writes)
     env.manager("claims", enable=frozenset({"claim"}))
     manager = env.manager("scheduler", enable=frozenset({"scheduler"}), kube_api=faulty)
-    env.create(b.pod("p", templates={"gpu": "one-gpu"}))
+    env.create(b.pod("p", claims={"gpu": "mine"}))
     wait_for(lambda: env.bound("p"), what="the pod bound")
     assert faulty.pending_faults("update_claim") == faulty.pending_faults("update_claim_status") == 0
     assert manager.metrics.claim_write_conflicts._value.get() >= 2

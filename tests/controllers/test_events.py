@@ -133,10 +133,11 @@ def test_discard_drops_the_retries_too() -> None:
     assert events.discard() == 1 and events.idle()
 
 
-def test_a_slow_api_server_gets_up_to_sixteen_events_at_once() -> None:
+def test_a_slow_api_server_gets_up_to_thirty_two_events_at_once() -> None:
     """A busy scheduler records an event per pod: with one API round trip at a time per sender,
     four senders fell behind at 150 pods/s on a loaded server and the queue dropped half the
-    Scheduled events. Sixteen are sent at once; no more."""
+    Scheduled events; sixteen dropped a sixth of them at 180 pods/s. Thirty-two are sent at
+    once; no more."""
     fake = GatedKube()
     in_flight = 0
     most = 0
@@ -156,13 +157,13 @@ def test_a_slow_api_server_gets_up_to_sixteen_events_at_once() -> None:
 
     fake.create_event = create_event  # type: ignore[method-assign]
     events = _events(fake)
-    for i in range(40):
+    for i in range(80):
         events.emit(b.pod(f"p{i}", uid=f"u{i}"), "Pod", type_="Normal", reason="Scheduled", message="assigned")
     deadline = time.monotonic() + 10
-    while most < 16 and time.monotonic() < deadline:
+    while most < 32 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.1)
-    assert most == 16 and events.dropped == 0
+    assert most == 32 and events.dropped == 0
     fake.gate.set()
     assert events.flush(timeout=30)
-    assert len(fake.sent) == 40
+    assert len(fake.sent) == 80
