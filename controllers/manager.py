@@ -162,7 +162,8 @@ class Manager:
         self._lock = threading.Lock()
 
     def _events(self, component: str) -> Events:
-        return Events(self.kube if self.options.events else None, component)
+        return Events(self.kube if self.options.events else None, component,
+                      on_drop=self.metrics.events_dropped.labels(component=component).inc)
 
     @property
     def scheduler(self) -> Scheduler:

@@ -13,7 +13,9 @@
   conflicts, rollbacks, bindings);
 - ``scheduler_queue_incoming_pods_total{event,queue}``: pods moved between the scheduler's
   queues (active, backoff, unschedulable) and the event that moved them, as kube-scheduler's;
-- ``dra_solver_leader``: 1 while this replica leads.
+- ``dra_solver_leader``: 1 while this replica leads;
+- ``dra_solver_events_dropped_total{component}``: Events never recorded (the queue was full,
+  the API server refused every try, or the process stopped with them still queued).
 
 Each :class:`ControllerMetrics` owns its registry, so several instances (tests, two replicas in
 one process) never collide.
@@ -129,6 +131,13 @@ class ControllerMetrics:
             registry=r,
         )
         self.leader = Gauge("dra_solver_leader", "1 while this replica holds the leader Lease.", registry=r)
+        self.events_dropped = Counter(
+            "dra_solver_events_dropped",
+            "Events never recorded, by reporting component: the send queue was full, every try failed, or the "
+            "process stopped with them queued.",
+            ["component"],
+            registry=r,
+        )
         for status in ("success", "failure"):
             for admin in ("false", "true"):
                 self.claim_creates.labels(status=status, admin_access=admin)

@@ -107,8 +107,9 @@ class Events:
 
     def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
                  clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 32,
-                 retry_after: float = 10.0, max_tries: int = 12) -> None:
+                 retry_after: float = 10.0, max_tries: int = 12, on_drop: Callable[[int], None] | None = None) -> None:
         self.kube = kube_api
+        self._on_drop = on_drop
         self.component = component
         self.dedupe = dedupe
         self.max_pending = max_pending
@@ -162,7 +163,7 @@ class Events:
         with self._cond:
             waiting = len(self._pending) + len(self._retries)
             if waiting >= self.max_pending:
-                self.dropped += 1
+                self._drop(1)
                 log.debug("event %s for %s dropped: %d events waiting to be sent", reason, ob.key(obj), waiting)
                 return
             self._pending.append((ob.namespace(obj) or "default", event, 0))
@@ -211,7 +212,7 @@ class Events:
         if tries >= self.max_tries:
             log.warning("%s not recorded after %d tries: %s", what, tries, err)
             with self._cond:
-                self.dropped += 1
+                self._drop(1)
             return
         delay = self.retry_after * (1.0 + 0.25 * random.random())
         log.debug("%s not recorded (try %d of %d), trying again in %.1fs: %s", what, tries, self.max_tries, delay, err)
@@ -219,6 +220,12 @@ class Events:
             self._retry_seq += 1
             heapq.heappush(self._retries, (time.monotonic() + delay, self._retry_seq, namespace, event, tries))
             self._cond.notify_all()
+
+    def _drop(self, count: int) -> None:
+        """Count ``count`` events as never recorded (called holding _cond)."""
+        self.dropped += count
+        if self._on_drop is not None:
+            self._on_drop(count)
 
     def idle(self) -> bool:
         """Nothing waiting to be sent or tried again, and nothing being sent."""
@@ -243,7 +250,8 @@ class Events:
             left = len(self._pending) + len(self._retries)
             self._pending.clear()
             self._retries.clear()
-            self.dropped += left
+            if left:
+                self._drop(left)
             self._cond.notify_all()
         return left
 

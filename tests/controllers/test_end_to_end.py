@@ -363,6 +363,7 @@ def test_metrics_use_upstream_names(env_no_solver: Env) -> None:
         "dra_solver_scheduler_claim_write_conflicts_total",
         "scheduler_queue_incoming_pods_total",
         "dra_solver_leader",
+        "dra_solver_events_dropped_total",
     ):
         assert f"# TYPE {name.removesuffix('_total').removesuffix('_bucket')}" in text, name
 

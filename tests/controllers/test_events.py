@@ -44,16 +44,20 @@ def test_emit_returns_while_the_api_server_has_not_answered() -> None:
 
 def test_a_full_queue_drops_new_events_and_shutdown_discards_the_rest() -> None:
     fake = GatedKube()
-    events = _events(fake, max_pending=2, senders=1)
+    counted: list[int] = []
+    events = _events(fake, max_pending=2, senders=1, on_drop=counted.append)
     for i in range(6):
         events.emit(b.pod(f"p{i}", uid=f"u{i}"), "Pod", type_="Normal", reason="Scheduled", message="assigned")
     # One is being sent (blocked), two wait, the rest were dropped.
     assert events.dropped in (3, 4)
+    assert sum(counted) == events.dropped, "every drop reaches the metric"
     assert not events.flush(timeout=0.05)
     assert events.discard() in (1, 2)
+    assert sum(counted) == events.dropped
     fake.gate.set()
     assert events.flush(timeout=30)
     assert 1 <= len(fake.sent) <= 2
+    assert len(fake.sent) + events.dropped == 6
 
 
 def test_identical_events_within_the_dedupe_window_are_sent_once() -> None:
@@ -113,10 +117,11 @@ def test_a_retry_waits_its_turn_and_counts_as_not_idle() -> None:
 
 def test_retries_stop_after_max_tries_and_a_rejected_event_is_not_retried() -> None:
     down = FlakyKube(100, kube.Transient("create event in default: timed out"))
-    events = Events(cast(kube.Kube, down), "dra-solver", retry_after=0.01, max_tries=3)
+    counted: list[int] = []
+    events = Events(cast(kube.Kube, down), "dra-solver", retry_after=0.01, max_tries=3, on_drop=counted.append)
     _scheduled(events)
     assert events.flush(timeout=30)
-    assert down.calls == 3 and down.sent == [] and events.dropped == 1
+    assert down.calls == 3 and down.sent == [] and events.dropped == 1 and counted == [1]
 
     rejected = FlakyKube(1, kube.Invalid("create event in default: 422 Invalid", status=422))
     events = Events(cast(kube.Kube, rejected), "dra-solver", retry_after=0.01)
