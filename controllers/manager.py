@@ -23,7 +23,7 @@ from dra_solver.controllers.eviction_controller import EvictionController
 from dra_solver.controllers.features import KubeFeatures
 from dra_solver.controllers.gangscheduler import GangScheduler
 from dra_solver.controllers.metrics import ControllerMetrics
-from dra_solver.controllers.runtime import Events
+from dra_solver.controllers.runtime import EVENT_SENDERS, Events
 from dra_solver.controllers.scheduler import Scheduler, Solver
 from dra_solver.service.api import ElectionConfig, LeaderElector, kube
 
@@ -99,7 +99,9 @@ class Options:
         """API connections the workers may hold at once (each waits on its own request), with
         room for the informers' watches, the Lease and the event senders: a smaller pool
         discards connections and the next request handshakes again."""
-        return self.claim_workers + self.scheduler_workers + self.scheduler_binders + self.eviction_workers + 48
+        watches_and_lease = 16
+        workers = self.claim_workers + self.scheduler_workers + self.scheduler_binders + self.eviction_workers
+        return workers + watches_and_lease + EVENT_SENDERS
 
 
 def parse_enable(text: str) -> frozenset[str]:

@@ -89,6 +89,11 @@ class UIDCache:
             return frozenset(self._items)
 
 
+EVENT_SENDERS = 32
+"""Events sent at once by default: 16 fell behind (and the queue dropped) at 180 binds a second
+on a loaded 2-core machine."""
+
+
 class Events:
     """Best-effort core/v1 Events, as kubectl describe shows them; failures are only logged.
 
@@ -106,7 +111,7 @@ class Events:
     """
 
     def __init__(self, kube_api: kube.Kube | None, component: str, *, dedupe: float = 60.0,
-                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = 32,
+                 clock: Callable[[], float] = time.time, max_pending: int = 1000, senders: int = EVENT_SENDERS,
                  retry_after: float = 10.0, max_tries: int = 12, on_drop: Callable[[int], None] | None = None) -> None:
         self.kube = kube_api
         self._on_drop = on_drop

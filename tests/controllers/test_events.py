@@ -172,3 +172,14 @@ def test_a_slow_api_server_gets_up_to_thirty_two_events_at_once() -> None:
     fake.gate.set()
     assert events.flush(timeout=30)
     assert len(fake.sent) == 80
+
+
+def test_the_connection_pool_keeps_room_for_every_event_sender() -> None:
+    # Senders beyond the idle pool would each handshake TLS again after every event.
+    from dra_solver.controllers.manager import Options
+    from dra_solver.controllers.runtime import EVENT_SENDERS
+
+    options = Options()
+    workers = options.claim_workers + options.scheduler_workers + options.scheduler_binders + options.eviction_workers
+    assert options.connections() >= workers + EVENT_SENDERS
+    assert Events(None, "dra-solver")._max_senders == EVENT_SENDERS
